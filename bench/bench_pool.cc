@@ -1,0 +1,125 @@
+// Pool micro-benchmarks through the C ABI, beside memcpy of the same sizes in
+// the same run. Prints a table of medians over repeated runs.
+//   ./build/release/bench/bench_pool [--repeats N] [--uri URI]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "speckv.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median ns per op over `repeats` runs of `iters` ops each.
+template <typename F>
+double median_ns(int repeats, int iters, F &&op) {
+    std::vector<double> r;
+    for (int k = 0; k < repeats; k++) {
+        auto t0 = Clock::now();
+        for (int i = 0; i < iters; i++) op(i);
+        auto t1 = Clock::now();
+        r.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / iters);
+    }
+    std::sort(r.begin(), r.end());
+    return r[r.size() / 2];
+}
+
+void die(const char *what, int rc) {
+    std::fprintf(stderr, "bench_pool: %s: %s: %s\n", what, speckv_strerror(rc), speckv_errmsg());
+    std::exit(1);
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown CPU";
+}
+
+volatile unsigned char g_sink;
+
+struct AlignedBuf {
+    explicit AlignedBuf(size_t n) : p(static_cast<unsigned char *>(std::aligned_alloc(4096, n))), n(n) {}
+    ~AlignedBuf() { std::free(p); }
+    unsigned char *data() { return p; }
+    unsigned char &operator[](size_t i) { return p[i]; }
+    unsigned char *p;
+    size_t n;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int repeats = 15;
+    std::string uri = "file:/dev/shm/speckv-bench.pool?size=256M";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--uri")) uri = argv[i + 1];
+    }
+    std::printf("speckv %s pool benchmarks on %s; median of %d runs\n\n", speckv_version_string(), cpu_name().c_str(),
+                repeats);
+    std::printf("%-34s %12s %10s %12s\n", "operation", "ns/op", "GB/s", "vs memcpy");
+
+    for (int pass = 0; pass < 2; pass++) {
+        speckv_config *cfg;
+        speckv_config_new(&cfg);
+        if (pass == 1) speckv_config_set_int(cfg, "cache.bytes", 0);
+        speckv_pool *p;
+        if (int rc = speckv_pool_open(uri.c_str(), cfg, &p); rc) die("open", rc);
+        speckv_config_free(cfg);
+        for (size_t sz : {size_t(4096), size_t(65536)}) {
+            // Page-aligned buffers, as an engine's staging buffers are.
+            AlignedBuf src(sz), dst(sz);
+            for (size_t i = 0; i < sz; i++) src[i] = static_cast<unsigned char>(i * 7);
+            const int iters = sz == 4096 ? 20000 : 2000;
+            double mc = median_ns(repeats, iters, [&](int i) {
+                src[i % sz] = static_cast<unsigned char>(i);
+                std::memcpy(dst.data(), src.data(), sz);
+                g_sink = dst[(i * 31) % sz];
+            });
+            speckv_handle h;
+            if (int rc = speckv_alloc(p, sz, SPECKV_DTYPE_FP16, nullptr, &h); rc) die("alloc", rc);
+            if (int rc = speckv_write(p, h, 0, src.data(), sz); rc) die("write", rc);
+            double acc = median_ns(repeats, iters, [&](int i) {
+                if (int rc = speckv_access(p, h, 0, dst.data(), sz, 0); rc) die("access", rc);
+                g_sink = dst[(i * 31) % sz];
+            });
+            double wr = median_ns(repeats, iters / 4, [&](int i) {
+                src[i % sz] = static_cast<unsigned char>(i);
+                if (int rc = speckv_write(p, h, 0, src.data(), sz); rc) die("write", rc);
+            });
+            speckv_free(p, h);
+            double af = median_ns(repeats, iters, [&](int) {
+                speckv_handle x;
+                if (int rc = speckv_alloc(p, sz, SPECKV_DTYPE_FP16, nullptr, &x); rc) die("alloc", rc);
+                if (int rc = speckv_free(p, x); rc) die("free", rc);
+            });
+            auto gbps = [&](double ns) { return double(sz) / ns; };
+            const char *kb = sz == 4096 ? "4 KiB" : "64 KiB";
+            char name[64];
+            if (pass == 0) {
+                std::snprintf(name, sizeof name, "memcpy %s", kb);
+                std::printf("%-34s %12.1f %10.2f %12s\n", name, mc, gbps(mc), "1.00x");
+                std::snprintf(name, sizeof name, "access %s (resident, verified)", kb);
+                std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, acc, gbps(acc), acc / mc);
+                std::snprintf(name, sizeof name, "write %s (+CRC32C)", kb);
+                std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, wr, gbps(wr), wr / mc);
+                std::snprintf(name, sizeof name, "alloc+free %s", kb);
+                std::printf("%-34s %12.1f %10s %12s\n", name, af, "-", "-");
+            } else {
+                std::snprintf(name, sizeof name, "access %s (no cache: CRC each)", kb);
+                std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, acc, gbps(acc), acc / mc);
+            }
+        }
+        speckv_pool_close(p);
+    }
+    if (uri.rfind("file:/dev/shm/speckv-bench.pool", 0) == 0) std::remove("/dev/shm/speckv-bench.pool");
+    return 0;
+}

@@ -1,0 +1,229 @@
+// `speckv pool create|inspect|check|reset`.
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+#include "commands.h"
+#include "config.h"
+#include "pool.h"
+#include "speckv.h"
+#include "status.h"
+#include "uri.h"
+
+namespace speckv_cli {
+namespace {
+
+
+std::string uuid_text(const uint8_t u[16]) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+                  u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    return b;
+}
+
+std::string time_text(uint64_t ns) {
+    time_t t = static_cast<time_t>(ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char b[32];
+    std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return b;
+}
+
+std::string human(uint64_t bytes) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int i = 0;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
+    }
+    char b[32];
+    std::snprintf(b, sizeof b, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+    return b;
+}
+
+std::string json_escape(const std::string &s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\', o += c;
+        else if (static_cast<unsigned char>(c) < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+        } else o += c;
+    }
+    return o;
+}
+
+// Resolves a file: URI to its path; other schemes can't be inspected offline.
+bool file_path(const std::string &uri_text, std::string *path) {
+    speckv::Uri u;
+    if (int rc = speckv::parse_uri(uri_text, &u); rc != SPECKV_OK) {
+        error(describe(rc));
+        return false;
+    }
+    if (u.scheme != speckv::Scheme::File) {
+        error("this command works on file: pools (dax: and numa: come with the device backends; anon: pools die with their process)");
+        return false;
+    }
+    *path = u.target;
+    return true;
+}
+
+}  // namespace
+
+void print_info(const speckv::PoolInfo &i, bool json) {
+    if (json) {
+        std::printf("{\"location\":\"%s\",\"format_version\":%u,\"uuid\":\"%s\",\"created\":\"%s\",\"pool_bytes\":%" PRIu64
+                    ",\"page_size\":%" PRIu64 ",\"data_offset\":%" PRIu64 ",\"pages\":{\"total\":%" PRIu64
+                    ",\"used\":%" PRIu64 ",\"free\":%" PRIu64 "},\"blocks\":{\"live\":%" PRIu64 ",\"max\":%" PRIu64
+                    "},\"bytes_by_dtype\":{\"opaque\":%" PRIu64 ",\"fp16\":%" PRIu64 ",\"bf16\":%" PRIu64
+                    ",\"fp32\":%" PRIu64 "},\"attached\":%u,\"clean\":%s,\"epoch\":%" PRIu64 ",\"recoveries\":%" PRIu64
+                    ",\"checksums\":{\"quarantined_pages\":%" PRIu64 ",\"pages_mid_write\":%" PRIu64 "}}\n",
+                    json_escape(i.location).c_str(), i.format_version, uuid_text(i.uuid).c_str(),
+                    time_text(i.created_ns).c_str(), i.pool_bytes, i.page_size, i.data_off, i.n_pages, i.pages_used,
+                    i.n_pages - i.pages_used, i.blocks_live, i.max_blocks, i.bytes_by_dtype[0], i.bytes_by_dtype[1],
+                    i.bytes_by_dtype[2], i.bytes_by_dtype[3], i.attached, i.clean ? "true" : "false", i.epoch,
+                    i.recoveries, i.pages_quarantined, i.pages_in_write);
+        return;
+    }
+    std::printf("pool         %s\n", i.location.c_str());
+    std::printf("format       %u\n", i.format_version);
+    std::printf("uuid         %s\n", uuid_text(i.uuid).c_str());
+    std::printf("created      %s\n", time_text(i.created_ns).c_str());
+    std::printf("size         %" PRIu64 " bytes (%s)\n", i.pool_bytes, human(i.pool_bytes).c_str());
+    std::printf("page size    %" PRIu64 "\n", i.page_size);
+    std::printf("data pages   %" PRIu64 " (%" PRIu64 " used, %" PRIu64 " free)\n", i.n_pages, i.pages_used,
+                i.n_pages - i.pages_used);
+    std::printf("blocks       %" PRIu64 " live of %" PRIu64 " slots\n", i.blocks_live, i.max_blocks);
+    std::printf("bytes        opaque %" PRIu64 ", fp16 %" PRIu64 ", bf16 %" PRIu64 ", fp32 %" PRIu64 "\n",
+                i.bytes_by_dtype[0], i.bytes_by_dtype[1], i.bytes_by_dtype[2], i.bytes_by_dtype[3]);
+    std::printf("attached     %u process%s\n", i.attached, i.attached == 1 ? "" : "es");
+    std::printf("state        %s (epoch %" PRIu64 ", %" PRIu64 " recoveries)\n",
+                i.clean ? "clean" : (i.attached ? "in use" : "not closed cleanly: recovered on next open"), i.epoch,
+                i.recoveries);
+    std::printf("checksums    %" PRIu64 " quarantined pages, %" PRIu64 " pages mid-write\n", i.pages_quarantined,
+                i.pages_in_write);
+}
+
+void register_pool_commands(CLI::App &app) {
+    auto *pool = app.add_subcommand("pool", "Create, inspect, check and reset pools");
+    pool->require_subcommand(1);
+
+    auto *create = pool->add_subcommand("create", "Create a pool (fails if it exists)");
+    static std::string c_uri, c_size, c_page = "4096";
+    create->add_option("URI", c_uri, "file:/path or file:NAME")->required();
+    create->add_option("--size", c_size, "pool size, e.g. 256M, 8G")->required();
+    create->add_option("--page-size", c_page, "data page size (power of two, >= 4096)");
+    create->callback([] {
+        std::string path;
+        if (!file_path(c_uri, &path)) return void(g_exit = 1);
+        if (access(path.c_str(), F_OK) == 0) {
+            error("a pool already exists at " + path + " (use `speckv pool reset` to wipe it)");
+            return void(g_exit = 1);
+        }
+        speckv::Config cfg;
+        int rc = cfg.set_str("pool.size", c_size);
+        if (rc == SPECKV_OK) rc = cfg.set_str("pool.page_size", c_page);
+        std::unique_ptr<speckv::Pool> p;
+        if (rc == SPECKV_OK) rc = speckv::Pool::open(c_uri, cfg, &p);
+        if (rc != SPECKV_OK) {
+            error(describe(rc));
+            return void(g_exit = 1);
+        }
+        speckv::PoolInfo i;
+        p->info(&i);
+        std::printf("created %s: %" PRIu64 " bytes, %" PRIu64 " data pages of %" PRIu64 " bytes, %" PRIu64
+                    " block slots\n",
+                    path.c_str(), i.pool_bytes, i.n_pages, i.page_size, i.max_blocks);
+        p->close();
+    });
+
+    auto *inspect = pool->add_subcommand("inspect", "Show a pool's geometry, usage and checksum state");
+    static std::string i_uri;
+    static bool i_json = false;
+    inspect->add_option("URI", i_uri, "file:/path or file:NAME")->required();
+    inspect->add_flag("--json", i_json, "one JSON object on stdout");
+    inspect->callback([] {
+        std::string path;
+        if (!file_path(i_uri, &path)) return void(g_exit = 1);
+        std::unique_ptr<speckv::Pool> p;
+        if (int rc = speckv::Pool::open_readonly(path, &p); rc != SPECKV_OK) {
+            error(describe(rc));
+            return void(g_exit = 1);
+        }
+        speckv::PoolInfo i;
+        p->info(&i);
+        print_info(i, i_json);
+    });
+
+    auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");
+    static std::string k_uri;
+    static bool k_json = false;
+    check->add_option("URI", k_uri, "file:/path or file:NAME")->required();
+    check->add_flag("--json", k_json, "one JSON object on stdout");
+    check->callback([] {
+        std::string path;
+        if (!file_path(k_uri, &path)) return void(g_exit = 2);
+        std::unique_ptr<speckv::Pool> p;
+        speckv::CheckReport r;
+        int rc = speckv::Pool::open_readonly(path, &p);
+        if (rc == SPECKV_ECORRUPT) {
+            r.problems.push_back(describe(rc));  // the superblock itself is bad
+        } else if (rc != SPECKV_OK) {
+            error(describe(rc));
+            return void(g_exit = 2);
+        } else {
+            p->check(&r);
+        }
+        if (k_json) {
+            std::printf("{\"pool\":\"%s\",\"clean\":%s,\"blocks_checked\":%" PRIu64 ",\"pages_verified\":%" PRIu64
+                        ",\"problems\":[",
+                        json_escape(path).c_str(), r.problems.empty() ? "true" : "false", r.blocks_checked,
+                        r.pages_verified);
+            for (size_t i = 0; i < r.problems.size(); i++)
+                std::printf("%s\"%s\"", i ? "," : "", json_escape(r.problems[i]).c_str());
+            std::printf("]}\n");
+        } else {
+            for (auto &s : r.problems) std::printf("problem: %s\n", s.c_str());
+            std::printf("%s: %" PRIu64 " blocks, %" PRIu64 " pages verified, %zu problem%s\n", path.c_str(),
+                        r.blocks_checked, r.pages_verified, r.problems.size(), r.problems.size() == 1 ? "" : "s");
+        }
+        g_exit = r.problems.empty() ? 0 : 1;
+    });
+
+    auto *reset = pool->add_subcommand("reset", "Wipe every block of a pool, keeping its geometry (needs --force)");
+    static std::string r_uri;
+    static bool r_force = false;
+    reset->add_option("URI", r_uri, "file:/path or file:NAME")->required();
+    reset->add_flag("--force", r_force, "really wipe it");
+    reset->callback([] {
+        std::string path;
+        if (!file_path(r_uri, &path)) return void(g_exit = 1);
+        std::unique_ptr<speckv::Pool> p;
+        speckv::PoolInfo before{};
+        bool readable = speckv::Pool::open_readonly(path, &p) == SPECKV_OK;
+        if (readable) p->info(&before);
+        p.reset();
+        if (!r_force) {
+            error("refusing to reset " + path + " without --force: it would delete " +
+                  (readable ? std::to_string(before.blocks_live) + " blocks (" + human(before.bytes_by_dtype[0] +
+                                  before.bytes_by_dtype[1] + before.bytes_by_dtype[2] + before.bytes_by_dtype[3]) + ")"
+                            : std::string("every block")) +
+                  " and keep only the geometry");
+            return void(g_exit = 1);
+        }
+        if (int rc = speckv::Pool::reset_file(path); rc != SPECKV_OK) {
+            error(describe(rc));
+            return void(g_exit = 1);
+        }
+        std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
+                    readable ? std::to_string(before.blocks_live).c_str() : "all");
+    });
+}
+
+}  // namespace speckv_cli

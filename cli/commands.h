@@ -1,0 +1,26 @@
+// CLI subcommand registration. Each command family lives in its own file.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace speckv {
+struct PoolInfo;
+}
+
+namespace speckv_cli {
+
+// Exit status a command wants; main() returns it after CLI11 parsing.
+extern int g_exit;
+
+void register_pool_commands(CLI::App &app);
+void register_demo_command(CLI::App &app);
+void register_codec_commands(CLI::App &app);
+
+// "speckv: error: <msg>" on stderr.
+void error(const std::string &msg);
+// Prints `pool inspect` output.
+void print_info(const speckv::PoolInfo &i, bool json);
+// Formats the last library failure: "<strerror>: <detail>".
+std::string describe(int rc);
+
+}  // namespace speckv_cli

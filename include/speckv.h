@@ -1,0 +1,292 @@
+/*
+ * speckv.h — the public C interface of speckv, a KV-cache store for LLM serving
+ * engines that keeps KV pages in a large (CXL-attached) memory pool.
+ *
+ * This is the ONLY public header. Nothing else under include/, lib/ or cli/ is
+ * part of the interface, and no symbol other than the speckv_* functions below
+ * is exported from libspeckv.so.
+ *
+ * Conventions (see docs/api.md for the long form):
+ *   - Every function that can fail returns an int status: SPECKV_OK (0) or a
+ *     negative SPECKV_E* code. Results come back through out-pointers.
+ *     Codes are only ever added, never renumbered.
+ *   - speckv_strerror(code) gives static text; speckv_errmsg() gives the detail
+ *     of the most recent failure on the calling thread.
+ *   - No function throws, aborts or exits on bad input.
+ *   - Destroy/close functions accept NULL.
+ *   - Structs that cross the boundary start with `size_t struct_size`, which the
+ *     caller sets to sizeof(the struct) as it knows it; a size the library does
+ *     not know is rejected with SPECKV_ESTRUCT.
+ *
+ * Threading: a speckv_pool may be used from any number of threads at once.
+ * A speckv_config must not be modified concurrently with its own use.
+ */
+#ifndef SPECKV_H
+#define SPECKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SPECKV_API
+#elif defined(__GNUC__) || defined(__clang__)
+#define SPECKV_API __attribute__((visibility("default")))
+#else
+#define SPECKV_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+/* The single source of truth of the release version: CMake reads these lines. */
+#define SPECKV_VERSION_MAJOR 0
+#define SPECKV_VERSION_MINOR 1
+#define SPECKV_VERSION_PATCH 0
+#define SPECKV_VERSION_NUMBER \
+    (SPECKV_VERSION_MAJOR * 10000 + SPECKV_VERSION_MINOR * 100 + SPECKV_VERSION_PATCH)
+#define SPECKV_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, as SPECKV_VERSION_NUMBER.
+ * Compare with the macro to detect a header/library mismatch (dlopen users).
+ * Since 0.1.0. */
+SPECKV_API uint32_t speckv_version_number(void);
+
+/* The loaded library's version as static text, e.g. "0.1.0". Since 0.1.0. */
+SPECKV_API const char *speckv_version_string(void);
+
+/* ---------------------------------------------------------- status codes */
+
+#define SPECKV_OK 0
+#define SPECKV_EINVAL (-1)      /* an argument is invalid (NULL, out of bounds, bad enum) */
+#define SPECKV_ENOMEM (-2)      /* host memory exhausted */
+#define SPECKV_ENOSPC (-3)      /* the pool has no room (pages or block slots) */
+#define SPECKV_ENOENT (-4)      /* no such pool, file, key or entry */
+#define SPECKV_EEXIST (-5)      /* it already exists */
+#define SPECKV_EBADHANDLE (-6)  /* handle was freed or never issued by this pool */
+#define SPECKV_ECORRUPT (-7)    /* a checksum or invariant failed: data not returned */
+#define SPECKV_EVERSION (-8)    /* pool format newer than this library understands */
+#define SPECKV_EIO (-9)         /* an operating-system I/O call failed */
+#define SPECKV_EPERM (-10)      /* permission denied */
+#define SPECKV_EBUSY (-11)      /* resource in use (pinned block, page being written) */
+#define SPECKV_ERANGE (-12)     /* offset/length outside the block */
+#define SPECKV_ENOTPOOL (-13)   /* the file or device does not hold a speckv pool */
+#define SPECKV_EURI (-14)       /* malformed URI or unknown scheme/parameter */
+#define SPECKV_ENOTSUP (-15)    /* valid request this build or backend cannot do */
+#define SPECKV_ESTRUCT (-16)    /* struct_size does not match a known layout */
+#define SPECKV_EINTERNAL (-17)  /* a bug in speckv: please report it */
+
+/* Static English text for a status code; never NULL (unknown codes get
+ * "unknown error"). Since 0.1.0. */
+SPECKV_API const char *speckv_strerror(int code);
+
+/* Detail of the most recent call on this thread that failed (for example
+ * which page failed its checksum), like errno: successful calls leave it
+ * unchanged, so read it right after the failing call. "" if no call on this
+ * thread has failed yet. Never NULL; valid until the next failing call on
+ * this thread. Since 0.1.0. */
+SPECKV_API const char *speckv_errmsg(void);
+
+/* ---------------------------------------------------------------- logging */
+
+#define SPECKV_LOG_ERROR 0
+#define SPECKV_LOG_WARN 1
+#define SPECKV_LOG_INFO 2
+#define SPECKV_LOG_DEBUG 3
+
+/* A log sink. `msg` is NUL-terminated and valid only during the call. It may be
+ * called from any thread the library runs, including background threads, so it
+ * must be thread-safe. */
+typedef void (*speckv_log_fn)(void *user, int level, const char *msg);
+
+/* ----------------------------------------------------------------- config */
+
+/* Settings used when opening a pool. Keys are the same as in the TOML file,
+ * with a dot between table and key ("pool.size" is `[pool] size = ...`).
+ * The full list with bounds and defaults is in docs/config.md and can be
+ * queried with speckv_config_bounds(). Not thread-safe: one thread at a time. */
+typedef struct speckv_config speckv_config;
+
+/* Creates a config holding the defaults. *out is set on success.
+ * Returns SPECKV_OK, SPECKV_EINVAL (out NULL), SPECKV_ENOMEM. Since 0.1.0. */
+SPECKV_API int speckv_config_new(speckv_config **out);
+
+/* Frees a config; NULL is accepted. A pool opened with it keeps its own copy.
+ * Since 0.1.0. */
+SPECKV_API void speckv_config_free(speckv_config *cfg);
+
+/* Sets an integer key. Sizes are in bytes, booleans are 0/1.
+ * Returns SPECKV_OK, SPECKV_EINVAL (NULL, value out of bounds, not an integer
+ * key), SPECKV_ENOENT (unknown key). Since 0.1.0. */
+SPECKV_API int speckv_config_set_int(speckv_config *cfg, const char *key, int64_t value);
+
+/* Sets a string key. Integer keys also accept a string with a size suffix
+ * ("8G", "4KiB"). Returns as speckv_config_set_int. Since 0.1.0. */
+SPECKV_API int speckv_config_set_str(speckv_config *cfg, const char *key, const char *value);
+
+/* Reads an integer key into *value. Returns SPECKV_OK, SPECKV_EINVAL,
+ * SPECKV_ENOENT. Since 0.1.0. */
+SPECKV_API int speckv_config_get_int(const speckv_config *cfg, const char *key, int64_t *value);
+
+/* The inclusive bounds and default of an integer key (any out-pointer may be
+ * NULL). Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ENOENT. Since 0.1.0. */
+SPECKV_API int speckv_config_bounds(const char *key, int64_t *min, int64_t *max, int64_t *dflt);
+
+/* Applies every key of a TOML file. Unknown keys and bad values are errors
+ * (nothing is applied then; the detail names the key and line).
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ENOENT (no file), SPECKV_EIO.
+ * Since 0.1.0. */
+SPECKV_API int speckv_config_load_toml(speckv_config *cfg, const char *path);
+
+/* As speckv_config_load_toml, from `len` bytes of text in memory. Since 0.1.0. */
+SPECKV_API int speckv_config_load_toml_string(speckv_config *cfg, const char *text, size_t len);
+
+/* Routes the log of pools opened with this config to `fn` (NULL = silent,
+ * the default). Messages above the level of key "log.level" are dropped.
+ * Since 0.1.0. */
+SPECKV_API int speckv_config_set_log(speckv_config *cfg, speckv_log_fn fn, void *user);
+
+/* ------------------------------------------------------------------- pool */
+
+/* An open pool. Thread-safe: any thread, concurrently. */
+typedef struct speckv_pool speckv_pool;
+
+/* A block handle. 0 is never a valid handle; handles are not reused while the
+ * pool lives (a slot's generation counter changes on every reuse). */
+typedef uint64_t speckv_handle;
+#define SPECKV_HANDLE_INVALID ((speckv_handle)0)
+
+/* Opens (attaching or creating) a pool. URI grammar (docs/uri.md):
+ *   file:/path/to/pool[?size=8G&page_size=4096]  an mmap'd file, MAP_SHARED
+ *   file:NAME[?size=...]       a named pool under $XDG_RUNTIME_DIR/speckv/ or
+ *                              /dev/shm/ (the embedded default: "file:default")
+ *   anon:?size=1G              private anonymous memory, gone at close
+ *   dax:/dev/daxX.Y, numa:N?size=...   (device backends; SPECKV_ENOTSUP until built)
+ * A missing file pool is created with the size from the URI or the config key
+ * "pool.size" (unless "pool.create" is 0); an existing one is attached and its
+ * geometry wins. Several processes may attach the same pool at once.
+ * cfg may be NULL (defaults). *out is set only on success.
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EURI, SPECKV_ENOENT, SPECKV_ENOTPOOL,
+ * SPECKV_EVERSION, SPECKV_ECORRUPT, SPECKV_EPERM, SPECKV_EIO, SPECKV_ENOMEM,
+ * SPECKV_ENOTSUP. Since 0.1.0. */
+SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speckv_pool **out);
+
+/* Detaches from the pool and frees the handle; NULL is accepted. Blocks stay in
+ * a file pool. Pointers from speckv_pin become invalid. Must not race with other
+ * calls on the same pool. Returns SPECKV_OK or SPECKV_EIO. Since 0.1.0. */
+SPECKV_API int speckv_pool_close(speckv_pool *pool);
+
+/* Element types of a block. OPAQUE bytes are stored as given. */
+#define SPECKV_DTYPE_OPAQUE 0
+#define SPECKV_DTYPE_FP16 1
+#define SPECKV_DTYPE_BF16 2
+#define SPECKV_DTYPE_FP32 3
+
+#define SPECKV_HINT_HAS_HASH 0x1u /* content_hash is set */
+
+/* What a block holds, for placement, prefetch and prefix sharing. Set
+ * struct_size = sizeof(speckv_hint). Unused fields should be zero. */
+typedef struct speckv_hint {
+    size_t struct_size;
+    uint64_t tenant;       /* tenant id; scopes sharing */
+    uint64_t request;      /* request (sequence) id */
+    uint32_t layer;        /* transformer layer */
+    uint32_t flags;        /* SPECKV_HINT_* */
+    uint64_t token_pos;    /* first token position covered */
+    uint64_t token_count;  /* number of tokens covered */
+    uint8_t content_hash[16]; /* prefix-block hash when SPECKV_HINT_HAS_HASH */
+} speckv_hint;
+
+/* Allocates a block of `bytes` bytes (> 0) of element type `dtype`. `hint`
+ * may be NULL. The block's bytes read as zero until written.
+ * Returns SPECKV_OK, SPECKV_EINVAL (bytes 0, bad dtype, NULL pool/out),
+ * SPECKV_ESTRUCT (hint->struct_size), SPECKV_ENOSPC (no contiguous room or no
+ * block slot), SPECKV_EBUSY. Since 0.1.0. */
+SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype,
+                            const speckv_hint *hint, speckv_handle *out);
+
+/* Frees a block. Returns SPECKV_OK, SPECKV_EBADHANDLE (already freed or never
+ * issued: a double free is reported, never acted on), SPECKV_EBUSY (pinned
+ * by this process). Since 0.1.0. */
+SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle);
+
+/* Copies `len` bytes from `src` into the block at `offset`. Each page's
+ * checksum is updated with its data. Concurrent writes to the same bytes race
+ * (last writer wins per page); readers never see a page whose checksum does
+ * not match. Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EBADHANDLE, SPECKV_ERANGE
+ * (offset+len past the block), SPECKV_EBUSY (pinned, or a page stuck in a write
+ * by a dead process: run `speckv pool check`). Since 0.1.0. */
+SPECKV_API int speckv_write(speckv_pool *pool, speckv_handle handle, uint64_t offset,
+                            const void *src, size_t len);
+
+/* Access flags (none defined yet; pass 0). */
+#define SPECKV_ACCESS_DEFAULT 0u
+
+/* Reads `len` bytes of the block at `offset` into `dst`, verifying each page's
+ * CRC32C first (and decoding once the block is compressed). A page that fails
+ * its checksum is quarantined and SPECKV_ECORRUPT is returned with the page
+ * number in speckv_errmsg(); no byte of it is copied as if valid.
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EBADHANDLE, SPECKV_ERANGE,
+ * SPECKV_ECORRUPT, SPECKV_EBUSY. Since 0.1.0. */
+SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t offset,
+                             void *dst, size_t len, uint32_t flags);
+
+/* Zero-copy read: verifies the whole block and returns a read-only pointer
+ * to its bytes and their count. The block cannot be written or freed by this
+ * process until every pin is released with speckv_unpin. Writes by other
+ * processes while pinned are not prevented in 0.1 (see docs/api.md).
+ * Returns as speckv_access. Since 0.1.0. */
+SPECKV_API int speckv_pin(speckv_pool *pool, speckv_handle handle, const void **ptr, size_t *len);
+
+/* Releases one pin. Returns SPECKV_OK, SPECKV_EBADHANDLE, SPECKV_EINVAL (not
+ * pinned). Since 0.1.0. */
+SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle);
+
+/* A prefetch hint: `hint->request` is about to run `hint->layer` at
+ * `hint->token_pos`. Returns at once. In 0.1 the hint is validated and
+ * counted (stats.prefetch_hints) but no prefetching happens yet: the
+ * prefetcher arrives with the tier manager. Returns SPECKV_OK, SPECKV_EINVAL,
+ * SPECKV_ESTRUCT. Since 0.1.0. */
+SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);
+
+/* ------------------------------------------------------------------ stats */
+
+/* Counters. Set struct_size = sizeof(speckv_pool_stats). Pool-wide fields (pages,
+ * blocks) come from the shared pool; the others count this process only. */
+typedef struct speckv_pool_stats {
+    size_t struct_size;
+    uint64_t pool_bytes;       /* size of the mapping */
+    uint64_t page_size;
+    uint64_t pages_total;      /* data pages */
+    uint64_t pages_used;
+    uint64_t blocks_live;
+    uint64_t blocks_max;
+    uint64_t allocs;           /* this process: successful allocs */
+    uint64_t frees;
+    uint64_t bytes_written;
+    uint64_t bytes_read;
+    uint64_t reads;            /* speckv_access calls that succeeded */
+    uint64_t cache_hits;       /* pages served from the verified-page cache */
+    uint64_t cache_misses;     /* pages read and checksummed from the pool */
+    uint64_t checksum_failures;
+    uint64_t prefetch_hints;
+    uint64_t attached;         /* processes attached to the pool now */
+} speckv_pool_stats;
+
+/* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,
+ * SPECKV_ESTRUCT. Since 0.1.0. */
+SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out);
+
+/* Writes the stats as one JSON object into buf (NUL-terminated, at most cap
+ * bytes) and the full length without the NUL into *needed (may be NULL).
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ERANGE (cap too small: call again
+ * with *needed + 1). Since 0.1.0. */
+SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_t *needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECKV_H */

@@ -1,0 +1,208 @@
+// The C ABI facade: argument checks, exception fences, status codes.
+// Every exported function catches everything: nothing thrown ever crosses
+// into the caller. Failures set the thread's detail message (speckv_errmsg);
+// successes leave it alone, so the hot paths touch no thread-local state.
+#include <cstring>
+#include <new>
+
+#include "config.h"
+#include "pool.h"
+#include "speckv.h"
+#include "status.h"
+
+using namespace speckv;
+
+namespace {
+template <typename F>
+int guard(F &&f) noexcept {
+    try {
+        return f();
+    } catch (const std::bad_alloc &) {
+        return fail(SPECKV_ENOMEM, "out of memory");
+    } catch (const std::exception &e) {
+        return fail(SPECKV_EINTERNAL, "internal error: %s", e.what());
+    } catch (...) {
+        return fail(SPECKV_EINTERNAL, "internal error: unknown exception");
+    }
+}
+#define NEED_POOL()                                                      \
+    do {                                                                 \
+        if (!pool || !pool->rep) return fail(SPECKV_EINVAL, "pool is NULL"); \
+    } while (0)
+}  // namespace
+
+extern "C" {
+
+SPECKV_API uint32_t speckv_version_number(void) { return SPECKV_VERSION_NUMBER; }
+SPECKV_API const char *speckv_version_string(void) { return SPECKV_VERSION_STRING; }
+SPECKV_API const char *speckv_strerror(int code) { return status_text(code); }
+SPECKV_API const char *speckv_errmsg(void) { return last_error(); }
+
+SPECKV_API int speckv_config_new(speckv_config **out) {
+    return guard([&] {
+        if (!out) return fail(SPECKV_EINVAL, "out is NULL");
+        *out = new speckv_config;
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API void speckv_config_free(speckv_config *cfg) { delete cfg; }
+
+SPECKV_API int speckv_config_set_int(speckv_config *cfg, const char *key, int64_t value) {
+    return guard([&] {
+        if (!cfg || !key) return fail(SPECKV_EINVAL, "cfg and key must not be NULL");
+        return cfg->rep.set_int(key, value);
+    });
+}
+
+SPECKV_API int speckv_config_set_str(speckv_config *cfg, const char *key, const char *value) {
+    return guard([&] {
+        if (!cfg || !key || !value) return fail(SPECKV_EINVAL, "cfg, key and value must not be NULL");
+        return cfg->rep.set_str(key, value);
+    });
+}
+
+SPECKV_API int speckv_config_get_int(const speckv_config *cfg, const char *key, int64_t *value) {
+    return guard([&] {
+        if (!cfg || !key || !value) return fail(SPECKV_EINVAL, "cfg, key and value must not be NULL");
+        return cfg->rep.get_int(key, value);
+    });
+}
+
+SPECKV_API int speckv_config_bounds(const char *key, int64_t *min, int64_t *max, int64_t *dflt) {
+    return guard([&] {
+        if (!key) return fail(SPECKV_EINVAL, "key is NULL");
+        const KeySpec *k = find_key(key);
+        if (!k) return fail(SPECKV_ENOENT, "unknown config key '%s'", key);
+        if (min) *min = k->min;
+        if (max) *max = k->max;
+        if (dflt) *dflt = k->dflt;
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_config_load_toml(speckv_config *cfg, const char *path) {
+    return guard([&] {
+        if (!cfg || !path) return fail(SPECKV_EINVAL, "cfg and path must not be NULL");
+        return cfg->rep.load_toml_file(path);
+    });
+}
+
+SPECKV_API int speckv_config_load_toml_string(speckv_config *cfg, const char *text, size_t len) {
+    return guard([&] {
+        if (!cfg || (!text && len)) return fail(SPECKV_EINVAL, "cfg and text must not be NULL");
+        return cfg->rep.load_toml_text(std::string_view(text ? text : "", len), "<string>");
+    });
+}
+
+SPECKV_API int speckv_config_set_log(speckv_config *cfg, speckv_log_fn fn, void *user) {
+    return guard([&] {
+        if (!cfg) return fail(SPECKV_EINVAL, "cfg is NULL");
+        cfg->rep.log_fn = fn;
+        cfg->rep.log_user = user;
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speckv_pool **out) {
+    return guard([&] {
+        if (!uri || !out) return fail(SPECKV_EINVAL, "uri and out must not be NULL");
+        Config defaults;
+        std::unique_ptr<Pool> p;
+        int rc = Pool::open(uri, cfg ? cfg->rep : defaults, &p);
+        if (rc != SPECKV_OK) return rc;
+        *out = new speckv_pool{std::move(p)};
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_pool_close(speckv_pool *pool) {
+    return guard([&] {
+        if (!pool) return SPECKV_OK;
+        int rc = pool->rep ? pool->rep->close() : SPECKV_OK;
+        delete pool;
+        return rc;
+    });
+}
+
+SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype, const speckv_hint *hint,
+                            speckv_handle *out) {
+    return guard([&] {
+        NEED_POOL();
+        if (!out) return fail(SPECKV_EINVAL, "out is NULL");
+        return pool->rep->alloc(bytes, dtype, hint, out);
+    });
+}
+
+SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->free(handle);
+    });
+}
+
+SPECKV_API int speckv_write(speckv_pool *pool, speckv_handle handle, uint64_t offset, const void *src, size_t len) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->write(handle, offset, src, len);
+    });
+}
+
+SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t offset, void *dst, size_t len,
+                             uint32_t flags) {
+    return guard([&] {
+        NEED_POOL();
+        if (flags != SPECKV_ACCESS_DEFAULT) return fail(SPECKV_EINVAL, "unknown access flags 0x%x", flags);
+        return pool->rep->read(handle, offset, dst, len);
+    });
+}
+
+SPECKV_API int speckv_pin(speckv_pool *pool, speckv_handle handle, const void **ptr, size_t *len) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->pin(handle, ptr, len);
+    });
+}
+
+SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->unpin(handle);
+    });
+}
+
+SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->prefetch(hint);
+    });
+}
+
+SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
+    return guard([&] {
+        NEED_POOL();
+        if (!out) return fail(SPECKV_EINVAL, "out is NULL");
+        if (out->struct_size != sizeof(speckv_pool_stats))
+            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu", out->struct_size,
+                        sizeof(speckv_pool_stats));
+        pool->rep->stats(out);
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_t *needed) {
+    return guard([&] {
+        NEED_POOL();
+        if (!buf && cap) return fail(SPECKV_EINVAL, "buf is NULL");
+        std::string j = pool->rep->stats_json();
+        if (needed) *needed = j.size();
+        if (cap < j.size() + 1) {
+            if (cap) buf[0] = '\0';
+            return fail(SPECKV_ERANGE, "stats JSON needs %zu bytes, buffer has %zu", j.size() + 1, cap);
+        }
+        std::memcpy(buf, j.c_str(), j.size() + 1);
+        return SPECKV_OK;
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,83 @@
+#include "config.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "status.h"
+#include "uri.h"
+
+namespace speckv {
+
+const std::vector<KeySpec> &config_keys() {
+    static const std::vector<KeySpec> keys = {
+        {"pool.size", 4 << 20, int64_t(1) << 46, 256 << 20,
+         "bytes of a pool created by open (URI ?size= wins); multiple of pool.page_size"},
+        {"pool.page_size", 4096, 2 << 20, 4096, "data page size of a new pool, a power of two"},
+        {"pool.max_blocks", 0, (int64_t(1) << 24) - 1, 0,
+         "block slots of a new pool; 0 = one per 4 data pages (at least 64)"},
+        {"pool.create", 0, 1, 1, "create a missing file pool on open"},
+        {"cache.bytes", 0, int64_t(1) << 36, 64 << 20,
+         "per-process cache of verified pages (0 disables it; every read then checksums)"},
+        {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
+        {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug"},
+    };
+    return keys;
+}
+
+const KeySpec *find_key(std::string_view name) {
+    for (const auto &k : config_keys())
+        if (name == k.name) return &k;
+    return nullptr;
+}
+
+Config::Config() {
+    for (const auto &k : config_keys()) values_[k.name] = k.dflt;
+}
+
+int Config::set_int(std::string_view key, int64_t v) {
+    const KeySpec *k = find_key(key);
+    if (!k) return fail(SPECKV_ENOENT, "unknown config key '%.*s'", static_cast<int>(key.size()), key.data());
+    if (v < k->min || v > k->max)
+        return fail(SPECKV_EINVAL, "config %s = %lld is out of bounds [%lld, %lld]", k->name,
+                    static_cast<long long>(v), static_cast<long long>(k->min), static_cast<long long>(k->max));
+    if (std::strcmp(k->name, "pool.page_size") == 0 && (v & (v - 1)) != 0)
+        return fail(SPECKV_EINVAL, "config pool.page_size = %lld is not a power of two", static_cast<long long>(v));
+    values_[k->name] = v;
+    explicit_[k->name] = true;
+    return SPECKV_OK;
+}
+
+int Config::set_str(std::string_view key, std::string_view v) {
+    const KeySpec *k = find_key(key);
+    if (!k) return fail(SPECKV_ENOENT, "unknown config key '%.*s'", static_cast<int>(key.size()), key.data());
+    if (k->choices) {
+        std::string_view c = k->choices;
+        int64_t idx = 0;
+        while (true) {
+            size_t bar = c.find('|');
+            if (c.substr(0, bar) == v) return set_int(key, idx);
+            if (bar == std::string_view::npos) break;
+            c = c.substr(bar + 1);
+            idx++;
+        }
+        return fail(SPECKV_EINVAL, "config %s = '%.*s' is not one of %s", k->name, static_cast<int>(v.size()),
+                    v.data(), k->choices);
+    }
+    int64_t n;
+    if (!parse_size(v, &n))
+        return fail(SPECKV_EINVAL, "config %s = '%.*s' is not a number or size", k->name, static_cast<int>(v.size()),
+                    v.data());
+    return set_int(key, n);
+}
+
+int Config::get_int(std::string_view key, int64_t *v) const {
+    auto it = values_.find(std::string(key));
+    if (it == values_.end())
+        return fail(SPECKV_ENOENT, "unknown config key '%.*s'", static_cast<int>(key.size()), key.data());
+    *v = it->second;
+    return SPECKV_OK;
+}
+
+int64_t Config::get(std::string_view key) const { return values_.at(std::string(key)); }
+
+}  // namespace speckv

@@ -1,0 +1,48 @@
+// Settings: one table of keys (name, type, bounds, default), shared by the
+// setters of the C API and the TOML loader. docs/config.md lists them.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "speckv.h"
+
+namespace speckv {
+
+struct KeySpec {
+    const char *name;
+    int64_t min, max, dflt;
+    const char *doc;
+    // String keys accept one of `choices` ("a|b|c"); their int value is the index.
+    const char *choices = nullptr;
+};
+
+const std::vector<KeySpec> &config_keys();
+const KeySpec *find_key(std::string_view name);
+
+class Config {
+  public:
+    Config();
+    int set_int(std::string_view key, int64_t v);
+    int set_str(std::string_view key, std::string_view v);
+    int get_int(std::string_view key, int64_t *v) const;
+    int64_t get(std::string_view key) const;  // key must exist
+    bool is_set(std::string_view key) const { return explicit_.count(std::string(key)) != 0; }
+    int load_toml_text(std::string_view text, const char *origin);
+    int load_toml_file(const char *path);
+
+    speckv_log_fn log_fn = nullptr;
+    void *log_user = nullptr;
+
+  private:
+    std::map<std::string, int64_t> values_;
+    std::map<std::string, bool> explicit_;
+};
+
+}  // namespace speckv
+
+struct speckv_config {
+    speckv::Config rep;
+};

@@ -1,0 +1,42 @@
+// A per-process cache of pages already read from the pool and verified
+// against their CRC32C. A hit is served without touching the pool or
+// recomputing the checksum. Entries are tagged (page, seq, epoch): any write
+// to the page (seq grows) or recovery/reset of the pool (epoch grows) makes
+// them miss. Direct-mapped. Each frame is a sequence lock: readers copy
+// optimistically and never write shared state; a writer that finds the frame
+// busy skips the insert. A busy frame is a miss, never a wait. The tier
+// manager's L1 builds on this.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace speckv {
+
+class PageCache {
+  public:
+    PageCache(size_t bytes, uint32_t page_size);
+    ~PageCache();
+    PageCache(const PageCache &) = delete;
+    PageCache &operator=(const PageCache &) = delete;
+
+    bool enabled() const { return nframes_ != 0; }
+    // Copies bytes [off, off+len) of the page into dst if the frame holds
+    // exactly (page, seq, epoch).
+    bool get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst);
+    // Stores a verified copy of a whole page.
+    void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src);
+
+  private:
+    struct Frame {
+        std::atomic<uint64_t> version{0};  // odd while being filled; 0 = never filled
+        std::atomic<uint64_t> page{0}, seq{0}, epoch{0};
+    };
+    uint32_t page_size_;
+    size_t nframes_ = 0;
+    std::unique_ptr<Frame[]> frames_;
+    unsigned char *data_ = nullptr;
+};
+
+}  // namespace speckv

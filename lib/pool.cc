@@ -1,0 +1,1085 @@
+// The pool core: layout, attach/detach, recovery, alloc/free, and the
+// page-level read/write protocol. docs/pool-format.md explains the rules.
+#include "pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "crc32c.h"
+#include "status.h"
+#include "uri.h"
+
+#include "seqlock.h"
+
+namespace speckv {
+
+using namespace fmt;
+
+namespace {
+
+uint64_t now_ns(clockid_t c = CLOCK_REALTIME) {
+    timespec ts;
+    clock_gettime(c, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 if unknown.
+uint64_t proc_start_time(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    std::ifstream in(path);
+    std::string s;
+    if (!std::getline(in, s)) return 0;
+    size_t rp = s.rfind(')');
+    if (rp == std::string::npos) return 0;
+    const char *p = s.c_str() + rp + 2;  // field 3 starts here
+    for (int field = 3; field < 22 && *p; p++)
+        if (*p == ' ') field++;
+    return std::strtoull(p, nullptr, 10);
+}
+
+bool process_alive(uint32_t pid, uint64_t start_time) {
+    if (pid == 0) return false;
+    if (pid == static_cast<uint32_t>(getpid())) return true;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+    uint64_t st = proc_start_time(static_cast<pid_t>(pid));
+    return st == 0 || start_time == 0 || st == start_time;
+}
+
+void copy_from_pool(void *dst, const void *src, size_t n) {
+    SEQLOCK_IGNORE_BEGIN();
+    std::memcpy(dst, src, n);
+    SEQLOCK_IGNORE_END();
+}
+
+uint32_t crc_of_pool(const void *src, size_t n) {
+    SEQLOCK_IGNORE_BEGIN();
+    uint32_t c = crc32c(0, src, n);
+    SEQLOCK_IGNORE_END();
+    return c;
+}
+
+thread_local std::vector<unsigned char> t_scratch;
+
+}  // namespace
+
+uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
+
+uint32_t record_crc(const BlockRecord &r) {
+    BlockRecord c;
+    std::memcpy(static_cast<void *>(&c), &r, sizeof c);
+    c.handle.store(0, std::memory_order_relaxed);
+    c.next_free = 0;
+    c.crc = 0;
+    return crc32c(0, &c, sizeof c);
+}
+
+int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out) {
+    if (page_size < 4096 || page_size > (2u << 20) || (page_size & (page_size - 1)))
+        return fail(SPECKV_EINVAL, "page size %u is not a power of two in [4096, 2 MiB]", page_size);
+    if (size % page_size)
+        return fail(SPECKV_EINVAL, "pool size %" PRIu64 " is not a multiple of the page size %u", size, page_size);
+    if (max_blocks >= (uint64_t(1) << kSlotBits))
+        return fail(SPECKV_EINVAL, "max_blocks %" PRIu64 " exceeds %" PRIu64, max_blocks, (uint64_t(1) << kSlotBits) - 1);
+    uint64_t n = size / page_size;
+    Superblock s{};
+    for (int iter = 0; iter < 64; iter++) {
+        uint64_t mb = max_blocks ? max_blocks : std::min<uint64_t>(std::max<uint64_t>(64, n / 4), (1u << kSlotBits) - 1);
+        s.shared_off = kSharedOff;
+        s.page_table_off = kSharedOff + 4096;
+        s.block_table_off = align_up(s.page_table_off + n * sizeof(PageEntry), 64);
+        s.bitmap_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
+        uint64_t meta_end = s.bitmap_off + (n + 63) / 64 * 8;
+        s.data_off = align_up(meta_end, kDataAlign);
+        s.max_blocks = mb;
+        if (s.data_off + page_size > size)
+            return fail(SPECKV_EINVAL,
+                        "pool size %" PRIu64 " is too small: metadata and 2 MiB alignment need %" PRIu64
+                        " bytes before the first data page",
+                        size, s.data_off);
+        uint64_t fit = (size - s.data_off) / page_size;
+        if (fit >= n) break;
+        n = fit;
+    }
+    s.n_pages = n;
+    s.pool_bytes = size;
+    s.page_size = page_size;
+    s.sb_size = sizeof(Superblock);
+    s.format_version = kFormatVersion;
+    s.magic = kMagic;
+    *out = s;
+    return SPECKV_OK;
+}
+
+int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks) {
+    Superblock s;
+    if (int rc = plan_geometry(size, page_size, max_blocks, &s); rc != SPECKV_OK) return rc;
+    if (getrandom(s.uuid, sizeof s.uuid, 0) != sizeof s.uuid) {
+        uint64_t t = now_ns() ^ uint64_t(getpid());
+        std::memcpy(s.uuid, &t, 8);
+        t = now_ns(CLOCK_MONOTONIC);
+        std::memcpy(s.uuid + 8, &t, 8);
+    }
+    s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
+    s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
+    s.created_ns = now_ns();
+    // The new mapping is zero-filled (fresh file or anonymous memory), which
+    // is the correct initial state of every table; only the lock needs init.
+    auto *sh = new (base + s.shared_off) SharedHeader;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int e = pthread_mutex_init(&sh->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    if (e) return fail(SPECKV_EINTERNAL, "pthread_mutex_init: %s", strerror(e));
+    sh->lock_magic = kLockMagic;
+    sh->epoch.store(1);
+    sh->clean.store(1);
+    s.checksum = superblock_crc(s);
+    std::memcpy(base, &s, sizeof s);
+    return SPECKV_OK;
+}
+
+int Pool::validate_superblock(const Mapping &m, const char *where) {
+    if (m.size() < sizeof(Superblock))
+        return fail(SPECKV_ENOTPOOL, "%s: %zu bytes is too small to hold a speckv pool", where, m.size());
+    Superblock s;
+    std::memcpy(&s, m.base(), sizeof s);
+    if (s.magic != kMagic) return fail(SPECKV_ENOTPOOL, "%s is not a speckv pool (no pool magic at offset 0)", where);
+    if (superblock_crc(s) != s.checksum)
+        return fail(SPECKV_ECORRUPT, "%s: superblock checksum mismatch (stored %08x, computed %08x): the superblock is corrupt",
+                    where, s.checksum, superblock_crc(s));
+    if (s.format_version > kFormatVersion)
+        return fail(SPECKV_EVERSION, "%s: pool format version %u is newer than this library understands (%u): upgrade speckv",
+                    where, s.format_version, kFormatVersion);
+    if (s.format_version == 0 || s.sb_size != sizeof(Superblock))
+        return fail(SPECKV_ECORRUPT, "%s: superblock has format version %u, size %u: corrupt", where, s.format_version,
+                    s.sb_size);
+    if (s.pool_bytes > m.size())
+        return fail(SPECKV_ECORRUPT, "%s is truncated: the superblock says %" PRIu64 " bytes, only %zu are there", where,
+                    s.pool_bytes, m.size());
+    if (s.pool_bytes != m.size())
+        return fail(SPECKV_ECORRUPT, "%s: size %zu differs from the %" PRIu64 " bytes the superblock records", where,
+                    m.size(), s.pool_bytes);
+    Superblock plan;
+    if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan) != SPECKV_OK || plan.n_pages != s.n_pages ||
+        plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
+        plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off)
+        return fail(SPECKV_ECORRUPT, "%s: superblock geometry is inconsistent", where);
+    return SPECKV_OK;
+}
+
+// ------------------------------------------------------------------ open
+
+int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {
+    Uri uri;
+    if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
+    int64_t size = uri.params.count("size") ? uri.params["size"] : cfg.get("pool.size");
+    int64_t page_size = uri.params.count("page_size") ? uri.params["page_size"] : cfg.get("pool.page_size");
+    int64_t max_blocks = uri.params.count("max_blocks") ? uri.params["max_blocks"] : cfg.get("pool.max_blocks");
+    int64_t create = uri.params.count("create") ? uri.params["create"] : cfg.get("pool.create");
+    if (page_size < 4096 || page_size > (2 << 20) || (page_size & (page_size - 1)))
+        return fail(SPECKV_EINVAL, "page_size %lld is not a power of two in [4096, 2 MiB]", static_cast<long long>(page_size));
+    if (size <= 0 || size % page_size)
+        return fail(SPECKV_EINVAL, "pool size %lld is not a positive multiple of the page size %lld",
+                    static_cast<long long>(size), static_cast<long long>(page_size));
+    if (create < 0 || create > 1) return fail(SPECKV_EURI, "create must be 0 or 1");
+    auto init = [&](unsigned char *b, size_t n) {
+        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks));
+    };
+
+    std::unique_ptr<Pool> p(new Pool);
+    p->cfg_ = cfg;
+    switch (uri.scheme) {
+        case Scheme::File: {
+            if (uri.named) {
+                std::string dir = uri.target.substr(0, uri.target.find_last_of('/'));
+                if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+                    return fail(SPECKV_EIO, "cannot create pool directory '%s': %s", dir.c_str(), strerror(errno));
+            }
+            int rc = Mapping::open_file(uri.target, true, &p->map_);
+            if (rc == SPECKV_ENOENT) {
+                if (!create)
+                    return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
+                Superblock plan;
+                if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); prc)
+                    return prc;
+                rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_);
+                if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_);
+            }
+            if (rc != SPECKV_OK) return rc;
+            break;
+        }
+        case Scheme::Anon: {
+            Superblock plan;
+            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); rc) return rc;
+            if (int rc = Mapping::open_anon(static_cast<size_t>(size), &p->map_); rc) return rc;
+            if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
+            break;
+        }
+        case Scheme::Dax:
+            return fail(SPECKV_ENOTSUP, "the dax: backend is not available in speckv %s yet", SPECKV_VERSION_STRING);
+        case Scheme::Numa:
+            return fail(SPECKV_ENOTSUP, "the numa: backend is not available in speckv %s yet", SPECKV_VERSION_STRING);
+    }
+    const char *where = uri.scheme == Scheme::Anon ? "anonymous pool" : uri.target.c_str();
+    if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
+    p->page_size_ = p->sb()->page_size;
+    p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
+    p->log_level_ = static_cast<int>(cfg.get("log.level"));
+    p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
+    if (int rc = p->attach(); rc != SPECKV_OK) return rc;
+    *out = std::move(p);
+    return SPECKV_OK;
+}
+
+int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out) {
+    Mapping m;
+    if (int rc = Mapping::open_file(path, false, &m); rc != SPECKV_OK) return rc;
+    if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
+    return open_image(std::move(m), out);
+}
+
+int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
+    if (int rc = validate_superblock(m, m.path().empty() ? "pool image" : m.path().c_str()); rc != SPECKV_OK) return rc;
+    std::unique_ptr<Pool> p(new Pool);
+    p->map_ = std::move(m);
+    p->page_size_ = p->sb()->page_size;
+    p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
+    *out = std::move(p);
+    return SPECKV_OK;
+}
+
+Pool::~Pool() { close(); }
+
+int Pool::close() {
+    if (attach_slot_ >= 0 && map_.base()) {
+        bool rec;
+        if (lock(&rec) == SPECKV_OK) {
+            sh()->attach[attach_slot_].pid.store(0);
+            if (sh()->attached) sh()->attached--;
+            if (sh()->attached == 0) sh()->clean.store(1);
+            unlock();
+        }
+        attach_slot_ = -1;
+    }
+    map_.reset();
+    return SPECKV_OK;
+}
+
+void Pool::log(int level, const char *fmtstr, ...) const {
+    if (!cfg_.log_fn || level > log_level_) return;
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmtstr);
+    std::vsnprintf(buf, sizeof buf, fmtstr, ap);
+    va_end(ap);
+    cfg_.log_fn(cfg_.log_user, level, buf);
+}
+
+// ------------------------------------------------------- lock and recovery
+
+int Pool::lock(bool *recovered) {
+    *recovered = false;
+    SharedHeader *h = sh();
+    if (h->lock_magic != kLockMagic)
+        return fail(SPECKV_ECORRUPT, "the pool's lock is not initialised: metadata corrupt (speckv pool reset --force)");
+    int e = pthread_mutex_trylock(&h->lock);  // the common, uncontended case: no clock read
+    if (e == EBUSY) {
+        timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += lock_timeout_ms_ / 1000;
+        ts.tv_nsec += (lock_timeout_ms_ % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        e = pthread_mutex_timedlock(&h->lock, &ts);
+    }
+    if (e == EOWNERDEAD) {
+        pthread_mutex_consistent(&h->lock);
+        recover_locked("a process died holding the pool lock");
+        *recovered = true;
+        return SPECKV_OK;
+    }
+    if (e == ETIMEDOUT)
+        return fail(SPECKV_EBUSY, "pool lock not acquired within %d ms (another process holds it)", lock_timeout_ms_);
+    if (e == ENOTRECOVERABLE)
+        return fail(SPECKV_ECORRUPT, "the pool's lock is unrecoverable (speckv pool reset --force)");
+    if (e) return fail(SPECKV_EINTERNAL, "pthread_mutex_timedlock: %s", strerror(e));
+    return SPECKV_OK;
+}
+
+void Pool::unlock() { pthread_mutex_unlock(&sh()->lock); }
+
+int Pool::attach() {
+    bool recovered;
+    if (int rc = lock(&recovered); rc != SPECKV_OK) return rc;
+    SharedHeader *h = sh();
+    int dead = 0, freeslot = -1;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        AttachRecord &a = h->attach[i];
+        uint32_t pid = a.pid.load();
+        if (pid && !process_alive(pid, a.start_time)) {
+            log(SPECKV_LOG_WARN, "process %u attached to the pool is gone; recovering", pid);
+            a.pid.store(0);
+            pid = 0;
+            dead++;
+        }
+        if (pid) live++;
+        else if (freeslot < 0) freeslot = static_cast<int>(i);
+    }
+    h->attached = live;
+    if (!recovered && (dead > 0 || (live == 0 && h->clean.load() == 0)))
+        recover_locked(dead ? "attached processes died" : "the pool was not closed cleanly");
+    if (freeslot < 0) {
+        unlock();
+        return fail(SPECKV_EBUSY, "%u processes are attached: no attach record free", kMaxAttach);
+    }
+    AttachRecord &a = h->attach[freeslot];
+    a.start_time = proc_start_time(getpid());
+    a.attach_ns = now_ns();
+    a.epoch = h->epoch.load();
+    a.pid.store(static_cast<uint32_t>(getpid()));
+    h->attached++;
+    h->clean.store(0);
+    attach_slot_ = freeslot;
+    unlock();
+    return SPECKV_OK;
+}
+
+void Pool::recover_locked(const char *why) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    log(SPECKV_LOG_WARN, "recovering pool: %s", why);
+    uint64_t *bm = bitmap();
+    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
+    h->slot_hwm = hwm;
+    uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0};
+    for (uint64_t i = 0; i < hwm; i++) {
+        BlockRecord &r = blocks()[i];
+        uint64_t hd = r.handle.load();
+        if (!hd) continue;
+        bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
+                  r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 && r.first_page < s.n_pages &&
+                  r.npages <= s.n_pages - r.first_page && r.bytes > uint64_t(r.npages - 1) * s.page_size &&
+                  r.bytes <= uint64_t(r.npages) * s.page_size && record_crc(r) == r.crc;
+        for (uint64_t p = r.first_page; ok && p < r.first_page + r.npages; p++)
+            if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
+        if (!ok) {
+            log(SPECKV_LOG_ERROR, "recovery: block slot %" PRIu64 " is corrupt; dropped", i);
+            r.handle.store(0);
+            continue;
+        }
+        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
+        live++;
+        used += r.npages;
+        by_dtype[r.dtype] += r.bytes;
+    }
+    // Free-slot list, lowest slot first.
+    h->slot_free_head = 0;
+    for (uint64_t i = hwm; i-- > 0;) {
+        BlockRecord &r = blocks()[i];
+        if (r.handle.load() || r.generation >= kMaxGeneration) continue;
+        r.next_free = h->slot_free_head;
+        h->slot_free_head = i + 1;
+    }
+    // Torn page writes: the writer died between locking and unlocking.
+    for (uint64_t p = 0; p < s.n_pages; p++) {
+        PageEntry &pe = pages()[p];
+        uint64_t q = pe.seq.load();
+        if (q & 1) {
+            // A page still flagged zero never finished its first write: it
+            // keeps reading as zeros (its media bytes may be a freed block's,
+            // which must never leak). Otherwise the bytes are this block's
+            // own, old and new mixed: re-seal them.
+            if (!(pe.flags.load() & kPageZero)) pe.crc.store(crc32c(0, page_data(p), page_size_));
+            pe.seq.store(q + 1);
+        }
+    }
+    h->blocks_live.store(live);
+    h->pages_used.store(used);
+    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(by_dtype[d]);
+    h->alloc_cursor = 0;
+    h->epoch.fetch_add(1);
+    h->recoveries.fetch_add(1);
+}
+
+// ---------------------------------------------------------- alloc / free
+
+namespace {
+// First run of n clear bits in [from, to), or UINT64_MAX.
+uint64_t find_run(const uint64_t *bm, uint64_t from, uint64_t to, uint64_t n) {
+    uint64_t run = 0, start = 0;
+    for (uint64_t i = from; i < to;) {
+        uint64_t w = bm[i / 64];
+        if ((i % 64) == 0 && w == ~uint64_t(0)) {
+            run = 0;
+            i += 64;
+            continue;
+        }
+        if ((i % 64) == 0 && w == 0 && i + 64 <= to) {
+            if (run == 0) start = i;
+            run += 64;
+            i += 64;
+            if (run >= n) return start;
+            continue;
+        }
+        if (w >> (i % 64) & 1) {
+            run = 0;
+        } else {
+            if (run == 0) start = i;
+            if (++run >= n) return start;
+        }
+        i++;
+    }
+    return UINT64_MAX;
+}
+}  // namespace
+
+int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
+    if (dtype < 0 || dtype > 3) return fail(SPECKV_EINVAL, "unknown dtype %d", dtype);
+    if (hint && hint->struct_size != sizeof(speckv_hint))
+        return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
+                    sizeof(speckv_hint));
+    const Superblock &s = *sb();
+    uint64_t np = (bytes + page_size_ - 1) / page_size_;
+    if (np > s.n_pages)
+        return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
+                    s.n_pages);
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    SharedHeader *h = sh();
+    uint64_t slot;
+    if (h->slot_free_head) {
+        slot = h->slot_free_head - 1;
+        h->slot_free_head = blocks()[slot].next_free;
+    } else if (h->slot_hwm < s.max_blocks) {
+        slot = h->slot_hwm++;
+    } else {
+        unlock();
+        return fail(SPECKV_ENOSPC, "all %" PRIu64 " block slots are in use", s.max_blocks);
+    }
+    BlockRecord &r = blocks()[slot];
+    uint64_t *bm = bitmap();
+    uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
+    uint64_t first = find_run(bm, cur, s.n_pages, np);
+    if (first == UINT64_MAX) first = find_run(bm, 0, std::min(s.n_pages, cur + np - 1), np);
+    if (first == UINT64_MAX) {
+        r.next_free = h->slot_free_head;
+        h->slot_free_head = slot + 1;
+        uint64_t freep = s.n_pages - h->pages_used.load();
+        unlock();
+        return fail(SPECKV_ENOSPC, "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64 " pages free)", np, freep,
+                    s.n_pages);
+    }
+    for (uint64_t p = first; p < first + np; p++) {
+        bm[p / 64] |= uint64_t(1) << (p % 64);
+        PageEntry &pe = pages()[p];
+        pe.flags.store(kPageZero, std::memory_order_relaxed);
+        uint64_t q = pe.seq.load(std::memory_order_relaxed);
+        pe.seq.store((q | 1) + 1, std::memory_order_release);  // new contents: cached copies miss
+    }
+    uint64_t gen = r.generation + 1;
+    r.first_page = first;
+    r.bytes = bytes;
+    r.npages = static_cast<uint32_t>(np);
+    r.dtype = static_cast<uint8_t>(dtype);
+    r.tenant = hint ? hint->tenant : 0;
+    r.request = hint ? hint->request : 0;
+    r.layer = hint ? hint->layer : 0;
+    r.hint_flags = hint ? hint->flags : 0;
+    r.token_pos = hint ? hint->token_pos : 0;
+    r.token_count = hint ? hint->token_count : 0;
+    std::memset(r.content_hash, 0, 16);
+    if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, 16);
+    r.generation = gen;
+    r.created_ns = now_ns(CLOCK_REALTIME_COARSE);  // ms resolution is plenty; the precise clock costs ~25 ns
+    r.next_free = 0;
+    r.crc = record_crc(r);
+    uint64_t handle = (gen << kSlotBits) | (slot + 1);
+    r.handle.store(handle, std::memory_order_release);  // commit point
+    h->blocks_live.fetch_add(1, std::memory_order_relaxed);
+    h->pages_used.fetch_add(np, std::memory_order_relaxed);
+    h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
+    h->alloc_cursor = first + np;
+    unlock();
+    bump(kAllocs);
+    *out = handle;
+    return SPECKV_OK;
+}
+
+int Pool::resolve(uint64_t handle, const BlockRecord **out) const {
+    uint64_t slot = (handle & ((1u << kSlotBits) - 1));
+    if (handle == 0 || slot == 0 || slot > sb()->max_blocks)
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was never issued by this pool", handle);
+    const BlockRecord &r = blocks()[slot - 1];
+    if (r.handle.load(std::memory_order_acquire) != handle)
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
+    if (r.npages == 0 || r.first_page >= sb()->n_pages || r.npages > sb()->n_pages - r.first_page ||
+        r.bytes > uint64_t(r.npages) * page_size_)
+        return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
+    *out = &r;
+    return SPECKV_OK;
+}
+
+bool Pool::pinned(uint64_t handle) {
+    if (pin_total_.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard g(pin_mu_);
+    return pins_.count(handle) != 0;
+}
+
+int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
+    // A page is odd only for the length of one page copy; a long wait means
+    // the writer died mid-write (recovery on the next open repairs it).
+    for (uint64_t spins = 0;; spins++) {
+        uint64_t q = pe.seq.load(std::memory_order_acquire);
+        if (!(q & 1)) {
+            *seq = q;
+            return SPECKV_OK;
+        }
+        if (spins > 64) sched_yield();
+        if (spins > 200000) {
+            uint64_t p = static_cast<uint64_t>(&pe - pages());
+            return fail(SPECKV_EBUSY, "page %" PRIu64 " stays locked by a writer (dead process? run speckv pool check)", p);
+        }
+    }
+}
+
+int Pool::free(uint64_t handle) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    const BlockRecord *rp;
+    if (int rc = resolve(handle, &rp); rc != SPECKV_OK) {
+        unlock();
+        return rc;
+    }
+    if (pinned(handle)) {
+        unlock();
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before freeing", handle);
+    }
+    BlockRecord &r = const_cast<BlockRecord &>(*rp);
+    SharedHeader *h = sh();
+    r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
+    // Writers lock a page, then re-check the handle; wait for any that got in first.
+    bool stuck = false;
+    for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
+        uint64_t q;
+        if (wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
+    }
+    clear_error();
+    if (!stuck) {
+        uint64_t *bm = bitmap();
+        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] &= ~(uint64_t(1) << (p % 64));
+        h->pages_used.fetch_sub(r.npages, std::memory_order_relaxed);
+        if (r.first_page < h->alloc_cursor) h->alloc_cursor = r.first_page;
+    } else {
+        log(SPECKV_LOG_WARN, "freeing block 0x%" PRIx64 ": a page is stuck in a write; its pages stay reserved until recovery",
+            handle);
+    }
+    h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
+    h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+    if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
+        r.next_free = h->slot_free_head;
+        h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
+    }
+    unlock();
+    bump(kFrees);
+    return SPECKV_OK;
+}
+
+// ------------------------------------------------------------ read/write
+
+int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint64_t *seq) {
+    PageEntry &pe = pages()[page];
+    for (;;) {
+        uint64_t q;
+        if (int rc = wait_even(pe, &q); rc != SPECKV_OK) return rc;
+        if (pe.seq.compare_exchange_weak(q, q + 1, std::memory_order_seq_cst)) {
+            if (rec->handle.load(std::memory_order_seq_cst) != handle) {
+                pe.seq.store(q + 2, std::memory_order_release);
+                return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the write", handle);
+            }
+            *seq = q;
+            return SPECKV_OK;
+        }
+    }
+}
+
+int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    const BlockRecord *r;
+    if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (!src && len) return fail(SPECKV_EINVAL, "src is NULL");
+    if (off > r->bytes || len > r->bytes - off)
+        return fail(SPECKV_ERANGE, "write of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
+                    off, r->bytes);
+    if (pinned(handle)) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before writing", handle);
+    auto *in = static_cast<const unsigned char *>(src);
+    size_t done = 0;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t page = r->first_page + pos / page_size_;
+        size_t poff = pos % page_size_;
+        size_t plen = std::min<size_t>(len - done, page_size_ - poff);
+        uint64_t q;
+        if (int rc = lock_page(page, handle, r, &q); rc != SPECKV_OK) return rc;
+        PageEntry &pe = pages()[page];
+        unsigned char *d = page_data(page);
+        uint32_t fl = pe.flags.load(std::memory_order_relaxed);
+        bool whole = plen == page_size_;
+        if ((fl & kPageZero) && !whole) std::memset(d, 0, page_size_);
+        std::memcpy(d + poff, in + done, plen);
+        pe.crc.store(crc32c(0, d, page_size_), std::memory_order_relaxed);
+        // A partial write into a quarantined page keeps the quarantine: the
+        // rest of the page still holds the bytes that failed.
+        uint32_t nfl = fl & ~kPageZero;
+        if (whole) nfl &= ~kPageQuarantined;
+        pe.flags.store(nfl, std::memory_order_relaxed);
+        pe.seq.store(q + 2, std::memory_order_release);
+        done += plen;
+    }
+    bump(kWBytes, len);
+    return SPECKV_OK;
+}
+
+int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst, bool *hit) {
+    *hit = false;
+    PageEntry &pe = pages()[page];
+    for (;;) {
+        uint64_t s1;
+        if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+        uint32_t fl = pe.flags.load(std::memory_order_acquire);
+        if (fl & kPageQuarantined)
+            return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
+        if (fl & kPageZero) {
+            std::memset(dst, 0, plen);
+            if (pe.seq.load(std::memory_order_acquire) == s1) return SPECKV_OK;
+            continue;
+        }
+        uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
+        if (cache_->get(page, s1, epoch, poff, plen, dst)) {
+            *hit = true;
+            return SPECKV_OK;
+        }
+        unsigned char *buf = dst;
+        if (plen != page_size_) {
+            if (t_scratch.size() < page_size_) t_scratch.resize(page_size_);
+            buf = t_scratch.data();
+        }
+        copy_from_pool(buf, page_data(page), page_size_);
+        uint32_t stored = pe.crc.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: retry
+        uint32_t got = crc32c(0, buf, page_size_);
+        if (got != stored) {
+            pe.flags.fetch_or(kPageQuarantined);
+            bump(kCrcFail);
+            log(SPECKV_LOG_ERROR, "page %" PRIu64 " failed its CRC32C check; quarantined", page);
+            return fail(SPECKV_ECORRUPT,
+                        "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
+                        stored, got);
+        }
+        cache_->put(page, s1, epoch, buf);
+        if (buf != dst) std::memcpy(dst, buf + poff, plen);
+        return SPECKV_OK;
+    }
+}
+
+int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
+    const BlockRecord *r;
+    if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (!dst && len) return fail(SPECKV_EINVAL, "dst is NULL");
+    if (off > r->bytes || len > r->bytes - off)
+        return fail(SPECKV_ERANGE, "read of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
+                    off, r->bytes);
+    auto *out = static_cast<unsigned char *>(dst);
+    size_t done = 0;
+    uint64_t hits = 0, misses = 0;
+    int rc = SPECKV_OK;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t page = r->first_page + pos / page_size_;
+        size_t poff = pos % page_size_;
+        size_t plen = std::min<size_t>(len - done, page_size_ - poff);
+        bool hit;
+        if ((rc = read_page(page, poff, plen, out + done, &hit)) != SPECKV_OK) break;
+        hits += hit;
+        misses += !hit;
+        done += plen;
+    }
+    if (rc == SPECKV_OK && r->handle.load(std::memory_order_acquire) != handle)
+        rc = fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the read", handle);
+    // One shard lookup for all the counters of this call.
+    std::atomic<uint64_t> *c = my_shard();
+    auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {
+        if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+        else a.fetch_add(n, std::memory_order_relaxed);
+    };
+    bool own = c != shards_[kShards].v;
+    add(c[kHits], hits, own);
+    add(c[kMisses], misses, own);
+    if (rc == SPECKV_OK) {
+        add(c[kReads], 1, own);
+        add(c[kRBytes], len, own);
+    }
+    return rc;
+}
+
+int Pool::verify_page_inplace(uint64_t page) {
+    PageEntry &pe = pages()[page];
+    for (;;) {
+        uint64_t s1;
+        if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+        uint32_t fl = pe.flags.load(std::memory_order_acquire);
+        if (fl & kPageQuarantined)
+            return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
+        uint32_t stored = pe.crc.load(std::memory_order_relaxed);
+        uint32_t got = crc_of_pool(page_data(page), page_size_);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (pe.seq.load(std::memory_order_relaxed) != s1) continue;
+        if (got != stored) {
+            pe.flags.fetch_or(kPageQuarantined);
+            bump(kCrcFail);
+            return fail(SPECKV_ECORRUPT,
+                        "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
+                        stored, got);
+        }
+        return SPECKV_OK;
+    }
+}
+
+int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
+    if (!ptr || !len) return fail(SPECKV_EINVAL, "ptr and len must not be NULL");
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    const BlockRecord *r;
+    if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    for (uint64_t p = r->first_page; p < r->first_page + r->npages; p++) {
+        PageEntry &pe = pages()[p];
+        if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
+            // Materialise the zeros so the pointer shows what a read returns.
+            uint64_t q;
+            if (int rc = lock_page(p, handle, r, &q); rc != SPECKV_OK) return rc;
+            if (pe.flags.load(std::memory_order_relaxed) & kPageZero) {
+                std::memset(page_data(p), 0, page_size_);
+                pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
+                pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~kPageZero, std::memory_order_relaxed);
+            }
+            pe.seq.store(q + 2, std::memory_order_release);
+        } else if (int rc = verify_page_inplace(p); rc != SPECKV_OK) {
+            return rc;
+        }
+    }
+    {
+        std::lock_guard g(pin_mu_);
+        pins_[handle]++;
+        pin_total_.fetch_add(1, std::memory_order_release);
+    }
+    if (r->handle.load(std::memory_order_acquire) != handle) {
+        unpin(handle);
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed while pinning", handle);
+    }
+    *ptr = page_data(r->first_page);
+    *len = r->bytes;
+    return SPECKV_OK;
+}
+
+int Pool::unpin(uint64_t handle) {
+    std::lock_guard g(pin_mu_);
+    auto it = pins_.find(handle);
+    if (it == pins_.end()) {
+        const BlockRecord *r;
+        if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+        return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
+    }
+    if (--it->second == 0) pins_.erase(it);
+    pin_total_.fetch_sub(1, std::memory_order_release);
+    return SPECKV_OK;
+}
+
+int Pool::prefetch(const speckv_hint *hint) {
+    if (!hint) return fail(SPECKV_EINVAL, "hint is NULL");
+    if (hint->struct_size != sizeof(speckv_hint))
+        return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
+                    sizeof(speckv_hint));
+    bump(kPrefetch);
+    return SPECKV_OK;
+}
+
+// ------------------------------------------------- stats, inspect, check
+
+std::atomic<uint64_t> *Pool::my_shard() { return shards_[thread_shard()].v; }
+
+void Pool::bump(Counter c, uint64_t n) {
+    int sh = thread_shard();
+    std::atomic<uint64_t> &a = shards_[sh].v[c];
+    if (sh < kShards) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // ours alone
+    else a.fetch_add(n, std::memory_order_relaxed);
+}
+
+uint64_t Pool::total(Counter c) const {
+    uint64_t t = 0;
+    for (int i = 0; i <= kShards; i++) t += shards_[i].v[c].load(std::memory_order_relaxed);
+    return t;
+}
+
+void Pool::stats(speckv_pool_stats *st) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    speckv_pool_stats v{};
+    v.struct_size = sizeof v;
+    v.pool_bytes = s.pool_bytes;
+    v.page_size = s.page_size;
+    v.pages_total = s.n_pages;
+    v.pages_used = h->pages_used.load(std::memory_order_relaxed);
+    v.blocks_live = h->blocks_live.load(std::memory_order_relaxed);
+    v.blocks_max = s.max_blocks;
+    v.allocs = total(kAllocs);
+    v.frees = total(kFrees);
+    v.bytes_written = total(kWBytes);
+    v.bytes_read = total(kRBytes);
+    v.reads = total(kReads);
+    v.cache_hits = total(kHits);
+    v.cache_misses = total(kMisses);
+    v.checksum_failures = total(kCrcFail);
+    v.prefetch_hints = total(kPrefetch);
+    v.attached = 0;
+    for (const auto &a : h->attach) v.attached += a.pid.load(std::memory_order_relaxed) != 0;
+    *st = v;
+}
+
+std::string Pool::stats_json() const {
+    speckv_pool_stats s;
+    stats(&s);
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "{\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"pages_total\":%" PRIu64
+                  ",\"pages_used\":%" PRIu64 ",\"blocks_live\":%" PRIu64 ",\"blocks_max\":%" PRIu64
+                  ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+                  ",\"reads\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"cache_misses\":%" PRIu64
+                  ",\"checksum_failures\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"attached\":%" PRIu64 "}",
+                  s.pool_bytes, s.page_size, s.pages_total, s.pages_used, s.blocks_live, s.blocks_max, s.allocs, s.frees,
+                  s.bytes_written, s.bytes_read, s.reads, s.cache_hits, s.cache_misses, s.checksum_failures,
+                  s.prefetch_hints, s.attached);
+    return buf;
+}
+
+void Pool::info(PoolInfo *o) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    o->location = map_.path().empty() ? "anonymous memory" : map_.path();
+    o->format_version = s.format_version;
+    std::memcpy(o->uuid, s.uuid, 16);
+    o->created_ns = s.created_ns;
+    o->pool_bytes = s.pool_bytes;
+    o->page_size = s.page_size;
+    o->n_pages = s.n_pages;
+    o->max_blocks = s.max_blocks;
+    o->data_off = s.data_off;
+    o->pages_used = h->pages_used.load();
+    o->blocks_live = h->blocks_live.load();
+    for (int d = 0; d < 4; d++) o->bytes_by_dtype[d] = h->bytes_by_dtype[d].load();
+    o->epoch = h->epoch.load();
+    o->recoveries = h->recoveries.load();
+    o->attached = 0;
+    for (const auto &a : h->attach) o->attached += a.pid.load() != 0;
+    o->clean = h->clean.load() != 0;
+    o->pages_quarantined = o->pages_in_write = 0;
+    for (uint64_t p = 0; p < s.n_pages; p++) {
+        o->pages_quarantined += (pages()[p].flags.load() & kPageQuarantined) != 0;
+        o->pages_in_write += pages()[p].seq.load() & 1;
+    }
+}
+
+int Pool::list_blocks(std::vector<BlockInfo> *out) const {
+    const Superblock &s = *sb();
+    uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, s.max_blocks);
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        uint64_t hd = r.handle.load();
+        if (!hd) continue;
+        BlockInfo b{};
+        b.handle = hd;
+        b.slot = i;
+        b.first_page = r.first_page;
+        b.npages = r.npages;
+        b.bytes = r.bytes;
+        b.dtype = r.dtype;
+        b.tenant = r.tenant;
+        b.request = r.request;
+        b.layer = r.layer;
+        b.hint_flags = r.hint_flags;
+        b.token_pos = r.token_pos;
+        b.token_count = r.token_count;
+        std::memcpy(b.content_hash, r.content_hash, 16);
+        out->push_back(b);
+    }
+    return SPECKV_OK;
+}
+
+int Pool::check(CheckReport *rep) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    auto problem = [&](const char *f, auto... a) {
+        char buf[512];
+        std::snprintf(buf, sizeof buf, f, a...);
+        rep->problems.emplace_back(buf);
+    };
+    if (h->lock_magic != kLockMagic) problem("the pool lock is not initialised (metadata corrupt)");
+    uint64_t hwm = h->slot_hwm;
+    if (hwm > s.max_blocks) {
+        problem("slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, hwm, s.max_blocks);
+        hwm = s.max_blocks;
+    }
+    std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
+    std::vector<unsigned char> buf(s.page_size);
+    uint64_t live = 0, used = 0;
+    for (uint64_t i = 0; i < s.max_blocks; i++) {
+        const BlockRecord &r = blocks()[i];
+        uint64_t hd = r.handle.load();
+        if (!hd) continue;
+        if (i >= hwm) {
+            problem("block slot %" PRIu64 " is live above the high-water mark", i);
+            continue;
+        }
+        rep->blocks_checked++;
+        if ((hd & ((1u << kSlotBits) - 1)) != i + 1 || (hd >> kSlotBits) != r.generation) {
+            problem("block slot %" PRIu64 ": handle 0x%" PRIx64 " does not match the slot", i, hd);
+            continue;
+        }
+        if (record_crc(r) != r.crc) {
+            problem("block 0x%" PRIx64 ": record checksum mismatch", hd);
+            continue;
+        }
+        if (r.dtype > 3 || r.npages == 0 || r.first_page >= s.n_pages || r.npages > s.n_pages - r.first_page ||
+            r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size) {
+            problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
+            continue;
+        }
+        live++;
+        used += r.npages;
+        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
+            if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
+            owned[p / 64] |= uint64_t(1) << (p % 64);
+            if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem("page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
+            const PageEntry &pe = pages()[p];
+            uint64_t q = pe.seq.load();
+            uint32_t fl = pe.flags.load();
+            if (q & 1) {
+                problem("page %" PRIu64 " of block 0x%" PRIx64 ": a write is in progress or was torn by a crash", p, hd);
+                continue;
+            }
+            if (fl & kPageQuarantined) problem("page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
+            if (fl & kPageZero) continue;
+            copy_from_pool(buf.data(), page_data(p), s.page_size);
+            uint32_t got = crc32c(0, buf.data(), s.page_size);
+            rep->pages_verified++;
+            if (got != pe.crc.load() && pe.seq.load() == q)
+                problem("page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
+                        pe.crc.load(), got);
+        }
+    }
+    uint64_t leaked = 0;
+    for (uint64_t w = 0; w < owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~owned[w]);
+    if (leaked) problem("%" PRIu64 " pages are marked used but belong to no block (reclaimed by recovery)", leaked);
+    if (h->blocks_live.load() != live)
+        problem("live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), live);
+    if (h->pages_used.load() != used + leaked)
+        problem("used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), used + leaked);
+    uint64_t n = 0;
+    for (uint64_t f = h->slot_free_head; f; n++) {
+        if (f > hwm || n > s.max_blocks) {
+            problem("free-slot list is damaged");
+            break;
+        }
+        if (blocks()[f - 1].handle.load()) {
+            problem("free-slot list holds live slot %" PRIu64, f - 1);
+            break;
+        }
+        f = blocks()[f - 1].next_free;
+    }
+    for (const auto &a : h->attach) {
+        uint32_t pid = a.pid.load();
+        if (pid && !process_alive(pid, a.start_time))
+            problem("process %u is recorded as attached but is gone (recovered on the next open)", pid);
+    }
+    return SPECKV_OK;
+}
+
+int Pool::reset_file(const std::string &path) {
+    Mapping m;
+    if (int rc = Mapping::open_file(path, true, &m); rc != SPECKV_OK) return rc;
+    if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
+    std::unique_ptr<Pool> p(new Pool);
+    p->map_ = std::move(m);
+    p->page_size_ = p->sb()->page_size;
+    const Superblock &s = *p->sb();
+    SharedHeader *h = p->sh();
+    std::string others;
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        uint32_t pid = h->attach[i].pid.load();
+        if (pid && pid != static_cast<uint32_t>(getpid()) && process_alive(pid, h->attach[i].start_time))
+            others += (others.empty() ? "" : ", ") + std::to_string(pid);
+    }
+    if (!others.empty())
+        return fail(SPECKV_EBUSY, "processes are attached to '%s' (pid %s): stop them before a reset", path.c_str(),
+                    others.c_str());
+    // Keep each slot's generation so handles issued before stay unique.
+    for (uint64_t i = 0; i < s.max_blocks; i++) {
+        BlockRecord &r = p->blocks()[i];
+        uint64_t gen = std::min(r.generation, kMaxGeneration);
+        r.handle.store(0);
+        std::memset(reinterpret_cast<unsigned char *>(&r) + 8, 0, sizeof r - 8);
+        r.generation = gen;
+    }
+    // Page sequence numbers keep growing (cached copies must never match).
+    for (uint64_t q = 0; q < s.n_pages; q++) {
+        PageEntry &pe = p->pages()[q];
+        pe.flags.store(0);
+        pe.crc.store(0);
+        pe.seq.store((pe.seq.load() | 1) + 1);
+    }
+    std::memset(p->bitmap(), 0, (s.n_pages + 63) / 64 * 8);
+    uint64_t epoch = h->epoch.load() + 1, recoveries = h->recoveries.load();
+    std::memset(static_cast<void *>(h), 0, sizeof *h);
+    new (h) SharedHeader;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&h->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    h->lock_magic = kLockMagic;
+    h->epoch.store(epoch);
+    h->recoveries.store(recoveries);
+    h->clean.store(1);
+    // Every slot is free again, lowest first.
+    h->slot_hwm = s.max_blocks;
+    for (uint64_t i = s.max_blocks; i-- > 0;) {
+        if (p->blocks()[i].generation >= kMaxGeneration) continue;
+        p->blocks()[i].next_free = h->slot_free_head;
+        h->slot_free_head = i + 1;
+    }
+    return SPECKV_OK;
+}
+
+}  // namespace speckv

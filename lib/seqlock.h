@@ -1,0 +1,20 @@
+// Optimistic copies under a sequence lock: the copy may race with a writer
+// and is then discarded (the sequence number changed). TSan cannot know that,
+// so such copies are wrapped in these annotations.
+#pragma once
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char *, int);
+extern "C" void AnnotateIgnoreReadsEnd(const char *, int);
+extern "C" void AnnotateIgnoreWritesBegin(const char *, int);
+extern "C" void AnnotateIgnoreWritesEnd(const char *, int);
+#define SEQLOCK_IGNORE_BEGIN()                     \
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__); \
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__)
+#define SEQLOCK_IGNORE_END()                     \
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__); \
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define SEQLOCK_IGNORE_BEGIN() (void)0
+#define SEQLOCK_IGNORE_END() (void)0
+#endif

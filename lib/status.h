@@ -1,0 +1,27 @@
+// Status codes inside the core: the public SPECKV_* ints, plus the
+// thread-local detail message that speckv_errmsg() returns.
+#pragma once
+#include <string>
+
+#include "speckv.h"
+
+namespace speckv {
+
+// Records `msg` as this thread's detail message and returns `code`, so a
+// failure site reads: `return fail(SPECKV_ERANGE, "offset %llu past ...", x);`
+[[gnu::format(printf, 2, 3)]] int fail(int code, const char *fmt, ...);
+
+// Clears the detail message (called at the start of every API call).
+void clear_error();
+
+// The current detail message of this thread ("" if none).
+const char *last_error();
+
+// A small per-thread number, unique while < 64 threads have asked (then 64
+// for all later threads): the index of this thread's counter shard.
+int thread_shard();
+
+// Static text for a code.
+const char *status_text(int code);
+
+}  // namespace speckv

@@ -1,0 +1,32 @@
+// Pool URIs: scheme, target and query parameters (docs/uri.md).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace speckv {
+
+enum class Scheme { File, Anon, Dax, Numa };
+
+struct Uri {
+    Scheme scheme = Scheme::File;
+    std::string target;  // file path (resolved) / device path / node number text
+    bool named = false;  // file:NAME form, resolved to the default directory
+    // Query parameters, already validated: size, page_size, max_blocks, create.
+    std::map<std::string, int64_t> params;
+};
+
+// Parses `text` into *out. Returns SPECKV_OK or SPECKV_EURI with a detail
+// message naming the problem.
+int parse_uri(std::string_view text, Uri *out);
+
+// Parses "4096", "8G", "64MiB", "1k" (binary multiples) into bytes.
+// Returns false on anything else, including overflow.
+bool parse_size(std::string_view text, int64_t *out);
+
+// The directory named pools live in: $XDG_RUNTIME_DIR/speckv, else /dev/shm,
+// else /tmp.
+std::string default_pool_dir();
+
+}  // namespace speckv

@@ -1,0 +1,71 @@
+#!/bin/bash
+# CLI tests: run the real `speckv` binary and compare stdout, stderr and the
+# exit code of each case with tests/cli/expected/<case>.{out,err,rc}.
+# Volatile text (work dir, UUIDs, times) is normalised first.
+# UPDATE=1 rewrites the expected files (review the diff before committing).
+set -u
+bin=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+fails=0 n=0
+
+norm() {
+    sed -e "s#$work#WORK#g" \
+        -e 's/[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}/UUID/g' \
+        -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g'
+}
+
+# case NAME EXPECTED_RC ARGS...
+case_() {
+    local name=$1 want=$2; shift 2
+    n=$((n + 1))
+    "$bin" "$@" >"$work/$name.out.raw" 2>"$work/$name.err.raw"
+    local rc=$?
+    norm <"$work/$name.out.raw" >"$work/$name.out"
+    norm <"$work/$name.err.raw" >"$work/$name.err"
+    echo "$rc" >"$work/$name.rc"
+    if [ "${UPDATE:-0}" = 1 ]; then
+        cp "$work/$name.out" "$src/expected/$name.out"
+        cp "$work/$name.err" "$src/expected/$name.err"
+        cp "$work/$name.rc" "$src/expected/$name.rc"
+        return
+    fi
+    local ok=1
+    if [ "$rc" != "$want" ]; then ok=0; echo "--- case $name: exit code $rc, expected $want"; fi
+    for k in out err rc; do
+        if ! diff -u "$src/expected/$name.$k" "$work/$name.$k" >"$work/$name.$k.diff"; then
+            ok=0
+            echo "--- case $name: $k differs"
+            cat "$work/$name.$k.diff"
+        fi
+    done
+    if [ $ok = 1 ]; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+P=$work/a.pool
+case_ version 0 --version
+case_ no_args 2
+case_ unknown_cmd 2 frobnicate
+case_ create 0 pool create "file:$P" --size 8M
+case_ create_again 1 pool create "file:$P" --size 8M
+case_ create_bad_size 1 pool create "file:$work/b.pool" --size 5000
+case_ create_bad_uri 1 pool create "ftp:$work/c.pool" --size 8M
+case_ inspect 0 pool inspect "file:$P"
+case_ inspect_json 0 pool inspect "file:$P" --json
+case_ check_clean 0 pool check "file:$P"
+case_ demo 0 demo "file:$P" --layers 2 --tokens 64 --keep
+case_ check_blocks_json 0 pool check "file:$P" --json
+# Damage one data page of the first block (data area starts at data_offset).
+off=$("$bin" pool inspect "file:$P" --json | sed 's/.*"data_offset":\([0-9]*\).*/\1/')
+printf '\xff' | dd of="$P" bs=1 seek=$((off + 100)) conv=notrunc status=none
+case_ check_corrupt 1 pool check "file:$P"
+case_ reset_refused 1 pool reset "file:$P"
+case_ reset 0 pool reset "file:$P" --force
+case_ check_after_reset 0 pool check "file:$P"
+case_ inspect_missing 1 pool inspect "file:$work/none.pool"
+case_ check_missing 2 pool check "file:$work/none.pool"
+head -c 3000000 /dev/zero >"$work/zero.bin"
+case_ check_not_pool 2 pool check "file:$work/zero.bin"
+case_ inspect_anon 1 pool inspect "anon:?size=8M"
+
+echo "$((n - fails)) passed, $fails failed"
+[ $fails = 0 ]

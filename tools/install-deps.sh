@@ -1,0 +1,17 @@
+#!/bin/bash
+# Installs everything speckv needs to build and test, from Debian 12 packages.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config git ca-certificates python3
+  liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
+  libcli11-dev libtomlplusplus-dev doctest-dev
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
