@@ -11,7 +11,6 @@
 #include "commands.h"
 #include "pool.h"
 #include "speckv.h"
-#include "uri.h"
 
 namespace speckv_cli {
 
@@ -68,10 +67,9 @@ void register_demo_command(CLI::App &app) {
                         hs.size(), layers, tokens, kv_dim, stored, mismatches ? "MISMATCH" : "all identical");
             if (mismatches) g_exit = 1;
         }
-        speckv::Uri u;
-        if (speckv::parse_uri(uri, &u) == SPECKV_OK && u.scheme == speckv::Scheme::File) {
+        {
             std::unique_ptr<speckv::Pool> ro;
-            if (speckv::Pool::open_readonly(u.target, &ro) == SPECKV_OK) {
+            if (speckv::Pool::open_readonly_uri(uri, &ro) == SPECKV_OK) {
                 speckv::PoolInfo i;
                 ro->info(&i);
                 print_info(i, false);

@@ -59,18 +59,21 @@ std::string json_escape(const std::string &s) {
     return o;
 }
 
-// Resolves a file: URI to its path; other schemes can't be inspected offline.
-bool file_path(const std::string &uri_text, std::string *path) {
+// The file or device a URI names, for messages; anon:/numa: pools are private
+// to their process and can't be operated on from outside.
+bool target_of(const std::string &uri_text, std::string *target, bool allow_device = true) {
     speckv::Uri u;
     if (int rc = speckv::parse_uri(uri_text, &u); rc != SPECKV_OK) {
         error(describe(rc));
         return false;
     }
-    if (u.scheme != speckv::Scheme::File) {
-        error("this command works on file: pools (dax: and numa: come with the device backends; anon: pools die with their process)");
+    if (u.scheme == speckv::Scheme::Anon || u.scheme == speckv::Scheme::Numa ||
+        (!allow_device && u.scheme != speckv::Scheme::File)) {
+        error(std::string(u.scheme == speckv::Scheme::Anon ? "anon:" : u.scheme == speckv::Scheme::Numa ? "numa:" : "dax:") +
+              " pools can't be used with this command (anon: and numa: pools live inside one process)");
         return false;
     }
-    *path = u.target;
+    *target = u.target;
     return true;
 }
 
@@ -121,8 +124,10 @@ void register_pool_commands(CLI::App &app) {
     create->add_option("--page-size", c_page, "data page size (power of two, >= 4096)");
     create->callback([] {
         std::string path;
-        if (!file_path(c_uri, &path)) return void(g_exit = 1);
-        if (access(path.c_str(), F_OK) == 0) {
+        if (!target_of(c_uri, &path)) return void(g_exit = 1);
+        std::unique_ptr<speckv::Pool> existing;
+        if (speckv::Pool::open_readonly_uri(c_uri, &existing) == SPECKV_OK ||
+            (c_uri.rfind("file:", 0) == 0 && access(path.c_str(), F_OK) == 0)) {
             error("a pool already exists at " + path + " (use `speckv pool reset` to wipe it)");
             return void(g_exit = 1);
         }
@@ -150,9 +155,9 @@ void register_pool_commands(CLI::App &app) {
     inspect->add_flag("--json", i_json, "one JSON object on stdout");
     inspect->callback([] {
         std::string path;
-        if (!file_path(i_uri, &path)) return void(g_exit = 1);
+        if (!target_of(i_uri, &path)) return void(g_exit = 1);
         std::unique_ptr<speckv::Pool> p;
-        if (int rc = speckv::Pool::open_readonly(path, &p); rc != SPECKV_OK) {
+        if (int rc = speckv::Pool::open_readonly_uri(i_uri, &p); rc != SPECKV_OK) {
             error(describe(rc));
             return void(g_exit = 1);
         }
@@ -168,10 +173,10 @@ void register_pool_commands(CLI::App &app) {
     check->add_flag("--json", k_json, "one JSON object on stdout");
     check->callback([] {
         std::string path;
-        if (!file_path(k_uri, &path)) return void(g_exit = 2);
+        if (!target_of(k_uri, &path)) return void(g_exit = 2);
         std::unique_ptr<speckv::Pool> p;
         speckv::CheckReport r;
-        int rc = speckv::Pool::open_readonly(path, &p);
+        int rc = speckv::Pool::open_readonly_uri(k_uri, &p);
         if (rc == SPECKV_ECORRUPT) {
             r.problems.push_back(describe(rc));  // the superblock itself is bad
         } else if (rc != SPECKV_OK) {
@@ -203,10 +208,10 @@ void register_pool_commands(CLI::App &app) {
     reset->add_flag("--force", r_force, "really wipe it");
     reset->callback([] {
         std::string path;
-        if (!file_path(r_uri, &path)) return void(g_exit = 1);
+        if (!target_of(r_uri, &path)) return void(g_exit = 1);
         std::unique_ptr<speckv::Pool> p;
         speckv::PoolInfo before{};
-        bool readable = speckv::Pool::open_readonly(path, &p) == SPECKV_OK;
+        bool readable = speckv::Pool::open_readonly_uri(r_uri, &p) == SPECKV_OK;
         if (readable) p->info(&before);
         p.reset();
         if (!r_force) {
@@ -217,7 +222,7 @@ void register_pool_commands(CLI::App &app) {
                   " and keep only the geometry");
             return void(g_exit = 1);
         }
-        if (int rc = speckv::Pool::reset_file(path); rc != SPECKV_OK) {
+        if (int rc = speckv::Pool::reset_uri(r_uri); rc != SPECKV_OK) {
             error(describe(rc));
             return void(g_exit = 1);
         }

@@ -16,7 +16,12 @@
  *   - Destroy/close functions accept NULL.
  *   - Structs that cross the boundary start with `size_t struct_size`, which the
  *     caller sets to sizeof(the struct) as it knows it; a size the library does
- *     not know is rejected with SPECKV_ESTRUCT.
+ *     not know is rejected with SPECKV_ESTRUCT. Structs only grow at the end,
+ *     and the sizes of earlier releases stay accepted.
+ *   - Compatibility: the SONAME is libspeckv.so.<SPECKV_VERSION_MAJOR>; within
+ *     one major version releases only add functions, codes and struct fields.
+ *     A dlopen user checks speckv_version_number() / 10000 == the major it was
+ *     built for.
  *
  * Threading: a speckv_pool may be used from any number of threads at once.
  * A speckv_config must not be modified concurrently with its own use.
@@ -145,7 +150,9 @@ SPECKV_API int speckv_config_load_toml_string(speckv_config *cfg, const char *te
 
 /* Routes the log of pools opened with this config to `fn` (NULL = silent,
  * the default). Messages above the level of key "log.level" are dropped.
- * Since 0.1.0. */
+ * The pool keeps `fn` and `user` (not the config): they must stay valid until
+ * speckv_pool_close of every pool opened with them returns; after that it
+ * never calls them. Returns SPECKV_OK, SPECKV_EINVAL (cfg NULL). Since 0.1.0. */
 SPECKV_API int speckv_config_set_log(speckv_config *cfg, speckv_log_fn fn, void *user);
 
 /* ------------------------------------------------------------------- pool */
@@ -174,8 +181,10 @@ typedef uint64_t speckv_handle;
 SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speckv_pool **out);
 
 /* Detaches from the pool and frees the handle; NULL is accepted. Blocks stay in
- * a file pool. Pointers from speckv_pin become invalid. Must not race with other
- * calls on the same pool. Returns SPECKV_OK or SPECKV_EIO. Since 0.1.0. */
+ * a file pool. Pointers from speckv_pin become invalid. The one exception to
+ * "any thread, concurrently": no other call on this pool may be running or
+ * start once close has begun (the caller orders that, as with free()).
+ * Returns SPECKV_OK or SPECKV_EIO. Since 0.1.0. */
 SPECKV_API int speckv_pool_close(speckv_pool *pool);
 
 /* Element types of a block. OPAQUE bytes are stored as given. */
@@ -211,6 +220,27 @@ SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype,
  * issued: a double free is reported, never acted on), SPECKV_EBUSY (pinned
  * by this process). Since 0.1.0. */
 SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle);
+
+/* What a block is: its size, element type and the hint it was allocated
+ * with. Set struct_size = sizeof(speckv_block_meta). */
+typedef struct speckv_block_meta {
+    size_t struct_size;
+    uint64_t bytes;        /* the block's size as allocated */
+    int32_t dtype;         /* SPECKV_DTYPE_* */
+    uint32_t flags;        /* the hint's SPECKV_HINT_* flags */
+    uint64_t tenant;
+    uint64_t request;
+    uint32_t layer;
+    uint32_t reserved;     /* zero */
+    uint64_t token_pos;
+    uint64_t token_count;
+    uint8_t content_hash[16];
+} speckv_block_meta;
+
+/* Describes a live block (any process's) without reading or verifying its
+ * data. Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT, SPECKV_EBADHANDLE.
+ * Since 0.1.0. */
+SPECKV_API int speckv_block_info(speckv_pool *pool, speckv_handle handle, speckv_block_meta *out);
 
 /* Copies `len` bytes from `src` into the block at `offset`. Each page's
  * checksum is updated with its data. Concurrent writes to the same bytes race

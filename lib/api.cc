@@ -134,6 +134,17 @@ SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype, const 
     });
 }
 
+SPECKV_API int speckv_block_info(speckv_pool *pool, speckv_handle handle, speckv_block_meta *out) {
+    return guard([&] {
+        NEED_POOL();
+        if (!out) return fail(SPECKV_EINVAL, "out is NULL");
+        if (out->struct_size != sizeof(speckv_block_meta))
+            return fail(SPECKV_ESTRUCT, "speckv_block_meta.struct_size is %zu, this library knows %zu", out->struct_size,
+                        sizeof(speckv_block_meta));
+        return pool->rep->block_info(handle, out);
+    });
+}
+
 SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle) {
     return guard([&] {
         NEED_POOL();

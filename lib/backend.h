@@ -35,6 +35,16 @@ class Mapping {
     static int create_file(const std::string &path, size_t size, Init &&init, Mapping *out);
     // Private anonymous memory.
     static int open_anon(size_t size, Mapping *out);
+    // A device-dax character device (/dev/daxX.Y), found and checked with
+    // libdaxctl (mode devdax, size, alignment), mapped whole with MAP_SHARED
+    // (MAP_SYNC where supported). lib/backend_dax.cc.
+    static int open_dax(const std::string &path, bool writable, Mapping *out);
+    // Anonymous memory of `size` bytes bound to NUMA node `node` with libnuma
+    // (policy 0 = bind, 1 = preferred), placement verified. lib/backend_numa.cc.
+    static int open_numa(int node, size_t size, int policy, Mapping *out);
+
+    // Adopts an existing mapping (for backends in other files).
+    static Mapping adopt(unsigned char *base, size_t size, int fd, bool shared, bool writable, std::string path);
 
   private:
     static int create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),

@@ -86,7 +86,6 @@ int Mapping::open_file(const std::string &path, bool writable, Mapping *out) {
 
 int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),
                               void *ctx, Mapping *out) {
-    std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
     std::string tmp = path + ".tmp." + std::to_string(getpid());
     int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
     if (fd < 0) {
@@ -131,8 +130,18 @@ int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(
     out->shared_ = true;
     out->writable_ = true;
     out->path_ = path;
-    (void)dir;
     return SPECKV_OK;
+}
+
+Mapping Mapping::adopt(unsigned char *base, size_t size, int fd, bool shared, bool writable, std::string path) {
+    Mapping m;
+    m.base_ = base;
+    m.size_ = size;
+    m.fd_ = fd;
+    m.shared_ = shared;
+    m.writable_ = writable;
+    m.path_ = std::move(path);
+    return m;
 }
 
 int Mapping::open_anon(size_t size, Mapping *out) {

@@ -74,6 +74,16 @@ uint32_t crc_of_pool(const void *src, size_t n) {
 
 thread_local std::vector<unsigned char> t_scratch;
 
+// Block-record fields that lock-free readers snapshot are accessed atomically.
+template <typename T>
+T relaxed_load(const T &field) {
+    return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
+}
+template <typename T>
+void relaxed_store(T &field, T v) {
+    std::atomic_ref<T>(field).store(v, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
@@ -124,7 +134,7 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
     return SPECKV_OK;
 }
 
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks) {
+int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed) {
     Superblock s;
     if (int rc = plan_geometry(size, page_size, max_blocks, &s); rc != SPECKV_OK) return rc;
     if (getrandom(s.uuid, sizeof s.uuid, 0) != sizeof s.uuid) {
@@ -136,8 +146,9 @@ int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t m
     s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
     s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
     s.created_ns = now_ns();
-    // The new mapping is zero-filled (fresh file or anonymous memory), which
-    // is the correct initial state of every table; only the lock needs init.
+    // Zero is the initial state of every table. A fresh file or anonymous
+    // memory is zero already; a device may hold anything.
+    if (!zeroed) std::memset(base, 0, s.data_off);
     auto *sh = new (base + s.shared_off) SharedHeader;
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
@@ -199,7 +210,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                     static_cast<long long>(size), static_cast<long long>(page_size));
     if (create < 0 || create > 1) return fail(SPECKV_EURI, "create must be 0 or 1");
     auto init = [&](unsigned char *b, size_t n) {
-        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks));
+        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true);
     };
 
     std::unique_ptr<Pool> p(new Pool);
@@ -231,12 +242,36 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
             if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
             break;
         }
-        case Scheme::Dax:
-            return fail(SPECKV_ENOTSUP, "the dax: backend is not available in speckv %s yet", SPECKV_VERSION_STRING);
-        case Scheme::Numa:
-            return fail(SPECKV_ENOTSUP, "the numa: backend is not available in speckv %s yet", SPECKV_VERSION_STRING);
+        case Scheme::Dax: {
+            if (int rc = Mapping::open_dax(uri.target, true, &p->map_); rc) return rc;
+            // A device without a pool gets one over its whole size (its own
+            // size wins over pool.size), unless create=0.
+            uint64_t magic;
+            std::memcpy(&magic, p->map_.base(), sizeof magic);
+            if (magic != kMagic) {
+                if (!create)
+                    return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", uri.target.c_str());
+                size_t sz = p->map_.size() / static_cast<size_t>(page_size) * static_cast<size_t>(page_size);
+                if (int rc = format_pool(p->map_.base(), sz, static_cast<uint32_t>(page_size),
+                                         static_cast<uint64_t>(max_blocks), /*zeroed=*/false);
+                    rc)
+                    return rc;
+            }
+            break;
+        }
+        case Scheme::Numa: {
+            Superblock plan;
+            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); rc) return rc;
+            int policy = uri.params.count("policy") ? static_cast<int>(uri.params["policy"]) : 0;
+            if (int rc = Mapping::open_numa(std::atoi(uri.target.c_str()), static_cast<size_t>(size), policy, &p->map_); rc)
+                return rc;
+            if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
+            break;
+        }
     }
-    const char *where = uri.scheme == Scheme::Anon ? "anonymous pool" : uri.target.c_str();
+    const char *where = uri.scheme == Scheme::Anon ? "anonymous pool"
+                        : uri.scheme == Scheme::Numa ? "NUMA pool"
+                                                     : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
     p->page_size_ = p->sb()->page_size;
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
@@ -252,6 +287,25 @@ int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out) {
     if (int rc = Mapping::open_file(path, false, &m); rc != SPECKV_OK) return rc;
     if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
     return open_image(std::move(m), out);
+}
+
+int Pool::open_readonly_uri(const std::string &uri_text, std::unique_ptr<Pool> *out) {
+    Uri uri;
+    if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
+    switch (uri.scheme) {
+        case Scheme::File:
+            return open_readonly(uri.target, out);
+        case Scheme::Dax: {
+            Mapping m;
+            if (int rc = Mapping::open_dax(uri.target, false, &m); rc != SPECKV_OK) return rc;
+            return open_image(std::move(m), out);
+        }
+        case Scheme::Anon:
+        case Scheme::Numa:
+            break;
+    }
+    return fail(SPECKV_ENOTSUP, "%s pools live in one process's private memory: there is nothing to open from outside it",
+                uri.scheme == Scheme::Anon ? "anon:" : "numa:");
 }
 
 int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
@@ -499,10 +553,10 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         pe.seq.store((q | 1) + 1, std::memory_order_release);  // new contents: cached copies miss
     }
     uint64_t gen = r.generation + 1;
-    r.first_page = first;
-    r.bytes = bytes;
-    r.npages = static_cast<uint32_t>(np);
-    r.dtype = static_cast<uint8_t>(dtype);
+    relaxed_store(r.first_page, first);
+    relaxed_store(r.bytes, bytes);
+    relaxed_store(r.npages, static_cast<uint32_t>(np));
+    relaxed_store(r.dtype, static_cast<uint8_t>(dtype));
     r.tenant = hint ? hint->tenant : 0;
     r.request = hint ? hint->request : 0;
     r.layer = hint ? hint->layer : 0;
@@ -527,17 +581,21 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     return SPECKV_OK;
 }
 
-int Pool::resolve(uint64_t handle, const BlockRecord **out) const {
+int Pool::resolve(uint64_t handle, BlockView *out) const {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1));
     if (handle == 0 || slot == 0 || slot > sb()->max_blocks)
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was never issued by this pool", handle);
     const BlockRecord &r = blocks()[slot - 1];
     if (r.handle.load(std::memory_order_acquire) != handle)
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    if (r.npages == 0 || r.first_page >= sb()->n_pages || r.npages > sb()->n_pages - r.first_page ||
-        r.bytes > uint64_t(r.npages) * page_size_)
+    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype)};
+    if (v.npages == 0 || v.first_page >= sb()->n_pages || v.npages > sb()->n_pages - v.first_page ||
+        v.bytes > uint64_t(v.npages) * page_size_) {
+        if (r.handle.load(std::memory_order_acquire) != handle)
+            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
         return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
-    *out = &r;
+    }
+    *out = v;
     return SPECKV_OK;
 }
 
@@ -568,8 +626,8 @@ int Pool::free(uint64_t handle) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    const BlockRecord *rp;
-    if (int rc = resolve(handle, &rp); rc != SPECKV_OK) {
+    BlockView v;
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) {
         unlock();
         return rc;
     }
@@ -577,7 +635,7 @@ int Pool::free(uint64_t handle) {
         unlock();
         return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before freeing", handle);
     }
-    BlockRecord &r = const_cast<BlockRecord &>(*rp);
+    BlockRecord &r = const_cast<BlockRecord &>(*v.rec);
     SharedHeader *h = sh();
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
     // Writers lock a page, then re-check the handle; wait for any that got in first.
@@ -627,22 +685,22 @@ int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint
 
 int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
-    const BlockRecord *r;
+    BlockView r;
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (!src && len) return fail(SPECKV_EINVAL, "src is NULL");
-    if (off > r->bytes || len > r->bytes - off)
+    if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "write of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
-                    off, r->bytes);
+                    off, r.bytes);
     if (pinned(handle)) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before writing", handle);
     auto *in = static_cast<const unsigned char *>(src);
     size_t done = 0;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t page = r->first_page + pos / page_size_;
+        uint64_t page = r.first_page + pos / page_size_;
         size_t poff = pos % page_size_;
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         uint64_t q;
-        if (int rc = lock_page(page, handle, r, &q); rc != SPECKV_OK) return rc;
+        if (int rc = lock_page(page, handle, r.rec, &q); rc != SPECKV_OK) return rc;
         PageEntry &pe = pages()[page];
         unsigned char *d = page_data(page);
         uint32_t fl = pe.flags.load(std::memory_order_relaxed);
@@ -706,19 +764,19 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
 }
 
 int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
-    const BlockRecord *r;
+    BlockView r;
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (!dst && len) return fail(SPECKV_EINVAL, "dst is NULL");
-    if (off > r->bytes || len > r->bytes - off)
+    if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "read of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
-                    off, r->bytes);
+                    off, r.bytes);
     auto *out = static_cast<unsigned char *>(dst);
     size_t done = 0;
     uint64_t hits = 0, misses = 0;
     int rc = SPECKV_OK;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t page = r->first_page + pos / page_size_;
+        uint64_t page = r.first_page + pos / page_size_;
         size_t poff = pos % page_size_;
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         bool hit;
@@ -727,7 +785,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         misses += !hit;
         done += plen;
     }
-    if (rc == SPECKV_OK && r->handle.load(std::memory_order_acquire) != handle)
+    if (rc == SPECKV_OK && r.rec->handle.load(std::memory_order_acquire) != handle)
         rc = fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the read", handle);
     // One shard lookup for all the counters of this call.
     std::atomic<uint64_t> *c = my_shard();
@@ -768,17 +826,44 @@ int Pool::verify_page_inplace(uint64_t page) {
     }
 }
 
+int Pool::block_info(uint64_t handle, speckv_block_meta *out) const {
+    BlockView v;
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
+    const BlockRecord *r = v.rec;
+    speckv_block_meta m;
+    std::memset(&m, 0, sizeof m);
+    m.struct_size = sizeof m;
+    m.bytes = v.bytes;
+    m.dtype = v.dtype;
+    // The hint fields are copied optimistically: if the slot was freed and
+    // reused meanwhile, the handle check below throws the copy away.
+    SEQLOCK_IGNORE_BEGIN();
+    m.flags = r->hint_flags;
+    m.tenant = r->tenant;
+    m.request = r->request;
+    m.layer = r->layer;
+    m.token_pos = r->token_pos;
+    m.token_count = r->token_count;
+    std::memcpy(m.content_hash, r->content_hash, 16);
+    SEQLOCK_IGNORE_END();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r->handle.load(std::memory_order_relaxed) != handle)
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
+    *out = m;
+    return SPECKV_OK;
+}
+
 int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
     if (!ptr || !len) return fail(SPECKV_EINVAL, "ptr and len must not be NULL");
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
-    const BlockRecord *r;
+    BlockView r;
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
-    for (uint64_t p = r->first_page; p < r->first_page + r->npages; p++) {
+    for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
         PageEntry &pe = pages()[p];
         if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
             // Materialise the zeros so the pointer shows what a read returns.
             uint64_t q;
-            if (int rc = lock_page(p, handle, r, &q); rc != SPECKV_OK) return rc;
+            if (int rc = lock_page(p, handle, r.rec, &q); rc != SPECKV_OK) return rc;
             if (pe.flags.load(std::memory_order_relaxed) & kPageZero) {
                 std::memset(page_data(p), 0, page_size_);
                 pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
@@ -794,12 +879,12 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
         pins_[handle]++;
         pin_total_.fetch_add(1, std::memory_order_release);
     }
-    if (r->handle.load(std::memory_order_acquire) != handle) {
+    if (r.rec->handle.load(std::memory_order_acquire) != handle) {
         unpin(handle);
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed while pinning", handle);
     }
-    *ptr = page_data(r->first_page);
-    *len = r->bytes;
+    *ptr = page_data(r.first_page);
+    *len = r.bytes;
     return SPECKV_OK;
 }
 
@@ -807,7 +892,7 @@ int Pool::unpin(uint64_t handle) {
     std::lock_guard g(pin_mu_);
     auto it = pins_.find(handle);
     if (it == pins_.end()) {
-        const BlockRecord *r;
+        BlockView r;
         if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
         return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
     }
@@ -1025,9 +1110,26 @@ int Pool::check(CheckReport *rep) const {
     return SPECKV_OK;
 }
 
-int Pool::reset_file(const std::string &path) {
+int Pool::reset_uri(const std::string &uri_text) {
+    Uri uri;
+    if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
     Mapping m;
-    if (int rc = Mapping::open_file(path, true, &m); rc != SPECKV_OK) return rc;
+    switch (uri.scheme) {
+        case Scheme::File:
+            if (int rc = Mapping::open_file(uri.target, true, &m); rc != SPECKV_OK) return rc;
+            break;
+        case Scheme::Dax:
+            if (int rc = Mapping::open_dax(uri.target, true, &m); rc != SPECKV_OK) return rc;
+            break;
+        case Scheme::Anon:
+        case Scheme::Numa:
+            return fail(SPECKV_ENOTSUP, "%s pools live in one process's private memory: nothing to reset from outside",
+                        uri.scheme == Scheme::Anon ? "anon:" : "numa:");
+    }
+    return reset_mapping(std::move(m), uri.target);
+}
+
+int Pool::reset_mapping(Mapping &&m, const std::string &path) {
     if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
     std::unique_ptr<Pool> p(new Pool);
     p->map_ = std::move(m);

@@ -50,6 +50,8 @@ class Pool {
     // inspect/check: no attach record, no lock, nothing written.
     static int open_readonly(const std::string &path, std::unique_ptr<Pool> *out);
     static int open_image(Mapping &&m, std::unique_ptr<Pool> *out);
+    // Read-only by URI: file: and dax: (anon: and numa: are process-private).
+    static int open_readonly_uri(const std::string &uri, std::unique_ptr<Pool> *out);
     ~Pool();
     int close();
 
@@ -57,6 +59,7 @@ class Pool {
     int free(uint64_t handle);
     int write(uint64_t handle, uint64_t off, const void *src, size_t len);
     int read(uint64_t handle, uint64_t off, void *dst, size_t len);
+    int block_info(uint64_t handle, speckv_block_meta *out) const;
     int pin(uint64_t handle, const void **ptr, size_t *len);
     int unpin(uint64_t handle);
     int prefetch(const speckv_hint *hint);
@@ -69,7 +72,7 @@ class Pool {
     // Wipes every block of a pool file and re-creates its metadata (lock
     // included), keeping the geometry and UUID. Refuses while a live process
     // is attached. Works on pools whose metadata is damaged.
-    static int reset_file(const std::string &path);
+    static int reset_uri(const std::string &uri);
 
     bool read_only() const { return !map_.writable(); }
     // The raw mapping, for tools and tests that need the pool's bytes.
@@ -80,11 +83,22 @@ class Pool {
   private:
     Pool() = default;
     static int validate_superblock(const Mapping &m, const char *where);
+    static int reset_mapping(Mapping &&m, const std::string &where);
     int attach();
     int lock(bool *recovered);
     void unlock();
     void recover_locked(const char *why);
-    int resolve(uint64_t handle, const fmt::BlockRecord **rec) const;
+    // A consistent snapshot of a live block's placement, taken without the
+    // lock: fields are read atomically and validated, so a slot freed and
+    // reused meanwhile can never send us out of bounds (callers re-check
+    // rec->handle afterwards to detect the reuse).
+    struct BlockView {
+        const fmt::BlockRecord *rec;
+        uint64_t first_page, bytes;
+        uint32_t npages;
+        uint8_t dtype;
+    };
+    int resolve(uint64_t handle, BlockView *out) const;
     int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq);
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, bool *hit);
     int verify_page_inplace(uint64_t page);
@@ -123,7 +137,8 @@ class Pool {
 };
 
 // Lays out and initialises a fresh pool image of `size` bytes in `base`.
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks);
+// `zeroed`: the memory is known to be zero already (fresh file, anonymous).
+int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed);
 
 // The layout a pool of this size would get (no writes). For tests and docs.
 int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::Superblock *out);

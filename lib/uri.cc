@@ -112,8 +112,18 @@ int parse_uri(std::string_view text, Uri *out) {
             return fail(SPECKV_EURI, "URI parameter '%.*s' is not key=value", static_cast<int>(kv.size()), kv.data());
         std::string key(kv.substr(0, eq));
         std::string_view val = kv.substr(eq + 1);
-        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create")
-            return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create)", key.c_str());
+        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" &&
+            !(key == "policy" && u.scheme == Scheme::Numa))
+            return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create%s)", key.c_str(),
+                        u.scheme == Scheme::Numa ? ", policy" : "");
+        if (key == "policy") {
+            std::string_view pv = kv.substr(eq + 1);
+            if (pv != "bind" && pv != "preferred")
+                return fail(SPECKV_EURI, "numa: policy must be bind or preferred, not '%.*s'", static_cast<int>(pv.size()),
+                            pv.data());
+            u.params[key] = pv == "bind" ? 0 : 1;
+            continue;
+        }
         int64_t v;
         if (!parse_size(val, &v))
             return fail(SPECKV_EURI, "URI parameter %s='%.*s' is not a size/number", key.c_str(),

@@ -13,7 +13,8 @@ struct Uri {
     Scheme scheme = Scheme::File;
     std::string target;  // file path (resolved) / device path / node number text
     bool named = false;  // file:NAME form, resolved to the default directory
-    // Query parameters, already validated: size, page_size, max_blocks, create.
+    // Query parameters, already validated: size, page_size, max_blocks, create;
+    // for numa:, policy (0 = bind, 1 = preferred).
     std::map<std::string, int64_t> params;
 };
 

@@ -5,6 +5,8 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3
   liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev doctest-dev
+  verilator iverilog yosys          # fpga/: RTL simulation and synthesis checks
+  cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
 )
 missing=()
 for p in "${pkgs[@]}"; do

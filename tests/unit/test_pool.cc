@@ -101,6 +101,16 @@ TEST_CASE("data survives close and reopen; handles stay valid") {
     CHECK(std::memcmp(back.data(), b.data(), b.size()) == 0);
     REQUIRE(speckv_access(g.p, h[2], 0, back.data(), 1, 0) == SPECKV_OK);
     CHECK(back[0] == c[0]);
+    speckv_block_meta m;
+    m.struct_size = sizeof m;
+    REQUIRE(speckv_block_info(g.p, h[0], &m) == SPECKV_OK);
+    CHECK(m.bytes == 10000);
+    CHECK(m.dtype == SPECKV_DTYPE_FP16);
+    CHECK(m.tenant == 7);
+    CHECK(m.request == 42);
+    CHECK(m.token_count == 16);
+    m.struct_size = 8;
+    CHECK(speckv_block_info(g.p, h[0], &m) == SPECKV_ESTRUCT);
     // Partial, unaligned range across a page boundary.
     REQUIRE(speckv_access(g.p, h[0], 4000, back.data(), 300, 0) == SPECKV_OK);
     CHECK(std::memcmp(back.data(), a.data() + 4000, 300) == 0);
@@ -157,6 +167,9 @@ TEST_CASE("bad handles: double free, use after free, never issued") {
     CHECK(speckv_pin(g.p, h, &ptr, &len) == SPECKV_EBADHANDLE);
     CHECK(speckv_unpin(g.p, h) == SPECKV_EBADHANDLE);
     CHECK(speckv_free(g.p, 0) == SPECKV_EBADHANDLE);
+    speckv_block_meta m;
+    m.struct_size = sizeof m;
+    CHECK(speckv_block_info(g.p, h, &m) == SPECKV_EBADHANDLE);
     CHECK(speckv_free(g.p, 0xFFFFFFFFFFFFFFFFull) == SPECKV_EBADHANDLE);
     CHECK(speckv_access(g.p, (uint64_t(5) << 24) | 3, 0, b, 4, 0) == SPECKV_EBADHANDLE);
     speckv_pool_stats st;
@@ -462,12 +475,12 @@ TEST_CASE("reset wipes blocks, keeps geometry, never re-issues a handle; refuses
     char x;
     REQUIRE(read(pfd[0], &x, 1) == 1);
     REQUIRE(x == 'y');
-    CHECK(speckv::Pool::reset_file(path) == SPECKV_EBUSY);
+    CHECK(speckv::Pool::reset_uri("file:" + path) == SPECKV_EBUSY);
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     close(pfd[0]);
     close(pfd[1]);
-    REQUIRE(speckv::Pool::reset_file(path) == SPECKV_OK);
+    REQUIRE(speckv::Pool::reset_uri("file:" + path) == SPECKV_OK);
     auto i1 = info_of(path);
     CHECK(i1.blocks_live == 0);
     CHECK(i1.pages_used == 0);

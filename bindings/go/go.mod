@@ -1,0 +1,3 @@
+module github.com/speckv/speckv/bindings/go
+
+go 1.19

@@ -1,0 +1,122 @@
+package speckv
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+)
+
+// The version of speckv.h this binding was written against.
+const (
+	BindingVersionMajor  = 0
+	BindingVersionMinor  = 1
+	BindingVersionPatch  = 0
+	BindingVersionNumber = BindingVersionMajor*10000 + BindingVersionMinor*100 + BindingVersionPatch
+)
+
+// DefaultLibrary is loaded when SPECKV_LIB is not set.
+const DefaultLibrary = "libspeckv.so.0"
+
+var (
+	loadMu sync.Mutex
+	loaded bool
+)
+
+// msgBuf receives the detail message of a failed call.
+type msgBuf [C.SKV_MSG]C.char
+
+func (m *msgBuf) ptr() *C.char { return &m[0] }
+
+func (m *msgBuf) String() string { return C.GoString(&m[0]) }
+
+// VersionText formats a version number: 10203 -> "1.2.3".
+func VersionText(n uint32) string {
+	return fmt.Sprintf("%d.%d.%d", n/10000, n/100%100, n%100)
+}
+
+// CheckVersion applies the compatibility rule to a library version number:
+// the major version must equal the binding's, and the library must be at
+// least the version the binding was written against (minor releases only
+// add functions). The error matches ErrVersion and names both versions.
+func CheckVersion(library uint32) error {
+	if library/10000 != BindingVersionMajor || library < BindingVersionNumber {
+		return &Error{Code: ErrVersion, Op: "load", Msg: fmt.Sprintf(
+			"incompatible libspeckv: the library is version %s but this binding needs %d.x, at least %s",
+			VersionText(library), BindingVersionMajor, VersionText(BindingVersionNumber))}
+	}
+	return nil
+}
+
+// Load loads the library named by $SPECKV_LIB, or DefaultLibrary, once per
+// process. Open calls it; call it yourself to fail early. A failure is not
+// remembered: a later call tries again.
+func Load() error {
+	path := os.Getenv("SPECKV_LIB")
+	if path == "" {
+		path = DefaultLibrary
+	}
+	return LoadFrom(path)
+}
+
+// LoadFrom is Load with an explicit path or soname. Once a library is
+// loaded, later calls do nothing.
+func LoadFrom(path string) error {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if loaded {
+		return nil
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg msgBuf
+	if C.skv_load(cpath, msg.ptr()) != 0 {
+		return &Error{Code: ErrNotFound, Op: "load", Msg: "cannot load libspeckv: " + msg.String()}
+	}
+	if err := CheckVersion(uint32(C.skv_version_number())); err != nil {
+		return err
+	}
+	if C.skv_resolve(msg.ptr()) != 0 {
+		return &Error{Code: ErrNotSupported, Op: "load", Msg: "libspeckv " + path + ": " + msg.String()}
+	}
+	loaded = true
+	return nil
+}
+
+func ensure() error {
+	loadMu.Lock()
+	ok := loaded
+	loadMu.Unlock()
+	if ok {
+		return nil
+	}
+	return Load()
+}
+
+// LibraryVersion returns the loaded library's version number and text.
+func LibraryVersion() (uint32, string, error) {
+	if err := ensure(); err != nil {
+		return 0, "", err
+	}
+	return uint32(C.skv_version_number()), C.GoString(C.skv_version_string()), nil
+}
+
+func check(op string, rc C.int, msg *msgBuf) error {
+	if rc == 0 {
+		return nil
+	}
+	return &Error{Code: Code(rc), Op: op, Msg: msg.String()}
+}
+
+// layoutSizes reports the sizes of the hand-declared structs (for tests:
+// speckv_hint is 64 bytes, speckv_pool_stats 136 on LP64).
+func layoutSizes() (hint, stats uintptr) {
+	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_pool_stats{})
+}

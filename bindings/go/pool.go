@@ -1,0 +1,409 @@
+// Package speckv is the Go binding of speckv, a KV-cache pool for LLM
+// serving engines. The library is loaded at run time with dlopen (see Load):
+// nothing links against libspeckv at build time.
+//
+// Objects hold C memory and are released by an explicit Close; there are no
+// finalizers. A Pool is safe for concurrent use by many goroutines; a Config
+// is not.
+package speckv
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Handle names a block. It is a plain uint64 that stays valid in every
+// process attached to the same pool until the block is freed; 0 is never valid.
+type Handle uint64
+
+func (h Handle) String() string { return fmt.Sprintf("%#x", uint64(h)) }
+
+// DType is the element type of a block.
+type DType int
+
+const (
+	Opaque DType = 0
+	FP16   DType = 1
+	BF16   DType = 2
+	FP32   DType = 3
+)
+
+// Hint says what a block holds (placement, prefetch, prefix sharing).
+type Hint struct {
+	Tenant     uint64
+	Request    uint64
+	Layer      uint32
+	TokenPos   uint64
+	TokenCount uint64
+	// ContentHash is the prefix-block hash; HasHash says it is set.
+	HasHash     bool
+	ContentHash [16]byte
+}
+
+// raw builds the C struct in Go memory; it holds no Go pointers, so it may be
+// passed to C for the duration of a call.
+func (h *Hint) raw() C.skv_hint {
+	var r C.skv_hint
+	r.struct_size = C.size_t(unsafe.Sizeof(r))
+	r.tenant = C.uint64_t(h.Tenant)
+	r.request = C.uint64_t(h.Request)
+	r.layer = C.uint32_t(h.Layer)
+	r.token_pos = C.uint64_t(h.TokenPos)
+	r.token_count = C.uint64_t(h.TokenCount)
+	if h.HasHash {
+		r.flags = 1
+		for i, b := range h.ContentHash {
+			r.content_hash[i] = C.uint8_t(b)
+		}
+	}
+	return r
+}
+
+// Stats are the counters of Pool.Stats. Pool-wide fields (pages, blocks)
+// come from the shared pool; the others count this process only.
+type Stats struct {
+	PoolBytes, PageSize, PagesTotal, PagesUsed, BlocksLive, BlocksMax uint64
+	Allocs, Frees, BytesWritten, BytesRead, Reads, CacheHits, CacheMisses  uint64
+	ChecksumFailures, PrefetchHints, Attached                              uint64
+}
+
+// Config holds settings used when opening a pool (keys as in the TOML file).
+// Not safe for concurrent use. Close it when done; a pool opened with it
+// keeps its own copy.
+type Config struct {
+	c *C.skv_config
+}
+
+// NewConfig returns a config holding the defaults.
+func NewConfig() (*Config, error) {
+	if err := ensure(); err != nil {
+		return nil, err
+	}
+	var msg msgBuf
+	var c *C.skv_config
+	if err := check("config_new", C.skv_config_new(&c, msg.ptr()), &msg); err != nil {
+		return nil, err
+	}
+	return &Config{c: c}, nil
+}
+
+// Close frees the config; calling it again does nothing.
+func (c *Config) Close() error {
+	if c != nil && c.c != nil {
+		C.skv_config_free(c.c)
+		c.c = nil
+	}
+	return nil
+}
+
+// SetInt sets an integer key (sizes in bytes, booleans 0/1).
+func (c *Config) SetInt(key string, v int64) error {
+	if c.c == nil {
+		return ErrClosed
+	}
+	k := C.CString(key)
+	defer C.free(unsafe.Pointer(k))
+	var msg msgBuf
+	return check("config_set_int", C.skv_config_set_int(c.c, k, C.int64_t(v), msg.ptr()), &msg)
+}
+
+// SetString sets a string key; integer keys accept size suffixes ("8G").
+func (c *Config) SetString(key, v string) error {
+	if c.c == nil {
+		return ErrClosed
+	}
+	k, cv := C.CString(key), C.CString(v)
+	defer C.free(unsafe.Pointer(k))
+	defer C.free(unsafe.Pointer(cv))
+	var msg msgBuf
+	return check("config_set_str", C.skv_config_set_str(c.c, k, cv, msg.ptr()), &msg)
+}
+
+// Int reads an integer key.
+func (c *Config) Int(key string) (int64, error) {
+	if c.c == nil {
+		return 0, ErrClosed
+	}
+	k := C.CString(key)
+	defer C.free(unsafe.Pointer(k))
+	var msg msgBuf
+	var v C.int64_t
+	if err := check("config_get_int", C.skv_config_get_int(c.c, k, &v, msg.ptr()), &msg); err != nil {
+		return 0, err
+	}
+	return int64(v), nil
+}
+
+// LoadTOML applies every key of a TOML file (all or nothing).
+func (c *Config) LoadTOML(path string) error {
+	if c.c == nil {
+		return ErrClosed
+	}
+	p := C.CString(path)
+	defer C.free(unsafe.Pointer(p))
+	var msg msgBuf
+	return check("config_load_toml", C.skv_config_load_toml(c.c, p, msg.ptr()), &msg)
+}
+
+// LoadTOMLString applies every key of TOML text.
+func (c *Config) LoadTOMLString(text string) error {
+	if c.c == nil {
+		return ErrClosed
+	}
+	t := C.CString(text)
+	defer C.free(unsafe.Pointer(t))
+	var msg msgBuf
+	return check("config_load_toml_string", C.skv_config_load_toml_string(c.c, t, C.size_t(len(text)), msg.ptr()), &msg)
+}
+
+// ConfigBounds returns the inclusive bounds and default of an integer key.
+func ConfigBounds(key string) (min, max, dflt int64, err error) {
+	if err = ensure(); err != nil {
+		return
+	}
+	k := C.CString(key)
+	defer C.free(unsafe.Pointer(k))
+	var msg msgBuf
+	var lo, hi, d C.int64_t
+	if err = check("config_bounds", C.skv_config_bounds(k, &lo, &hi, &d, msg.ptr()), &msg); err != nil {
+		return
+	}
+	return int64(lo), int64(hi), int64(d), nil
+}
+
+// Pool is an open pool. Safe for concurrent use; Close waits for calls in
+// flight (speckv.h forbids closing concurrently with other calls) and makes
+// later calls return ErrClosed.
+type Pool struct {
+	mu sync.RWMutex
+	p  *C.skv_pool
+}
+
+// Open opens (attaching or creating) a pool with the default settings, e.g.
+// "file:/abs/path?size=64M" or "anon:?size=8M".
+func Open(uri string) (*Pool, error) { return OpenConfig(uri, nil) }
+
+// OpenConfig opens a pool with cfg (nil: defaults).
+func OpenConfig(uri string, cfg *Config) (*Pool, error) {
+	if err := ensure(); err != nil {
+		return nil, err
+	}
+	var cc *C.skv_config
+	if cfg != nil {
+		if cfg.c == nil {
+			return nil, ErrClosed
+		}
+		cc = cfg.c
+	}
+	u := C.CString(uri)
+	defer C.free(unsafe.Pointer(u))
+	var msg msgBuf
+	var p *C.skv_pool
+	if err := check("pool_open", C.skv_pool_open(u, cc, &p, msg.ptr()), &msg); err != nil {
+		return nil, err
+	}
+	return &Pool{p: p}, nil
+}
+
+// Close detaches from the pool. Calling it again returns nil.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.p == nil {
+		return nil
+	}
+	var msg msgBuf
+	err := check("pool_close", C.skv_pool_close(p.p, msg.ptr()), &msg)
+	p.p = nil
+	return err
+}
+
+// live takes the read lock; callers must call p.mu.RUnlock.
+func (p *Pool) live() (*C.skv_pool, error) {
+	p.mu.RLock()
+	if p.p == nil {
+		p.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return p.p, nil
+}
+
+// Alloc allocates a block of n bytes (> 0); it reads as zero until written.
+// hint may be nil.
+func (p *Pool) Alloc(n uint64, dtype DType, hint *Hint) (Handle, error) {
+	cp, err := p.live()
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	var out C.uint64_t
+	var rc C.int
+	if hint != nil {
+		h := hint.raw()
+		rc = C.skv_alloc(cp, C.uint64_t(n), C.int(dtype), &h, &out, msg.ptr())
+	} else {
+		rc = C.skv_alloc(cp, C.uint64_t(n), C.int(dtype), nil, &out, msg.ptr())
+	}
+	if err := check("alloc", rc, &msg); err != nil {
+		return 0, err
+	}
+	return Handle(out), nil
+}
+
+// Free frees a block. A double free returns ErrBadHandle and does nothing.
+func (p *Pool) Free(h Handle) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	return check("free", C.skv_free(cp, C.uint64_t(h), msg.ptr()), &msg)
+}
+
+// Write copies src into the block at off.
+func (p *Pool) Write(h Handle, off uint64, src []byte) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	var ptr unsafe.Pointer
+	if len(src) > 0 {
+		ptr = unsafe.Pointer(&src[0])
+	}
+	var msg msgBuf
+	return check("write", C.skv_write(cp, C.uint64_t(h), C.uint64_t(off), ptr, C.size_t(len(src)), msg.ptr()), &msg)
+}
+
+// Access reads len(dst) verified bytes of the block at off into dst. It
+// returns ErrRange if they do not all lie inside the block, ErrCorrupt if a
+// page fails its checksum (nothing of it is copied).
+func (p *Pool) Access(h Handle, off uint64, dst []byte) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	var ptr unsafe.Pointer
+	if len(dst) > 0 {
+		ptr = unsafe.Pointer(&dst[0])
+	}
+	var msg msgBuf
+	return check("access", C.skv_access(cp, C.uint64_t(h), C.uint64_t(off), ptr, C.size_t(len(dst)), msg.ptr()), &msg)
+}
+
+// BlockSize returns a block's size in bytes. speckv.h 0.1 has no size query,
+// so it pins and unpins the block (verifying all of it).
+func (p *Pool) BlockSize(h Handle) (int64, error) {
+	cp, err := p.live()
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	var ptr unsafe.Pointer
+	var n C.size_t
+	if err := check("pin", C.skv_pin(cp, C.uint64_t(h), &ptr, &n, msg.ptr()), &msg); err != nil {
+		return 0, err
+	}
+	if err := check("unpin", C.skv_unpin(cp, C.uint64_t(h), msg.ptr()), &msg); err != nil {
+		return 0, err
+	}
+	return int64(n), nil
+}
+
+// View pins the block, calls fn with its verified bytes, and unpins it. The
+// slice is the pool's own memory (no copy): fn must not modify it or keep it
+// after returning. While pinned, this process cannot write or free the block;
+// other processes are not prevented from writing it in speckv 0.1.
+func (p *Pool) View(h Handle, fn func(data []byte) error) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	var ptr unsafe.Pointer
+	var n C.size_t
+	if err := check("pin", C.skv_pin(cp, C.uint64_t(h), &ptr, &n, msg.ptr()), &msg); err != nil {
+		return err
+	}
+	var data []byte
+	if n > 0 {
+		data = unsafe.Slice((*byte)(ptr), int(n)) // C memory: allowed by the cgo rules
+	}
+	ferr := fn(data)
+	if err := check("unpin", C.skv_unpin(cp, C.uint64_t(h), msg.ptr()), &msg); err != nil && ferr == nil {
+		ferr = err
+	}
+	return ferr
+}
+
+// Prefetch says that hint.Request is about to run hint.Layer at hint.TokenPos.
+func (p *Pool) Prefetch(hint Hint) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	h := hint.raw()
+	var msg msgBuf
+	return check("prefetch", C.skv_prefetch(cp, &h, msg.ptr()), &msg)
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() (Stats, error) {
+	cp, err := p.live()
+	if err != nil {
+		return Stats{}, err
+	}
+	defer p.mu.RUnlock()
+	var s C.skv_pool_stats
+	s.struct_size = C.size_t(unsafe.Sizeof(s))
+	var msg msgBuf
+	if err := check("stats", C.skv_stats(cp, &s, msg.ptr()), &msg); err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		PoolBytes: uint64(s.pool_bytes), PageSize: uint64(s.page_size),
+		PagesTotal: uint64(s.pages_total), PagesUsed: uint64(s.pages_used),
+		BlocksLive: uint64(s.blocks_live), BlocksMax: uint64(s.blocks_max),
+		Allocs: uint64(s.allocs), Frees: uint64(s.frees),
+		BytesWritten: uint64(s.bytes_written), BytesRead: uint64(s.bytes_read),
+		Reads: uint64(s.reads), CacheHits: uint64(s.cache_hits), CacheMisses: uint64(s.cache_misses),
+		ChecksumFailures: uint64(s.checksum_failures), PrefetchHints: uint64(s.prefetch_hints),
+		Attached: uint64(s.attached),
+	}, nil
+}
+
+// StatsJSON returns the stats as the library's JSON object.
+func (p *Pool) StatsJSON() (string, error) {
+	cp, err := p.live()
+	if err != nil {
+		return "", err
+	}
+	defer p.mu.RUnlock()
+	buf := make([]byte, 512)
+	for {
+		var msg msgBuf
+		var need C.size_t
+		rc := C.skv_stats_json(cp, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &need, msg.ptr())
+		if Code(rc) == ErrRange && int(need)+1 > len(buf) {
+			buf = make([]byte, int(need)+1)
+			continue
+		}
+		if err := check("stats_json", rc, &msg); err != nil {
+			return "", err
+		}
+		return string(buf[:need]), nil
+	}
+}

@@ -1,0 +1,93 @@
+// The C side of the Go binding's loader: one function-pointer table filled
+// by dlsym, and wrappers that copy speckv_errmsg() in the same C call.
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+static struct {
+	uint32_t (*version_number)(void);
+	const char *(*version_string)(void);
+	const char *(*strerror)(int);
+	const char *(*errmsg)(void);
+	int (*config_new)(skv_config **);
+	void (*config_free)(skv_config *);
+	int (*config_set_int)(skv_config *, const char *, int64_t);
+	int (*config_set_str)(skv_config *, const char *, const char *);
+	int (*config_get_int)(const skv_config *, const char *, int64_t *);
+	int (*config_bounds)(const char *, int64_t *, int64_t *, int64_t *);
+	int (*config_load_toml)(skv_config *, const char *);
+	int (*config_load_toml_string)(skv_config *, const char *, size_t);
+	int (*pool_open)(const char *, const skv_config *, skv_pool **);
+	int (*pool_close)(skv_pool *);
+	int (*alloc)(skv_pool *, uint64_t, int, const skv_hint *, uint64_t *);
+	int (*free)(skv_pool *, uint64_t);
+	int (*write)(skv_pool *, uint64_t, uint64_t, const void *, size_t);
+	int (*access)(skv_pool *, uint64_t, uint64_t, void *, size_t, uint32_t);
+	int (*pin)(skv_pool *, uint64_t, const void **, size_t *);
+	int (*unpin)(skv_pool *, uint64_t);
+	int (*prefetch)(skv_pool *, const skv_hint *);
+	int (*stats)(skv_pool *, skv_pool_stats *);
+	int (*stats_json)(skv_pool *, char *, size_t, size_t *);
+} skv;
+
+static void *lib;
+
+// Loads the library and resolves speckv_version_number. Returns 0, or -1
+// with the reason in err. The library is never closed.
+int skv_load(const char *path, char *err) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) { snprintf(err, SKV_MSG, "%s", dlerror()); return -1; }
+	lib = h;
+	*(void **)&skv.version_number = dlsym(h, "speckv_version_number");
+	if (!skv.version_number) { snprintf(err, SKV_MSG, "symbol speckv_version_number missing"); return -1; }
+	return 0;
+}
+
+// Resolves the rest once the version is known to be compatible.
+int skv_resolve(char *err) {
+	void *h = lib;
+#define SYM(f) do { *(void **)&skv.f = dlsym(h, "speckv_" #f); \
+		if (!skv.f) { snprintf(err, SKV_MSG, "symbol speckv_%s missing", #f); return -1; } } while (0)
+	SYM(version_string); SYM(strerror); SYM(errmsg);
+	SYM(config_new); SYM(config_free); SYM(config_set_int); SYM(config_set_str);
+	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
+	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
+	SYM(pin); SYM(unpin); SYM(prefetch); SYM(stats); SYM(stats_json);
+#undef SYM
+	return 0;
+}
+
+// speckv_errmsg() is per OS thread and a goroutine may change threads
+// between two cgo calls, so every wrapper copies the detail in the same call.
+static int skv_done(int rc, char *msg) {
+	if (rc != 0) {
+		const char *m = skv.errmsg();
+		if (!m || !*m) m = skv.strerror(rc);
+		snprintf(msg, SKV_MSG, "%s", m ? m : "");
+	}
+	return rc;
+}
+
+uint32_t skv_version_number(void) { return skv.version_number(); }
+const char *skv_version_string(void) { return skv.version_string(); }
+const char *skv_strerror(int c) { return skv.strerror(c); }
+int skv_config_new(skv_config **o, char *m) { return skv_done(skv.config_new(o), m); }
+void skv_config_free(skv_config *c) { skv.config_free(c); }
+int skv_config_set_int(skv_config *c, const char *k, int64_t v, char *m) { return skv_done(skv.config_set_int(c, k, v), m); }
+int skv_config_set_str(skv_config *c, const char *k, const char *v, char *m) { return skv_done(skv.config_set_str(c, k, v), m); }
+int skv_config_get_int(skv_config *c, const char *k, int64_t *v, char *m) { return skv_done(skv.config_get_int(c, k, v), m); }
+int skv_config_bounds(const char *k, int64_t *lo, int64_t *hi, int64_t *d, char *m) { return skv_done(skv.config_bounds(k, lo, hi, d), m); }
+int skv_config_load_toml(skv_config *c, const char *p, char *m) { return skv_done(skv.config_load_toml(c, p), m); }
+int skv_config_load_toml_string(skv_config *c, const char *t, size_t n, char *m) { return skv_done(skv.config_load_toml_string(c, t, n), m); }
+int skv_pool_open(const char *u, skv_config *c, skv_pool **o, char *m) { return skv_done(skv.pool_open(u, c, o), m); }
+int skv_pool_close(skv_pool *p, char *m) { return skv_done(skv.pool_close(p), m); }
+int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, char *m) { return skv_done(skv.alloc(p, n, dt, h, o), m); }
+int skv_free(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.free(p, h), m); }
+int skv_write(skv_pool *p, uint64_t h, uint64_t off, const void *s, size_t n, char *m) { return skv_done(skv.write(p, h, off, s, n), m); }
+int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m) { return skv_done(skv.access(p, h, off, d, n, 0), m); }
+int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m) { return skv_done(skv.pin(p, h, ptr, n), m); }
+int skv_unpin(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.unpin(p, h), m); }
+int skv_prefetch(skv_pool *p, const skv_hint *h, char *m) { return skv_done(skv.prefetch(p, h), m); }
+int skv_stats(skv_pool *p, skv_pool_stats *s, char *m) { return skv_done(skv.stats(p, s), m); }
+int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m) { return skv_done(skv.stats_json(p, b, cap, need), m); }

@@ -1,0 +1,52 @@
+/* Private to the Go binding: the C side of its run-time (dlopen) loader. */
+#ifndef SPECKV_GO_SHIM_H
+#define SPECKV_GO_SHIM_H
+#include <stddef.h>
+#include <stdint.h>
+
+// Declared by hand from speckv.h 0.1 so that this module needs neither the
+// header nor libspeckv at build time; pool_test.go checks the sizes.
+typedef struct skv_pool skv_pool;
+typedef struct skv_config skv_config;
+typedef struct skv_hint {
+	size_t struct_size;
+	uint64_t tenant, request;
+	uint32_t layer, flags;
+	uint64_t token_pos, token_count;
+	uint8_t content_hash[16];
+} skv_hint;
+typedef struct skv_pool_stats {
+	size_t struct_size;
+	uint64_t pool_bytes, page_size, pages_total, pages_used, blocks_live, blocks_max,
+		allocs, frees, bytes_written, bytes_read, reads, cache_hits, cache_misses,
+		checksum_failures, prefetch_hints, attached;
+} skv_pool_stats;
+
+#define SKV_MSG 512
+
+int skv_load(const char *path, char *err);
+int skv_resolve(char *err);
+uint32_t skv_version_number(void);
+const char *skv_version_string(void);
+const char *skv_strerror(int c);
+int skv_config_new(skv_config **o, char *m);
+void skv_config_free(skv_config *c);
+int skv_config_set_int(skv_config *c, const char *k, int64_t v, char *m);
+int skv_config_set_str(skv_config *c, const char *k, const char *v, char *m);
+int skv_config_get_int(skv_config *c, const char *k, int64_t *v, char *m);
+int skv_config_bounds(const char *k, int64_t *lo, int64_t *hi, int64_t *d, char *m);
+int skv_config_load_toml(skv_config *c, const char *p, char *m);
+int skv_config_load_toml_string(skv_config *c, const char *t, size_t n, char *m);
+int skv_pool_open(const char *u, skv_config *c, skv_pool **o, char *m);
+int skv_pool_close(skv_pool *p, char *m);
+int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, char *m);
+int skv_free(skv_pool *p, uint64_t h, char *m);
+int skv_write(skv_pool *p, uint64_t h, uint64_t off, const void *s, size_t n, char *m);
+int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m);
+int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m);
+int skv_unpin(skv_pool *p, uint64_t h, char *m);
+int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);
+int skv_stats(skv_pool *p, skv_pool_stats *s, char *m);
+int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m);
+
+#endif

@@ -1,0 +1,565 @@
+"""speckv for Python: a small ctypes binding for scripts and notebooks.
+
+    import speckv
+    with speckv.Pool("anon:?size=8M") as pool:
+        h = pool.alloc(4096, speckv.FP16, speckv.Hint(request=1, layer=0))
+        pool.write(h, 0, b"hello")
+        buf = bytearray(5)
+        pool.access(h, 0, buf)          # or pool.read(h, 0, 5) -> bytes
+        print(pool.stats())             # a dict
+        pool.free(h)
+
+The library is loaded at run time from $SPECKV_LIB or the soname
+libspeckv.so.0; one of another major version is refused (VersionError, code
+SPECKV_EVERSION) with a message naming both versions. Every failure raises a
+SpeckvError subclass carrying .code (the negative SPECKV_E* status) and
+.message (the library's detail). A Pool may be used from several threads.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import threading
+
+__all__ = [
+    "Pool", "Config", "Hint", "SpeckvError", "load", "check_version", "version_text",
+    "library_version", "replay", "OPAQUE", "FP16", "BF16", "FP32",
+    "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY",
+]
+
+# The version of speckv.h this binding was written against.
+BINDING_VERSION_NUMBER = 100  # 0.1.0
+DEFAULT_LIBRARY = "libspeckv.so.0"
+
+OPAQUE, FP16, BF16, FP32 = 0, 1, 2, 3
+_HINT_HAS_HASH = 0x1
+
+
+# ------------------------------------------------------------------ errors
+
+class SpeckvError(Exception):
+    """A failed speckv call: .code (SPECKV_E*, negative) and .message."""
+
+    code = None
+    name = "SPECKV_E?"
+
+    def __init__(self, code, message, op=""):
+        self.code = code
+        self.message = message
+        self.op = op
+        super().__init__("%s%s (%d): %s" % (op + ": " if op else "", _NAMES.get(code, "SPECKV_E?"), code, message))
+
+    def __str__(self):
+        # Not KeyError's quoted repr for BadHandleError.
+        return self.args[0] if self.args else ""
+
+
+def _err(name, code, *bases):
+    cls = type(name, (SpeckvError,) + bases, {"code": code, "name": "SPECKV_E" + name[:-5].upper()})
+    return cls
+
+
+InvalidError = _err("InvalidError", -1, ValueError)
+NoMemError = _err("NoMemError", -2, MemoryError)
+NoSpaceError = _err("NoSpaceError", -3)
+NotFoundError = _err("NotFoundError", -4, LookupError)
+ExistError = _err("ExistError", -5)
+BadHandleError = _err("BadHandleError", -6, KeyError)
+CorruptError = _err("CorruptError", -7)
+VersionError = _err("VersionError", -8)
+IOError_ = _err("IOError_", -9, OSError)
+PermError = _err("PermError", -10, PermissionError)
+BusyError = _err("BusyError", -11)
+RangeError = _err("RangeError", -12, IndexError)
+NotPoolError = _err("NotPoolError", -13)
+URIError = _err("URIError", -14, ValueError)
+NotSupportedError = _err("NotSupportedError", -15, NotImplementedError)
+StructError = _err("StructError", -16)
+InternalError = _err("InternalError", -17)
+
+_NAMES = {
+    -1: "SPECKV_EINVAL", -2: "SPECKV_ENOMEM", -3: "SPECKV_ENOSPC", -4: "SPECKV_ENOENT",
+    -5: "SPECKV_EEXIST", -6: "SPECKV_EBADHANDLE", -7: "SPECKV_ECORRUPT", -8: "SPECKV_EVERSION",
+    -9: "SPECKV_EIO", -10: "SPECKV_EPERM", -11: "SPECKV_EBUSY", -12: "SPECKV_ERANGE",
+    -13: "SPECKV_ENOTPOOL", -14: "SPECKV_EURI", -15: "SPECKV_ENOTSUP", -16: "SPECKV_ESTRUCT",
+    -17: "SPECKV_EINTERNAL",
+}
+_CLASSES = {c.code: c for c in (
+    InvalidError, NoMemError, NoSpaceError, NotFoundError, ExistError, BadHandleError,
+    CorruptError, VersionError, IOError_, PermError, BusyError, RangeError, NotPoolError,
+    URIError, NotSupportedError, StructError, InternalError)}
+for _c in _CLASSES.values():
+    _c.name = _NAMES[_c.code]
+    __all__.append(_c.__name__)
+# A nicer public name for the EIO class (IOError is a builtin alias of OSError).
+SpeckvIOError = IOError_
+__all__.append("SpeckvIOError")
+
+
+def error_for(code, message, op=""):
+    """The SpeckvError subclass instance for a status code."""
+    cls = _CLASSES.get(code, SpeckvError)
+    return cls(code, message, op)
+
+
+# ------------------------------------------------------------------ the C ABI
+
+class _Hint(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("tenant", ctypes.c_uint64), ("request", ctypes.c_uint64),
+        ("layer", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("token_pos", ctypes.c_uint64),
+        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * 16),
+    ]
+
+
+_STATS_FIELDS = (
+    "pool_bytes", "page_size", "pages_total", "pages_used", "blocks_live", "blocks_max", "allocs",
+    "frees", "bytes_written", "bytes_read", "reads", "cache_hits", "cache_misses",
+    "checksum_failures", "prefetch_hints", "attached",
+)
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
+
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_U64 = ctypes.c_uint64
+_SZ = ctypes.c_size_t
+_S = ctypes.c_char_p
+_SIGS = {
+    "speckv_version_number": (ctypes.c_uint32, []),
+    "speckv_version_string": (_S, []),
+    "speckv_strerror": (_S, [_I]),
+    "speckv_errmsg": (_S, []),
+    "speckv_config_new": (_I, [ctypes.POINTER(_P)]),
+    "speckv_config_free": (None, [_P]),
+    "speckv_config_set_int": (_I, [_P, _S, ctypes.c_int64]),
+    "speckv_config_set_str": (_I, [_P, _S, _S]),
+    "speckv_config_get_int": (_I, [_P, _S, ctypes.POINTER(ctypes.c_int64)]),
+    "speckv_config_bounds": (_I, [_S] + [ctypes.POINTER(ctypes.c_int64)] * 3),
+    "speckv_config_load_toml": (_I, [_P, _S]),
+    "speckv_config_load_toml_string": (_I, [_P, _S, _SZ]),
+    "speckv_pool_open": (_I, [_S, _P, ctypes.POINTER(_P)]),
+    "speckv_pool_close": (_I, [_P]),
+    "speckv_alloc": (_I, [_P, _U64, _I, ctypes.POINTER(_Hint), ctypes.POINTER(_U64)]),
+    "speckv_free": (_I, [_P, _U64]),
+    "speckv_write": (_I, [_P, _U64, _U64, _P, _SZ]),
+    "speckv_access": (_I, [_P, _U64, _U64, _P, _SZ, ctypes.c_uint32]),
+    "speckv_pin": (_I, [_P, _U64, ctypes.POINTER(_P), ctypes.POINTER(_SZ)]),
+    "speckv_unpin": (_I, [_P, _U64]),
+    "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
+    "speckv_stats": (_I, [_P, ctypes.POINTER(_Stats)]),
+    "speckv_stats_json": (_I, [_P, ctypes.c_char_p, _SZ, ctypes.POINTER(_SZ)]),
+}
+
+_lib = None
+_lock = threading.Lock()
+
+
+def version_text(n):
+    """'1.2.3' for 10203."""
+    return "%d.%d.%d" % (n // 10000, n // 100 % 100, n % 100)
+
+
+def check_version(library):
+    """The compatibility rule: the library's major version must equal the
+    binding's and the library must be at least the version the binding was
+    written for (minor releases only add). Raises VersionError otherwise."""
+    if library // 10000 != BINDING_VERSION_NUMBER // 10000 or library < BINDING_VERSION_NUMBER:
+        raise VersionError(
+            -8, "incompatible libspeckv: the library is version %s but this binding needs %d.x, at least %s"
+            % (version_text(library), BINDING_VERSION_NUMBER // 10000, version_text(BINDING_VERSION_NUMBER)),
+            "load")
+
+
+def load(path=None):
+    """Loads libspeckv once per process (path, else $SPECKV_LIB, else the
+    soname) and returns the ctypes.CDLL. Raises NotFoundError if it cannot be
+    opened, VersionError if its major version differs."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = path or os.environ.get("SPECKV_LIB") or DEFAULT_LIBRARY
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise NotFoundError(-4, "cannot load libspeckv: %s" % e, "load") from None
+        vn = getattr(lib, "speckv_version_number", None)
+        if vn is None:
+            raise NotSupportedError(-15, "%s lacks speckv_version_number" % path, "load")
+        vn.restype, vn.argtypes = ctypes.c_uint32, []
+        check_version(vn())  # first: another major may lack functions
+        for name, (res, args) in _SIGS.items():
+            try:
+                f = getattr(lib, name)
+            except AttributeError:
+                raise NotSupportedError(-15, "libspeckv lacks %s" % name, "load") from None
+            f.restype, f.argtypes = res, args
+        _lib = lib
+        return lib
+
+
+def library_version():
+    """(number, text) of the loaded library, e.g. (100, '0.1.0')."""
+    lib = load()
+    return lib.speckv_version_number(), lib.speckv_version_string().decode()
+
+
+def _check(lib, rc, op):
+    if rc != 0:
+        msg = (lib.speckv_errmsg() or b"").decode(errors="replace")
+        if not msg:
+            msg = (lib.speckv_strerror(rc) or b"").decode(errors="replace")
+        raise error_for(rc, msg, op)
+
+
+def _enc(s, what):
+    if not isinstance(s, (str, bytes)):
+        raise InvalidError(-1, "%s must be str" % what)
+    b = s.encode() if isinstance(s, str) else s
+    if b"\0" in b:
+        raise InvalidError(-1, "%s contains a NUL byte" % what)
+    return b
+
+
+def _buffer(obj, writable):
+    """(address, length, keepalive) of a bytes-like object, without copying
+    writable buffers. Read-only inputs (bytes) are passed by address too."""
+    if obj is None:
+        return None, 0, None
+    mv = memoryview(obj)
+    if not mv.contiguous:
+        raise InvalidError(-1, "buffer must be contiguous")
+    mv = mv.cast("B")
+    n = mv.nbytes
+    if n == 0:
+        return None, 0, mv
+    if writable:
+        if mv.readonly:
+            raise InvalidError(-1, "destination buffer is read-only (use bytearray or a writable memoryview)")
+        c = (ctypes.c_char * n).from_buffer(mv)
+        return ctypes.addressof(c), n, (mv, c)
+    if mv.readonly:
+        b = mv.tobytes() if not isinstance(obj, bytes) else obj
+        return ctypes.cast(ctypes.c_char_p(b), _P).value, n, b
+    c = (ctypes.c_char * n).from_buffer(mv)
+    return ctypes.addressof(c), n, (mv, c)
+
+
+# ------------------------------------------------------------------ objects
+
+class Hint:
+    """What a block holds. All fields default to 0; content_hash is 16 bytes or None."""
+
+    __slots__ = ("tenant", "request", "layer", "token_pos", "token_count", "content_hash")
+
+    def __init__(self, tenant=0, request=0, layer=0, token_pos=0, token_count=0, content_hash=None):
+        self.tenant, self.request, self.layer = tenant, request, layer
+        self.token_pos, self.token_count, self.content_hash = token_pos, token_count, content_hash
+
+    def _raw(self):
+        h = _Hint()
+        h.struct_size = ctypes.sizeof(_Hint)
+        h.tenant, h.request, h.layer = self.tenant, self.request, self.layer
+        h.token_pos, h.token_count = self.token_pos, self.token_count
+        if self.content_hash is not None:
+            ch = bytes(self.content_hash)
+            if len(ch) != 16:
+                raise InvalidError(-1, "content_hash must be 16 bytes")
+            h.flags = _HINT_HAS_HASH
+            h.content_hash[:] = list(ch)
+        return h
+
+    def __repr__(self):
+        return "Hint(tenant=%d, request=%d, layer=%d, token_pos=%d, token_count=%d)" % (
+            self.tenant, self.request, self.layer, self.token_pos, self.token_count)
+
+
+class Config:
+    """Settings used when opening a pool (keys as in the TOML file).
+    One thread at a time. Closed by close() or the with-statement."""
+
+    def __init__(self):
+        self._lib = load()
+        p = _P()
+        _check(self._lib, self._lib.speckv_config_new(ctypes.byref(p)), "config_new")
+        self._c = p
+
+    def _live(self):
+        if not self._c:
+            raise InvalidError(-1, "config is closed")
+        return self._c
+
+    def close(self):
+        if getattr(self, "_c", None):
+            self._lib.speckv_config_free(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def set(self, key, value):
+        """Sets an int key (int value) or any key from a string ("8G")."""
+        if isinstance(value, bool) or isinstance(value, int):
+            rc = self._lib.speckv_config_set_int(self._live(), _enc(key, "key"), int(value))
+        else:
+            rc = self._lib.speckv_config_set_str(self._live(), _enc(key, "key"), _enc(value, "value"))
+        _check(self._lib, rc, "config_set")
+
+    def get(self, key):
+        v = ctypes.c_int64()
+        _check(self._lib, self._lib.speckv_config_get_int(self._live(), _enc(key, "key"), ctypes.byref(v)),
+               "config_get_int")
+        return v.value
+
+    @staticmethod
+    def bounds(key):
+        """(min, max, default) of an integer key."""
+        lib = load()
+        lo, hi, d = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        _check(lib, lib.speckv_config_bounds(_enc(key, "key"), ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(d)),
+               "config_bounds")
+        return lo.value, hi.value, d.value
+
+    def load_toml(self, path):
+        _check(self._lib, self._lib.speckv_config_load_toml(self._live(), _enc(os.fspath(path), "path")),
+               "config_load_toml")
+
+    def load_toml_string(self, text):
+        b = text.encode() if isinstance(text, str) else bytes(text)
+        _check(self._lib, self._lib.speckv_config_load_toml_string(self._live(), b, len(b)),
+               "config_load_toml_string")
+
+
+class _InFlight:
+    """Counts calls in flight so that close() waits for them (speckv.h: close
+    must not race with other calls on the pool)."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def __enter__(self):
+        pool = self.pool
+        with pool._cv:
+            if not pool._p or pool._closing:
+                raise InvalidError(-1, "pool is closed")
+            pool._calls += 1
+            return pool._p
+
+    def __exit__(self, *exc):
+        pool = self.pool
+        with pool._cv:
+            pool._calls -= 1
+            if pool._calls == 0:
+                pool._cv.notify_all()
+
+
+class Pool:
+    """An open pool. Use as a context manager or call close(). Any thread may
+    use it at once; close() waits for calls in flight, later calls raise."""
+
+    def __init__(self, uri, config=None):
+        self._lib = load()
+        self._cv = threading.Condition()
+        self._calls = 0
+        self._closing = False
+        self._p = None
+        p = _P()
+        cfg = config._live() if config is not None else None
+        _check(self._lib, self._lib.speckv_pool_open(_enc(uri, "uri"), cfg, ctypes.byref(p)), "pool_open")
+        self._p = p
+        self.uri = uri
+
+    def _use(self):
+        return _InFlight(self)
+
+    def close(self):
+        cv = getattr(self, "_cv", None)
+        if cv is None:
+            return
+        with cv:
+            self._closing = True  # refuse new calls, then let those in flight finish
+            cv.wait_for(lambda: self._calls == 0)
+            p, self._p = self._p, None
+        if p:
+            _check(self._lib, self._lib.speckv_pool_close(p), "pool_close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # A safety net only; close() is the way (it reports the status).
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def alloc(self, nbytes, dtype=OPAQUE, hint=None):
+        """Allocates a block of nbytes (> 0); returns its handle (an int)."""
+        out = _U64()
+        h = hint._raw() if hint is not None else None
+        with self._use() as p:
+            rc = self._lib.speckv_alloc(p, nbytes, dtype, ctypes.byref(h) if h is not None else None,
+                                        ctypes.byref(out))
+            _check(self._lib, rc, "alloc")
+        return out.value
+
+    def free(self, handle):
+        """Frees a block; a double free raises BadHandleError."""
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_free(p, handle), "free")
+
+    def write(self, handle, offset, data):
+        """Copies a bytes-like object into the block at offset."""
+        addr, n, keep = _buffer(data, writable=False)
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_write(p, handle, offset, addr, n), "write")
+        del keep
+
+    def access(self, handle, offset, dst):
+        """Reads len(dst) verified bytes at offset into a writable buffer
+        (bytearray, memoryview, array, numpy array) without copying."""
+        addr, n, keep = _buffer(dst, writable=True)
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_access(p, handle, offset, addr, n, 0), "access")
+        del keep
+
+    def read(self, handle, offset, length):
+        """Reads length bytes at offset into a new bytearray."""
+        buf = bytearray(length)
+        self.access(handle, offset, buf)
+        return buf
+
+    def block_size(self, handle):
+        """A block's size in bytes. speckv.h 0.1 has no size query, so this
+        pins and unpins the block (verifying all of it)."""
+        ptr, n = _P(), _SZ()
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_pin(p, handle, ctypes.byref(ptr), ctypes.byref(n)), "pin")
+            _check(self._lib, self._lib.speckv_unpin(p, handle), "unpin")
+        return n.value
+
+    @contextlib.contextmanager
+    def pin(self, handle):
+        """Zero-copy view of a whole verified block, as a read-only memoryview:
+
+            with pool.pin(h) as mv:
+                first = mv[0]
+
+        The view is released on exit (using it afterwards raises ValueError);
+        meanwhile this process cannot write or free the block. Other
+        processes are not prevented from writing it in speckv 0.1."""
+        ptr, n = _P(), _SZ()
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_pin(p, handle, ctypes.byref(ptr), ctypes.byref(n)), "pin")
+            mv = None
+            try:
+                if n.value:
+                    mv = memoryview((ctypes.c_char * n.value).from_address(ptr.value)).cast("B").toreadonly()
+                else:
+                    mv = memoryview(b"")
+                yield mv
+            finally:
+                if mv is not None:
+                    mv.release()
+                _check(self._lib, self._lib.speckv_unpin(p, handle), "unpin")
+
+    def prefetch(self, hint):
+        h = hint._raw()
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_prefetch(p, ctypes.byref(h)), "prefetch")
+
+    def stats(self):
+        """The counters as a dict (from speckv_stats_json)."""
+        return json.loads(self.stats_json())
+
+    def stats_json(self):
+        need = _SZ()
+        buf = ctypes.create_string_buffer(512)
+        while True:
+            with self._use() as p:
+                rc = self._lib.speckv_stats_json(p, buf, len(buf), ctypes.byref(need))
+            if rc == -12 and need.value + 1 > len(buf):
+                buf = ctypes.create_string_buffer(need.value + 1)
+                continue
+            _check(self._lib, rc, "stats_json")
+            return buf.value.decode()
+
+    def stats_struct(self):
+        """The counters as a dict, from the speckv_pool_stats struct."""
+        s = _Stats()
+        s.struct_size = ctypes.sizeof(_Stats)
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_stats(p, ctypes.byref(s)), "stats")
+        return {f: getattr(s, f) for f in _STATS_FIELDS}
+
+
+# ------------------------------------------------------------------ replay
+
+def replay(pool, trace):
+    """Replays a simple op trace against a pool and returns a summary dict.
+
+    `trace` is an iterable of lines (a file object works) or of token lists;
+    blank lines and '#' comments are skipped. Blocks are named by the trace
+    (any word), handles are tracked here. Ops:
+
+        alloc NAME BYTES [DTYPE [REQUEST LAYER TOKEN_POS TOKEN_COUNT]]
+        write NAME OFFSET LENGTH [SEED]    # deterministic bytes from SEED
+        access NAME OFFSET LENGTH
+        prefetch REQUEST LAYER TOKEN_POS
+        free NAME
+
+    DTYPE is opaque|fp16|bf16|fp32. A failing op raises its SpeckvError with
+    the line number prepended to the message (op field).
+    """
+    dtypes = {"opaque": OPAQUE, "fp16": FP16, "bf16": BF16, "fp32": FP32}
+    names = {}
+    counts = {}
+    nbytes = {"written": 0, "read": 0}
+    for lineno, line in enumerate(trace, 1):
+        tok = line.split() if isinstance(line, str) else list(line)
+        if not tok or tok[0].startswith("#"):
+            continue
+        op, a = tok[0], tok[1:]
+        try:
+            if op == "alloc":
+                hint = None
+                if len(a) >= 7:
+                    hint = Hint(request=int(a[3]), layer=int(a[4]), token_pos=int(a[5]), token_count=int(a[6]))
+                names[a[0]] = pool.alloc(int(a[1]), dtypes[a[2]] if len(a) > 2 else OPAQUE, hint)
+            elif op == "write":
+                off, n = int(a[1]), int(a[2])
+                seed = int(a[3]) if len(a) > 3 else 0
+                pool.write(names[a[0]], off, bytes((seed + i * 7) & 0xFF for i in range(n)))
+                nbytes["written"] += n
+            elif op == "access":
+                n = int(a[2])
+                pool.read(names[a[0]], int(a[1]), n)
+                nbytes["read"] += n
+            elif op == "prefetch":
+                pool.prefetch(Hint(request=int(a[0]), layer=int(a[1]), token_pos=int(a[2])))
+            elif op == "free":
+                pool.free(names.pop(a[0]))
+            else:
+                raise InvalidError(-1, "unknown op %r" % op)
+        except SpeckvError as e:
+            e.op = "trace line %d (%s)" % (lineno, op)
+            e.args = ("%s: %s" % (e.op, e.args[0]),)
+            raise
+        except (IndexError, ValueError, KeyError) as e:
+            raise InvalidError(-1, "bad or unknown operand: %s" % e, "trace line %d (%s)" % (lineno, op)) from None
+        counts[op] = counts.get(op, 0) + 1
+    return {"ops": counts, "bytes_written": nbytes["written"], "bytes_read": nbytes["read"],
+            "live_blocks": dict(names)}

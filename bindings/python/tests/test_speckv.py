@@ -1,0 +1,259 @@
+"""Runs against $SPECKV_LIB (ctest sets it to the fresh build):
+    cd bindings/python && python3 -m unittest -v
+"""
+import array
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import speckv
+
+
+def pattern(seed, n):
+    return bytes((seed + i * 7) & 0xFF for i in range(n))
+
+
+class PoolTest(unittest.TestCase):
+    def setUp(self):
+        self.pool = speckv.Pool("anon:?size=8M")
+
+    def tearDown(self):
+        self.pool.close()
+
+    def test_version(self):
+        n, s = speckv.library_version()
+        speckv.check_version(n)
+        self.assertEqual(speckv.version_text(n), s)
+
+    def test_incompatible_major_is_refused(self):
+        with self.assertRaises(speckv.VersionError) as cm:
+            speckv.check_version(10000)
+        self.assertEqual(cm.exception.code, -8)
+        self.assertIn("1.0.0", cm.exception.message)
+        self.assertIn("0.1.0", cm.exception.message)
+        with self.assertRaises(speckv.VersionError):
+            speckv.check_version(99)
+        speckv.check_version(speckv.BINDING_VERSION_NUMBER + 3)
+
+    def test_roundtrip_bytearray_memoryview(self):
+        p = self.pool
+        hint = speckv.Hint(tenant=1, request=2, layer=3, token_count=16)
+        h = p.alloc(10000, speckv.FP16, hint)
+        self.assertNotEqual(h, 0)
+        data = pattern(5, 10000)
+        p.write(h, 0, data)
+        p.prefetch(hint)
+        self.assertEqual(bytes(p.read(h, 0, 10000)), data)
+        buf = bytearray(100)
+        p.access(h, 4050, buf)
+        self.assertEqual(bytes(buf), data[4050:4150])
+        big = bytearray(200)
+        p.access(h, 10, memoryview(big)[50:150])  # a slice, written in place
+        self.assertEqual(bytes(big[50:150]), data[10:110])
+        self.assertEqual(bytes(big[:50]), bytes(50))
+        arr = array.array("H", [0] * 8)  # any writable buffer
+        p.access(h, 0, arr)
+        self.assertEqual(arr.tobytes(), data[:16])
+        p.write(h, 0, memoryview(bytearray(b"xyz")))
+        self.assertEqual(bytes(p.read(h, 0, 3)), b"xyz")
+        data = b"xyz" + data[3:]
+        self.assertEqual(p.block_size(h), 10000)
+        with p.pin(h) as mv:
+            self.assertTrue(mv.readonly)
+            self.assertEqual(mv.nbytes, 10000)
+            self.assertEqual(mv[:6].tobytes(), data[:6])
+            with self.assertRaises(speckv.BusyError):
+                p.write(h, 0, b"1")
+            with self.assertRaises(speckv.BusyError):
+                p.free(h)
+        with self.assertRaises(ValueError):
+            mv[0]  # released with the pin
+        p.write(h, 0, b"1")  # unpinned again
+        st = p.stats()
+        self.assertIsInstance(st, dict)
+        self.assertEqual(st["allocs"], 1)
+        self.assertEqual(st["prefetch_hints"], 1)
+        self.assertEqual(st["blocks_live"], 1)
+        self.assertEqual(p.stats_struct(), st)
+        p.free(h)
+
+    def test_fresh_block_reads_zero(self):
+        h = self.pool.alloc(100, speckv.OPAQUE, speckv.Hint(content_hash=b"\x09" * 16))
+        self.assertEqual(bytes(self.pool.read(h, 0, 100)), bytes(100))
+
+    def test_bad_input(self):
+        p = self.pool
+        h = p.alloc(4096, speckv.FP32)
+        with self.assertRaises(speckv.BadHandleError) as cm:
+            p.write(0xDEADBEEF, 0, b"x")
+        self.assertEqual(cm.exception.code, -6)
+        self.assertTrue(cm.exception.message)
+        self.assertIn("SPECKV_EBADHANDLE", str(cm.exception))
+        with self.assertRaises(speckv.BadHandleError):
+            p.free(0)
+        with self.assertRaises(speckv.RangeError):
+            p.write(h, 4000, bytes(200))
+        with self.assertRaises(speckv.RangeError):
+            p.access(h, 4095, bytearray(2))
+        with self.assertRaises(speckv.RangeError):
+            p.access(h, 2**64 - 1, bytearray(1))
+        with self.assertRaises(speckv.InvalidError):
+            p.alloc(0)
+        with self.assertRaises(speckv.InvalidError):
+            p.alloc(10, 9)
+        with self.assertRaises(speckv.NoSpaceError):
+            p.alloc(1 << 40)
+        with self.assertRaises(speckv.InvalidError):
+            p.access(h, 0, b"read-only")  # bytes is not writable
+        # empty and None buffers are fine
+        p.write(h, 0, b"")
+        p.write(h, 0, None)
+        p.access(h, 4096, bytearray())
+        # double free
+        p.free(h)
+        with self.assertRaises(speckv.BadHandleError):
+            p.free(h)
+        with self.assertRaises(speckv.BadHandleError):
+            p.read(h, 0, 1)
+
+    def test_bad_uri_and_config(self):
+        with self.assertRaises(speckv.URIError):
+            speckv.Pool("bogus:x")
+        with self.assertRaises(speckv.InvalidError):
+            speckv.Pool("anon:\0")
+        with self.assertRaises(speckv.NotFoundError):
+            speckv.Pool("file:/nonexistent-dir/x.pool?create=0")
+        with speckv.Config() as c:
+            with self.assertRaises(speckv.NotFoundError):
+                c.set("no.such.key", 1)
+            with self.assertRaises(speckv.NotFoundError):
+                c.load_toml("/nonexistent/speckv.toml")
+            with speckv.Pool("anon:?size=8M", c) as p2:
+                p2.alloc(1)
+        with self.assertRaises(speckv.NotFoundError):
+            speckv.Config.bounds("no.such.key")
+
+    def test_every_code_maps_to_a_class(self):
+        for code in range(-1, -18, -1):
+            e = speckv.error_for(code, "m")
+            self.assertIsInstance(e, speckv.SpeckvError)
+            self.assertIsNot(type(e), speckv.SpeckvError, code)
+            self.assertEqual(e.code, code)
+        self.assertIs(type(speckv.error_for(-99, "m")), speckv.SpeckvError)
+
+    def test_close_waits_for_calls_in_flight(self):
+        p = speckv.Pool("anon:?size=8M")
+        h = p.alloc(1 << 20)
+        stop = threading.Event()
+        seen = []
+
+        def reader():
+            buf = bytearray(1 << 20)
+            while not stop.is_set():
+                try:
+                    p.access(h, 0, buf)
+                except speckv.InvalidError:  # closed: the only allowed failure
+                    seen.append("closed")
+                    return
+
+        ts = [threading.Thread(target=reader) for _ in range(3)]
+        for t in ts:
+            t.start()
+        p.close()
+        stop.set()
+        for t in ts:
+            t.join()
+        self.assertTrue(all(s == "closed" for s in seen))
+
+    def test_closed_pool(self):
+        p = speckv.Pool("anon:?size=8M")
+        p.close()
+        p.close()
+        with self.assertRaises(speckv.InvalidError):
+            p.alloc(1)
+
+    def test_threads(self):
+        p = self.pool
+        errors = []
+
+        def work(seed):
+            try:
+                for _ in range(20):
+                    h = p.alloc(3000)
+                    d = pattern(seed, 3000)
+                    p.write(h, 0, d)
+                    assert bytes(p.read(h, 0, 3000)) == d
+                    p.free(h)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(p.stats()["blocks_live"], 0)
+
+    def test_replay(self):
+        trace = """
+        # a tiny engine trace
+        alloc k0 8192 fp16 1 0 0 16
+        alloc v0 8192 fp16 1 0 0 16
+        write k0 0 8192 3
+        write v0 0 100 4
+        prefetch 1 0 16
+        access k0 0 8192
+        access v0 50 50
+        free v0
+        """.splitlines()
+        r = speckv.replay(self.pool, trace)
+        self.assertEqual(r["ops"], {"alloc": 2, "write": 2, "prefetch": 1, "access": 2, "free": 1})
+        self.assertEqual(r["bytes_written"], 8292)
+        self.assertEqual(list(r["live_blocks"]), ["k0"])
+        with self.assertRaises(speckv.RangeError) as cm:
+            speckv.replay(self.pool, ["alloc a 10", "write a 5 10"])
+        self.assertIn("trace line 2", str(cm.exception))
+        with self.assertRaises(speckv.InvalidError):
+            speckv.replay(self.pool, ["frobnicate"])
+
+
+class LoadTest(unittest.TestCase):
+    @unittest.skipUnless(os.environ.get("SPECKV_FAKE_LIB"), "SPECKV_FAKE_LIB (a stub libspeckv 1.0.0) not set")
+    def test_library_of_another_major_is_refused(self):
+        # A fresh interpreter: this one has the real library loaded already.
+        code = ("import speckv, sys\n"
+                "try:\n    speckv.load(sys.argv[1])\n"
+                "except speckv.VersionError as e:\n    print(e.code, e.message); sys.exit(3)\n")
+        r = subprocess.run([sys.executable, "-c", code, os.environ["SPECKV_FAKE_LIB"]],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("-8", r.stdout)
+        self.assertIn("1.0.0", r.stdout)
+        self.assertIn("0.1.0", r.stdout)
+
+    def test_missing_library(self):
+        code = ("import speckv, sys\n"
+                "try:\n    speckv.load('/nonexistent/libspeckv.so.0')\n"
+                "except speckv.NotFoundError as e:\n    sys.exit(3)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+
+
+class FilePoolTest(unittest.TestCase):
+    def test_reopen(self):
+        with tempfile.TemporaryDirectory() as d:
+            uri = "file:%s?size=8M" % os.path.join(d, "py.pool")
+            data = pattern(42, 5000)
+            with speckv.Pool(uri) as p:
+                h = p.alloc(5000, speckv.BF16)
+                p.write(h, 0, data)
+            with speckv.Pool(uri) as p:
+                self.assertEqual(bytes(p.read(h, 0, 5000)), data)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,652 @@
+//! Safe Rust bindings to speckv, a KV-cache pool for LLM serving engines.
+//!
+//! The library is loaded at run time (see `speckv_sys::load`): set
+//! `SPECKV_LIB=/path/to/libspeckv.so.0` or put `libspeckv.so.0` on the loader
+//! path. A library of another major version is refused with an [`Error`] of
+//! code `SPECKV_EVERSION` whose message names both versions.
+//!
+//! ```no_run
+//! let pool = speckv::Pool::open("anon:?size=8M")?;
+//! let h = pool.alloc(4096, speckv::DType::Fp16, None)?;
+//! pool.write(h, 0, &[1, 2, 3])?;
+//! let mut buf = [0u8; 3];
+//! pool.access(h, 0, &mut buf)?;
+//! pool.free(h)?;
+//! # Ok::<(), speckv::Error>(())
+//! ```
+//!
+//! Threading follows `speckv.h`: a [`Pool`] is `Send + Sync` (any thread,
+//! concurrently); a [`Config`] is `Send` but not `Sync` (one thread at a time):
+//!
+//! ```compile_fail
+//! fn needs_sync<T: Sync>() {}
+//! needs_sync::<speckv::Config>();
+//! ```
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+pub use speckv_sys as sys;
+pub use speckv_sys::{check_version, version_text, LoadError};
+
+/// The result of every fallible call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+// -------------------------------------------------------------------- errors
+
+/// What kind of failure a status code is. One variant per `SPECKV_E*` code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    InvalidArgument,
+    OutOfMemory,
+    NoSpace,
+    NotFound,
+    AlreadyExists,
+    BadHandle,
+    Corrupt,
+    Version,
+    Io,
+    Permission,
+    Busy,
+    Range,
+    NotPool,
+    Uri,
+    NotSupported,
+    Struct,
+    Internal,
+    /// A code this binding does not know (from a newer library).
+    Other(i32),
+}
+
+impl ErrorKind {
+    /// The kind of a status code.
+    pub fn from_code(code: i32) -> ErrorKind {
+        match code {
+            sys::SPECKV_EINVAL => ErrorKind::InvalidArgument,
+            sys::SPECKV_ENOMEM => ErrorKind::OutOfMemory,
+            sys::SPECKV_ENOSPC => ErrorKind::NoSpace,
+            sys::SPECKV_ENOENT => ErrorKind::NotFound,
+            sys::SPECKV_EEXIST => ErrorKind::AlreadyExists,
+            sys::SPECKV_EBADHANDLE => ErrorKind::BadHandle,
+            sys::SPECKV_ECORRUPT => ErrorKind::Corrupt,
+            sys::SPECKV_EVERSION => ErrorKind::Version,
+            sys::SPECKV_EIO => ErrorKind::Io,
+            sys::SPECKV_EPERM => ErrorKind::Permission,
+            sys::SPECKV_EBUSY => ErrorKind::Busy,
+            sys::SPECKV_ERANGE => ErrorKind::Range,
+            sys::SPECKV_ENOTPOOL => ErrorKind::NotPool,
+            sys::SPECKV_EURI => ErrorKind::Uri,
+            sys::SPECKV_ENOTSUP => ErrorKind::NotSupported,
+            sys::SPECKV_ESTRUCT => ErrorKind::Struct,
+            sys::SPECKV_EINTERNAL => ErrorKind::Internal,
+            c => ErrorKind::Other(c),
+        }
+    }
+
+    /// The C name of the code, e.g. "SPECKV_EBADHANDLE".
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "SPECKV_EINVAL",
+            ErrorKind::OutOfMemory => "SPECKV_ENOMEM",
+            ErrorKind::NoSpace => "SPECKV_ENOSPC",
+            ErrorKind::NotFound => "SPECKV_ENOENT",
+            ErrorKind::AlreadyExists => "SPECKV_EEXIST",
+            ErrorKind::BadHandle => "SPECKV_EBADHANDLE",
+            ErrorKind::Corrupt => "SPECKV_ECORRUPT",
+            ErrorKind::Version => "SPECKV_EVERSION",
+            ErrorKind::Io => "SPECKV_EIO",
+            ErrorKind::Permission => "SPECKV_EPERM",
+            ErrorKind::Busy => "SPECKV_EBUSY",
+            ErrorKind::Range => "SPECKV_ERANGE",
+            ErrorKind::NotPool => "SPECKV_ENOTPOOL",
+            ErrorKind::Uri => "SPECKV_EURI",
+            ErrorKind::NotSupported => "SPECKV_ENOTSUP",
+            ErrorKind::Struct => "SPECKV_ESTRUCT",
+            ErrorKind::Internal => "SPECKV_EINTERNAL",
+            ErrorKind::Other(_) => "SPECKV_E?",
+        }
+    }
+}
+
+/// A failed call: the library's status code and the detail message
+/// (`speckv_errmsg()`, or `speckv_strerror()` when the library gave none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Error {
+    /// An error made by the binding itself (no library call failed).
+    pub fn new(code: i32, message: impl Into<String>) -> Error {
+        Error { code, message: message.into() }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::from_code(self.code)
+    }
+
+    /// Captures the detail of the last failure on this thread.
+    fn last(api: &sys::Api, code: c_int) -> Error {
+        // SAFETY: both return static or thread-local NUL-terminated text, never NULL.
+        let msg = unsafe { cstr((api.speckv_errmsg)()) };
+        let msg = if msg.is_empty() { unsafe { cstr((api.speckv_strerror)(code)) } } else { msg };
+        Error { code, message: msg }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "speckv: {} ({}): {}", self.kind().name(), self.code, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<LoadError> for Error {
+    fn from(e: LoadError) -> Error {
+        let code = match e {
+            LoadError::Version { .. } => sys::SPECKV_EVERSION,
+            LoadError::Open(_) => sys::SPECKV_ENOENT,
+            LoadError::Symbol(_) => sys::SPECKV_ENOTSUP,
+        };
+        Error { code, message: e.to_string() }
+    }
+}
+
+unsafe fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+fn check(api: &sys::Api, rc: c_int) -> Result<()> {
+    if rc == sys::SPECKV_OK {
+        Ok(())
+    } else {
+        Err(Error::last(api, rc))
+    }
+}
+
+fn c_string(what: &str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::new(sys::SPECKV_EINVAL, format!("{} contains a NUL byte", what)))
+}
+
+fn api() -> Result<&'static sys::Api> {
+    Ok(sys::load()?)
+}
+
+/// The loaded library's version as (number, text), e.g. (100, "0.1.0").
+pub fn library_version() -> Result<(u32, String)> {
+    let a = api()?;
+    // SAFETY: no arguments; static text.
+    unsafe { Ok(((a.speckv_version_number)(), cstr((a.speckv_version_string)()))) }
+}
+
+/// The library's static text for a status code.
+pub fn strerror(code: i32) -> Result<String> {
+    let a = api()?;
+    // SAFETY: never NULL, static.
+    Ok(unsafe { cstr((a.speckv_strerror)(code)) })
+}
+
+// -------------------------------------------------------------------- config
+
+/// Log levels of [`Config::set_log`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+type LogSink = Box<dyn Fn(LogLevel, &str) + Send + Sync + 'static>;
+
+unsafe extern "C" fn log_trampoline(user: *mut c_void, level: c_int, msg: *const c_char) {
+    if user.is_null() || msg.is_null() {
+        return;
+    }
+    let sink = &*(user as *const LogSink);
+    let text = CStr::from_ptr(msg).to_string_lossy();
+    let lvl = match level {
+        sys::SPECKV_LOG_ERROR => LogLevel::Error,
+        sys::SPECKV_LOG_WARN => LogLevel::Warn,
+        sys::SPECKV_LOG_INFO => LogLevel::Info,
+        _ => LogLevel::Debug,
+    };
+    // A panic must not unwind into C.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(lvl, &text)));
+}
+
+/// Settings used when opening a pool (keys as in the TOML file, see
+/// docs/config.md). `Send` but not `Sync`: the header allows one thread at a time.
+pub struct Config {
+    raw: NonNull<sys::speckv_config>,
+    api: &'static sys::Api,
+    log: Option<Arc<LogSink>>,
+}
+
+// SAFETY: speckv.h: a config may move between threads but must not be used
+// concurrently; &mut self methods and !Sync enforce that.
+unsafe impl Send for Config {}
+
+impl Config {
+    /// A config holding the defaults.
+    pub fn new() -> Result<Config> {
+        let api = api()?;
+        let mut p = ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check(api, unsafe { (api.speckv_config_new)(&mut p) })?;
+        match NonNull::new(p) {
+            Some(raw) => Ok(Config { raw, api, log: None }),
+            None => Err(Error::new(sys::SPECKV_EINTERNAL, "speckv_config_new returned NULL")),
+        }
+    }
+
+    pub fn set_int(&mut self, key: &str, value: i64) -> Result<()> {
+        let k = c_string("key", key)?;
+        // SAFETY: live config, NUL-terminated key.
+        check(self.api, unsafe { (self.api.speckv_config_set_int)(self.raw.as_ptr(), k.as_ptr(), value) })
+    }
+
+    /// Sets a string key; integer keys accept size suffixes ("8G").
+    pub fn set_str(&mut self, key: &str, value: &str) -> Result<()> {
+        let k = c_string("key", key)?;
+        let v = c_string("value", value)?;
+        // SAFETY: as set_int.
+        check(self.api, unsafe { (self.api.speckv_config_set_str)(self.raw.as_ptr(), k.as_ptr(), v.as_ptr()) })
+    }
+
+    pub fn get_int(&self, key: &str) -> Result<i64> {
+        let k = c_string("key", key)?;
+        let mut v = 0i64;
+        // SAFETY: as set_int, out-pointer to a local.
+        check(self.api, unsafe { (self.api.speckv_config_get_int)(self.raw.as_ptr(), k.as_ptr(), &mut v) })?;
+        Ok(v)
+    }
+
+    /// (min, max, default) of an integer key.
+    pub fn bounds(key: &str) -> Result<(i64, i64, i64)> {
+        let api = api()?;
+        let k = c_string("key", key)?;
+        let (mut lo, mut hi, mut d) = (0i64, 0i64, 0i64);
+        // SAFETY: out-pointers to locals.
+        check(api, unsafe { (api.speckv_config_bounds)(k.as_ptr(), &mut lo, &mut hi, &mut d) })?;
+        Ok((lo, hi, d))
+    }
+
+    pub fn load_toml(&mut self, path: &str) -> Result<()> {
+        let p = c_string("path", path)?;
+        // SAFETY: live config, NUL-terminated path.
+        check(self.api, unsafe { (self.api.speckv_config_load_toml)(self.raw.as_ptr(), p.as_ptr()) })
+    }
+
+    pub fn load_toml_str(&mut self, text: &str) -> Result<()> {
+        // SAFETY: pointer + length of a live &str.
+        check(self.api, unsafe {
+            (self.api.speckv_config_load_toml_string)(self.raw.as_ptr(), text.as_ptr() as *const c_char, text.len())
+        })
+    }
+
+    /// Routes the log of pools opened with this config to `sink`, which may
+    /// be called from library threads. Each pool keeps the sink alive for as
+    /// long as it is open.
+    pub fn set_log<F>(&mut self, sink: F) -> Result<()>
+    where
+        F: Fn(LogLevel, &str) + Send + Sync + 'static,
+    {
+        let b: Arc<LogSink> = Arc::new(Box::new(sink));
+        let user = Arc::as_ptr(&b) as *mut c_void;
+        // SAFETY: `user` points at the LogSink kept alive by self.log and by
+        // every pool opened with this config.
+        check(self.api, unsafe {
+            (self.api.speckv_config_set_log)(self.raw.as_ptr(), Some(log_trampoline), user)
+        })?;
+        self.log = Some(b);
+        Ok(())
+    }
+
+    /// Stops logging (the default).
+    pub fn clear_log(&mut self) -> Result<()> {
+        // SAFETY: live config.
+        check(self.api, unsafe { (self.api.speckv_config_set_log)(self.raw.as_ptr(), None, ptr::null_mut()) })?;
+        self.log = None;
+        Ok(())
+    }
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once.
+        unsafe { (self.api.speckv_config_free)(self.raw.as_ptr()) }
+    }
+}
+
+// ---------------------------------------------------------------------- pool
+
+/// A block handle: a `u64` that stays valid across processes attached to the
+/// same pool until the block is freed. Never 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Handle(pub u64);
+
+impl fmt::Display for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Element type of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    Opaque,
+    Fp16,
+    Bf16,
+    Fp32,
+}
+
+impl DType {
+    fn raw(self) -> c_int {
+        match self {
+            DType::Opaque => sys::SPECKV_DTYPE_OPAQUE,
+            DType::Fp16 => sys::SPECKV_DTYPE_FP16,
+            DType::Bf16 => sys::SPECKV_DTYPE_BF16,
+            DType::Fp32 => sys::SPECKV_DTYPE_FP32,
+        }
+    }
+}
+
+/// What a block holds (placement, prefetch, sharing). `Default` is all zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hint {
+    pub tenant: u64,
+    pub request: u64,
+    pub layer: u32,
+    pub token_pos: u64,
+    pub token_count: u64,
+    /// The prefix-block hash (sets SPECKV_HINT_HAS_HASH).
+    pub content_hash: Option<[u8; 16]>,
+}
+
+impl Hint {
+    fn raw(&self) -> sys::speckv_hint {
+        sys::speckv_hint {
+            struct_size: std::mem::size_of::<sys::speckv_hint>(),
+            tenant: self.tenant,
+            request: self.request,
+            layer: self.layer,
+            flags: if self.content_hash.is_some() { sys::SPECKV_HINT_HAS_HASH } else { 0 },
+            token_pos: self.token_pos,
+            token_count: self.token_count,
+            content_hash: self.content_hash.unwrap_or([0; 16]),
+        }
+    }
+}
+
+/// Counters of [`Pool::stats`]; pool-wide fields come from the shared pool,
+/// the others count this process only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub pool_bytes: u64,
+    pub page_size: u64,
+    pub pages_total: u64,
+    pub pages_used: u64,
+    pub blocks_live: u64,
+    pub blocks_max: u64,
+    pub allocs: u64,
+    pub frees: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub reads: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub checksum_failures: u64,
+    pub prefetch_hints: u64,
+    pub attached: u64,
+}
+
+/// An open pool. Closed on drop (use [`Pool::close`] to see the status).
+/// `Send + Sync`: speckv.h allows any thread, concurrently.
+pub struct Pool {
+    raw: NonNull<sys::speckv_pool>,
+    api: &'static sys::Api,
+    // Keeps the log sink alive while the library may call it.
+    _log: Option<Arc<LogSink>>,
+}
+
+// SAFETY: speckv.h: "a speckv_pool may be used from any number of threads at once".
+unsafe impl Send for Pool {}
+unsafe impl Sync for Pool {}
+
+impl Pool {
+    /// Opens (attaching or creating) a pool with the default settings, e.g.
+    /// `file:/abs/path?size=64M` or `anon:?size=8M`.
+    pub fn open(uri: &str) -> Result<Pool> {
+        Pool::open_impl(uri, None)
+    }
+
+    /// Opens a pool with `cfg`; the pool keeps its own copy of the settings.
+    pub fn open_with(uri: &str, cfg: &Config) -> Result<Pool> {
+        Pool::open_impl(uri, Some(cfg))
+    }
+
+    fn open_impl(uri: &str, cfg: Option<&Config>) -> Result<Pool> {
+        let api = api()?;
+        let u = c_string("uri", uri)?;
+        let craw = cfg.map_or(ptr::null(), |c| c.raw.as_ptr() as *const _);
+        let mut p = ptr::null_mut();
+        // SAFETY: NUL-terminated uri, live or NULL config, out-pointer to a local.
+        check(api, unsafe { (api.speckv_pool_open)(u.as_ptr(), craw, &mut p) })?;
+        match NonNull::new(p) {
+            Some(raw) => Ok(Pool { raw, api, _log: cfg.and_then(|c| c.log.clone()) }),
+            None => Err(Error::new(sys::SPECKV_EINTERNAL, "speckv_pool_open returned NULL")),
+        }
+    }
+
+    /// Closes the pool and reports the library's status.
+    pub fn close(self) -> Result<()> {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: owned; ManuallyDrop keeps Drop from closing it again.
+        let rc = unsafe { (me.api.speckv_pool_close)(me.raw.as_ptr()) };
+        let r = check(me.api, rc);
+        // SAFETY: read once out of the ManuallyDrop, then dropped after the close.
+        drop(unsafe { ptr::read(&me._log) });
+        r
+    }
+
+    fn p(&self) -> *mut sys::speckv_pool {
+        self.raw.as_ptr()
+    }
+
+    /// Allocates a block of `bytes` bytes (> 0); it reads as zero until written.
+    pub fn alloc(&self, bytes: u64, dtype: DType, hint: Option<&Hint>) -> Result<Handle> {
+        let h = hint.map(Hint::raw);
+        let hp = h.as_ref().map_or(ptr::null(), |h| h as *const _);
+        let mut out = 0u64;
+        // SAFETY: live pool, hint NULL or a local, out-pointer to a local.
+        check(self.api, unsafe { (self.api.speckv_alloc)(self.p(), bytes, dtype.raw(), hp, &mut out) })?;
+        Ok(Handle(out))
+    }
+
+    /// Frees a block. A double free is reported as `BadHandle`, never acted on.
+    pub fn free(&self, h: Handle) -> Result<()> {
+        // SAFETY: live pool.
+        check(self.api, unsafe { (self.api.speckv_free)(self.p(), h.0) })
+    }
+
+    /// Copies `src` into the block at `offset`.
+    pub fn write(&self, h: Handle, offset: u64, src: &[u8]) -> Result<()> {
+        // SAFETY: pointer + length of a live slice.
+        check(self.api, unsafe {
+            (self.api.speckv_write)(self.p(), h.0, offset, src.as_ptr() as *const c_void, src.len())
+        })
+    }
+
+    /// Reads `dst.len()` verified bytes of the block at `offset` into `dst`.
+    pub fn access(&self, h: Handle, offset: u64, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: pointer + length of a live, exclusively borrowed slice.
+        check(self.api, unsafe {
+            (self.api.speckv_access)(
+                self.p(),
+                h.0,
+                offset,
+                dst.as_mut_ptr() as *mut c_void,
+                dst.len(),
+                sys::SPECKV_ACCESS_DEFAULT,
+            )
+        })
+    }
+
+    /// Reads `len` bytes at `offset` into a new vector.
+    pub fn read_vec(&self, h: Handle, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        self.access(h, offset, &mut v)?;
+        Ok(v)
+    }
+
+    /// Zero-copy view of the whole verified block, unpinned on drop. The block
+    /// cannot be written or freed by this process meanwhile; other processes
+    /// are not prevented from writing it in 0.1 (speckv.h).
+    pub fn pin(&self, h: Handle) -> Result<Pinned<'_>> {
+        let mut p: *const c_void = ptr::null();
+        let mut n = 0usize;
+        // SAFETY: out-pointers to locals.
+        check(self.api, unsafe { (self.api.speckv_pin)(self.p(), h.0, &mut p, &mut n) })?;
+        Ok(Pinned { pool: self, handle: h, ptr: p as *const u8, len: n, _not_send: PhantomData })
+    }
+
+    /// The size of a block in bytes. speckv.h 0.1 has no size query, so this
+    /// pins and unpins the block (which verifies all of it).
+    pub fn block_len(&self, h: Handle) -> Result<u64> {
+        let pin = self.pin(h)?;
+        Ok(pin.len() as u64)
+    }
+
+    /// Announces that `hint.request` is about to run `hint.layer` at `hint.token_pos`.
+    pub fn prefetch(&self, hint: &Hint) -> Result<()> {
+        let h = hint.raw();
+        // SAFETY: live pool, hint is a local.
+        check(self.api, unsafe { (self.api.speckv_prefetch)(self.p(), &h) })
+    }
+
+    pub fn stats(&self) -> Result<Stats> {
+        let mut s = sys::speckv_pool_stats {
+            struct_size: std::mem::size_of::<sys::speckv_pool_stats>(),
+            ..Default::default()
+        };
+        // SAFETY: out-pointer to a local with struct_size set.
+        check(self.api, unsafe { (self.api.speckv_stats)(self.p(), &mut s) })?;
+        Ok(Stats {
+            pool_bytes: s.pool_bytes,
+            page_size: s.page_size,
+            pages_total: s.pages_total,
+            pages_used: s.pages_used,
+            blocks_live: s.blocks_live,
+            blocks_max: s.blocks_max,
+            allocs: s.allocs,
+            frees: s.frees,
+            bytes_written: s.bytes_written,
+            bytes_read: s.bytes_read,
+            reads: s.reads,
+            cache_hits: s.cache_hits,
+            cache_misses: s.cache_misses,
+            checksum_failures: s.checksum_failures,
+            prefetch_hints: s.prefetch_hints,
+            attached: s.attached,
+        })
+    }
+
+    /// The stats as the library's JSON object.
+    pub fn stats_json(&self) -> Result<String> {
+        let mut buf = vec![0u8; 512];
+        loop {
+            let mut needed = 0usize;
+            // SAFETY: pointer + capacity of a live buffer.
+            let rc = unsafe {
+                (self.api.speckv_stats_json)(self.p(), buf.as_mut_ptr() as *mut c_char, buf.len(), &mut needed)
+            };
+            if rc == sys::SPECKV_ERANGE && needed + 1 > buf.len() {
+                buf.resize(needed + 1, 0);
+                continue;
+            }
+            check(self.api, rc)?;
+            buf.truncate(needed.min(buf.len()));
+            return String::from_utf8(buf).map_err(|_| Error::new(sys::SPECKV_EINTERNAL, "stats JSON is not UTF-8"));
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: owned, closed once. The status is dropped: use close() to see it.
+        unsafe {
+            (self.api.speckv_pool_close)(self.raw.as_ptr());
+        }
+    }
+}
+
+/// A pinned block: derefs to its bytes; unpinned on drop.
+pub struct Pinned<'a> {
+    pool: &'a Pool,
+    handle: Handle,
+    ptr: *const u8,
+    len: usize,
+    // The pin count is per process; keep the guard on one thread to be simple.
+    _not_send: PhantomData<*const u8>,
+}
+
+impl<'a> Pinned<'a> {
+    pub fn handle(&self) -> Handle {
+        self.handle
+    }
+}
+
+impl<'a> std::ops::Deref for Pinned<'a> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self.len == 0 || self.ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: the library keeps ptr..ptr+len mapped and unwritable by
+        // this process until the unpin in Drop.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<'a> Drop for Pinned<'a> {
+    fn drop(&mut self) {
+        // SAFETY: live pool; one unpin per pin.
+        unsafe {
+            (self.pool.api.speckv_unpin)(self.pool.p(), self.handle.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_kind() {
+        for code in -17..=-1 {
+            let k = ErrorKind::from_code(code);
+            assert!(!matches!(k, ErrorKind::Other(_)), "code {} unmapped", code);
+            assert_ne!(k.name(), "SPECKV_E?");
+        }
+        assert_eq!(ErrorKind::from_code(-99), ErrorKind::Other(-99));
+    }
+
+    #[test]
+    fn thread_safety_matches_the_header() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Pool>();
+        send::<Config>();
+    }
+}
