@@ -57,9 +57,12 @@ def main():
         open(vmap, "w").write("SPECKV_0.1 { global: speckv_*; leaked_helper; local: *; };\n")
         fake = os.path.join(t, "libfake.so")
         subprocess.run([cc, "-shared", "-fPIC", "-o", fake, src, "-Wl,--version-script=" + vmap], check=True)
-        rc, out = gate("--lib", fake, "--baseline-dir", base)
+        # Once 0.1.x is released (dated in the changelog), its node is frozen.
+        released_log = os.path.join(t, "CHANGELOG.released.md")
+        open(released_log, "w").write("# Changelog\n\n## [0.1.0] - 2026-12-01\n")
+        rc, out = gate("--lib", fake, "--baseline-dir", base, "--changelog", released_log)
         expect(rc == 1 and "speckv_new_thing@@SPECKV_0.1" in out and "existing version node" in out
-               and "leaked_helper" in out, "a new symbol in an old node and a leaked symbol fail", out)
+               and "leaked_helper" in out, "a new symbol in a released node and a leaked symbol fail", out)
 
         # --update refuses a change that CHANGELOG.md does not mention.
         empty_log = os.path.join(t, "CHANGELOG.md")
