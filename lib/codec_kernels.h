@@ -1,0 +1,101 @@
+// The data-parallel steps of the codec, one table per implementation
+// (scalar reference, AVX2, AVX-512). Every table must give bit-identical
+// results to the scalar one; tests/codec/codec_simd_test.cc checks it.
+// The serial steps (RLE, Rice, delta, layout) live in codec_ref.cc and are
+// shared by all implementations.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace speckv::codec {
+
+struct Kernels {
+    const char *name;
+    // src (n elements of dtype) -> canonical FP32 bit patterns (docs §2).
+    // Returns false if any element is Inf or NaN.
+    bool (*canon)(int dtype, const void *src, size_t n, uint32_t *u);
+    // max over i of (u[i] & 0x7FFFFF00), sign ignored (caller applies E>=1 rule).
+    uint32_t (*absmax)(const uint32_t *u, size_t n);
+    // out[c] = max over rows of (u[t*C+c] & 0x7FFFFF00), rows 0..T-1.
+    void (*colmax)(const uint32_t *u, size_t T, size_t C, uint32_t *out);
+    // Quantise n elements with one scale (es = scale exponent Es, r = R).
+    void (*quant_const)(const uint32_t *u, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
+    // Quantise one row of C elements, element c with es[c], r[c].
+    void (*quant_row)(const uint32_t *u, size_t C, const uint32_t *es, const uint32_t *r, uint32_t Q,
+                      int8_t *q);
+    // Dequantise n values with one scale field (BF16 bits), writing dtype at out.
+    void (*dequant_const)(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out);
+    // Dequantise one row of C values, element c with scale[c].
+    void (*dequant_row)(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
+    // §6.0 decoder: s_i = int8(s_{i-1} + b_i) if delta else int8(b_i), for all
+    // n; returns false if any |s_i| > Q (s is fully written either way).
+    bool (*undelta)(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+};
+
+extern const Kernels kScalarKernels;
+// Defined only when built for x86-64; null entries otherwise.
+const Kernels *avx2_kernels();
+const Kernels *avx512_kernels();
+
+// Scalar definitions used by the SIMD files for tails.
+bool canon_scalar(int dtype, const void *src, size_t n, uint32_t *u);
+void quant_const_scalar(const uint32_t *u, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
+void quant_row_scalar(const uint32_t *u, size_t C, const uint32_t *es, const uint32_t *r, uint32_t Q,
+                      int8_t *q);
+void dequant_const_scalar(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out);
+void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
+bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+// 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
+bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+
+// One element, exactly as docs §3.3 / §3.4 state it (|q| <= 2047: b up to 12).
+inline int32_t quant_one(uint32_t u, uint32_t es, uint32_t r, uint32_t Q) {
+    uint32_t a = u & 0x7FFFFFFFu;
+    uint32_t E = a >> 23;
+    if (E == 0 || r == 0) return 0;
+    uint32_t M = 0x8000u | ((a >> 8) & 0x7FFFu);
+    uint32_t P = M * r;
+    int32_t sh = 30 + int32_t(es) - int32_t(E);  // t - 1
+    uint32_t rr = (sh >= 32 || sh < 0) ? 0 : (P >> sh);
+    uint32_t mag = (rr + 1) >> 1;
+    if (mag > Q) mag = Q;
+    return (u >> 31) ? -int32_t(mag) : int32_t(mag);
+}
+
+// The exact FP32 pattern of q * S (docs §3.4), S = BF16 scale field.
+inline uint32_t dequant_bits(int32_t q, uint16_t scale) {
+    if (q == 0 || scale == 0) return 0;
+    uint32_t sgn = q < 0 ? 1u : 0u;
+    uint32_t mq = uint32_t(q < 0 ? -int32_t(q) : int32_t(q));
+    uint32_t Ms = 0x80u | (scale & 0x7Fu);
+    uint32_t Es = scale >> 7;
+    uint32_t v = mq * Ms;
+    uint32_t p = 31u - uint32_t(__builtin_clz(v));
+    return (sgn << 31) | ((Es - 7 + p) << 23) | ((v << (23 - p)) & 0x7FFFFFu);
+}
+
+// FP32 pattern (finite) -> FP16 RNE, saturating to +-65504 (docs §3.4).
+inline uint16_t fp32bits_to_fp16_sat(uint32_t u) {
+    uint32_t sgn = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a >= 0x477FF000u) return uint16_t(sgn | 0x7BFFu);  // >= 65520 would round to Inf
+    if (a >= 0x38800000u) {                                 // normal FP16 result (>= 2^-14)
+        uint32_t lsb = (a >> 13) & 1u;
+        uint32_t r = (a + 0xFFFu + lsb) >> 13;              // RNE on the low 13 bits
+        return uint16_t(sgn | (r - (112u << 10)));
+    }
+    if (a < 0x33000000u) return uint16_t(sgn);              // < 2^-25: rounds to 0 (ties to even)
+    // subnormal FP16 result: value = m * 2^(E-150); unit 2^-24
+    uint32_t E = a >> 23;
+    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    uint32_t sh = 126u - E;                                 // 14..24 : m >> sh is in units of 2^-24
+    uint32_t half = 1u << (sh - 1);
+    uint32_t rem = m & ((1u << sh) - 1u);
+    uint32_t r = m >> sh;
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return uint16_t(sgn | r);
+}
+
+inline uint16_t fp32bits_to_bf16(uint32_t u) { return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); }
+
+}  // namespace speckv::codec

@@ -1,0 +1,887 @@
+// The codec's reference: record layout, the serial stages (delta, RLE, Rice)
+// and the scalar kernels. docs/codec.md is the specification; every line here
+// that computes a byte cites the section it implements.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "codec.h"
+#include "codec_kernels.h"
+#include "crc32c.h"
+#include "status.h"
+
+namespace speckv::codec {
+
+// ------------------------------------------------------------------ presets
+
+namespace {
+
+struct Preset {
+    const char *name;
+    Params p;
+};
+
+// docs/codec.md §9. Index = mode id.
+constexpr Preset kPresets[kModeCount] = {
+    {"raw", {0, 0, 0, 0}},
+    {"paper", {8, kGroupPage, kOrderLinear, kEntropyRle}},
+    {"int8", {8, kGroupPage, kOrderNone, kEntropyBytes}},
+    {"k8", {8, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"v8", {8, kGroupToken, kOrderLinear, kEntropyRice}},
+    {"k6", {6, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"v6", {6, kGroupToken, kOrderLinear, kEntropyRice}},
+    {"k5", {5, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"v5", {5, kGroupToken, kOrderLinear, kEntropyRice}},
+    {"p8r", {8, kGroupPage, kOrderLinear, kEntropyRice}},
+    {"k4", {4, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"v4", {4, kGroupToken, kOrderLinear, kEntropyRice}},
+    // §13 (wide quantiser, b 9..12, Rice only)
+    {"k9", {9, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"k10", {10, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    {"k12", {12, kGroupChannel, kOrderColumnar, kEntropyRice}},
+    // §16 (from the delta-order measurement §14.2: no delta wins for V)
+    {"vp8", {8, kGroupPage, kOrderNone, kEntropyRice}},
+    {"vp6", {6, kGroupPage, kOrderNone, kEntropyRice}},
+    {"vp5", {5, kGroupPage, kOrderNone, kEntropyRice}},
+};
+
+inline void put16(uint8_t *p, uint16_t v) {
+    p[0] = uint8_t(v);
+    p[1] = uint8_t(v >> 8);
+}
+inline void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint16_t get16(const uint8_t *p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t get32(const uint8_t *p) {
+    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+// Per-thread scratch so the per-page path does not allocate once warm.
+struct Scratch {
+    std::vector<uint32_t> u;
+    std::vector<int8_t> q, s;
+    std::vector<int16_t> wq, ws;  // b > 8
+    std::vector<uint32_t> amax, es, r;
+    std::vector<uint16_t> scales;
+};
+Scratch &scratch() {
+    thread_local Scratch s;
+    return s;
+}
+
+}  // namespace
+
+Params mode_params(Mode m) {
+    auto i = size_t(m);
+    return i < size_t(kModeCount) ? kPresets[i].p : Params{0, 0, 0, 0};
+}
+const char *mode_name(Mode m) {
+    auto i = size_t(m);
+    return i < size_t(kModeCount) ? kPresets[i].name : "?";
+}
+bool mode_from_name(const char *name, Mode *out) {
+    if (!name) return false;
+    for (int i = 0; i < kModeCount; i++)
+        if (std::strcmp(name, kPresets[i].name) == 0) {
+            *out = Mode(i);
+            return true;
+        }
+    return false;
+}
+
+size_t dtype_size(int dtype) {
+    switch (dtype) {
+        case SPECKV_DTYPE_OPAQUE: return 1;
+        case SPECKV_DTYPE_FP16:
+        case SPECKV_DTYPE_BF16: return 2;
+        case SPECKV_DTYPE_FP32: return 4;
+        default: return 0;
+    }
+}
+
+size_t Header::decoded_bytes() const { return size_t(count) * dtype_size(dtype); }
+
+// ------------------------------------------------------------ FP helpers
+
+uint16_t fp32_to_fp16_rne(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    uint32_t a = u & 0x7FFFFFFFu, sgn = (u >> 16) & 0x8000u;
+    if (a > 0x7F800000u) return uint16_t(sgn | 0x7E00u);
+    if (a >= 0x477FF000u) return uint16_t(sgn | 0x7C00u);
+    return fp32bits_to_fp16_sat(u);
+}
+float fp16_to_fp32(uint16_t h) {
+    uint32_t u;
+    canon_scalar(SPECKV_DTYPE_FP16, &h, 1, &u);
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t fp32_to_bf16_rne(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40u);
+    return fp32bits_to_bf16(u);
+}
+float bf16_to_fp32(uint16_t h) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// ---------------------------------------------------------- scalar kernels
+
+// docs §2.
+static inline uint32_t fp16_bits_to_u32(uint16_t h) {
+    uint32_t s = h >> 15, e = (h >> 10) & 31u, f = h & 1023u;
+    if (e == 31) return (s << 31) | 0x7F800000u | (f << 13);
+    if (e == 0) {
+        if (f == 0) return s << 31;
+        uint32_t p = 31u - uint32_t(__builtin_clz(f));
+        return (s << 31) | ((p + 103u) << 23) | (((f << (10 - p)) & 1023u) << 13);
+    }
+    return (s << 31) | ((e + 112u) << 23) | (f << 13);
+}
+
+bool canon_scalar(int dtype, const void *src, size_t n, uint32_t *u) {
+    bool finite = true;
+    if (dtype == SPECKV_DTYPE_FP32) {
+        std::memcpy(u, src, n * 4);
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        auto p = static_cast<const uint8_t *>(src);
+        for (size_t i = 0; i < n; i++) u[i] = uint32_t(get16(p + 2 * i)) << 16;
+    } else {
+        auto p = static_cast<const uint8_t *>(src);
+        for (size_t i = 0; i < n; i++) u[i] = fp16_bits_to_u32(get16(p + 2 * i));
+    }
+    for (size_t i = 0; i < n; i++) finite &= (u[i] & 0x7FFFFFFFu) < 0x7F800000u;
+    return finite;
+}
+
+static uint32_t absmax_scalar(const uint32_t *u, size_t n) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) m = std::max(m, u[i] & 0x7FFFFF00u);
+    return m;
+}
+
+static void colmax_scalar(const uint32_t *u, size_t T, size_t C, uint32_t *out) {
+    for (size_t c = 0; c < C; c++) out[c] = 0;
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < C; c++) out[c] = std::max(out[c], u[t * C + c] & 0x7FFFFF00u);
+}
+
+void quant_const_scalar(const uint32_t *u, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
+    for (size_t i = 0; i < n; i++) q[i] = int8_t(quant_one(u[i], es, r, Q));
+}
+
+void quant_row_scalar(const uint32_t *u, size_t C, const uint32_t *es, const uint32_t *r, uint32_t Q,
+                      int8_t *q) {
+    for (size_t c = 0; c < C; c++) q[c] = int8_t(quant_one(u[c], es[c], r[c], Q));
+}
+
+// §6.0 decoder side: s_i = int8(s_{i-1} + byte_i) (or byte_i), all |s_i| <= Q.
+bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s) {
+    uint8_t prev = 0;
+    bool ok = true;
+    const int32_t q = int32_t(Q);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v = delta ? uint8_t(prev + b[i]) : b[i];
+        ok &= int8_t(v) <= q && int8_t(v) >= -q;
+        s[i] = int8_t(v);
+        prev = v;
+    }
+    return ok;
+}
+
+static inline void store_dtype(uint32_t bits, int dtype, void *out, size_t i) {
+    auto o = static_cast<uint8_t *>(out);
+    if (dtype == SPECKV_DTYPE_FP32) {
+        put32(o + 4 * i, bits);
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        put16(o + 2 * i, fp32bits_to_bf16(bits));
+    } else {
+        put16(o + 2 * i, bits ? fp32bits_to_fp16_sat(bits) : 0);
+    }
+}
+
+void dequant_const_scalar(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out) {
+    for (size_t i = 0; i < n; i++) store_dtype(dequant_bits(q[i], scale), dtype, out, i);
+}
+
+void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out) {
+    for (size_t c = 0; c < C; c++) store_dtype(dequant_bits(q[c], scale[c]), dtype, out, c);
+}
+
+const Kernels kScalarKernels = {
+    "scalar",          canon_scalar,     absmax_scalar,        colmax_scalar,     quant_const_scalar,
+    quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
+};
+
+// ------------------------------------------------------------ dispatch
+
+bool impl_available(Impl impl) {
+    switch (impl) {
+        case Impl::scalar:
+        case Impl::best: return true;
+        case Impl::avx2: return avx2_kernels() != nullptr;
+        case Impl::avx512: return avx512_kernels() != nullptr;
+    }
+    return false;
+}
+
+const char *impl_name(Impl impl) {
+    switch (impl) {
+        case Impl::scalar: return "scalar";
+        case Impl::avx2: return "avx2";
+        case Impl::avx512: return "avx512";
+        case Impl::best: return "best";
+    }
+    return "?";
+}
+
+static const Kernels *kernels_for(Impl impl) {
+    static const Kernels *best = [] {
+        if (auto k = avx512_kernels()) return k;
+        if (auto k = avx2_kernels()) return k;
+        return &kScalarKernels;
+    }();
+    switch (impl) {
+        case Impl::scalar: return &kScalarKernels;
+        case Impl::avx2: return avx2_kernels();
+        case Impl::avx512: return avx512_kernels();
+        case Impl::best: return best;
+    }
+    return nullptr;
+}
+
+// ------------------------------------------------------------ bit I/O (§6.2)
+
+namespace {
+
+class BitWriter {
+public:
+    BitWriter(uint8_t *p, size_t cap) : p_(p), cap_(cap) {}
+    // Appends the low `n` (<= 32) bits of v, LSB first. Returns false on overflow.
+    bool put(uint32_t v, unsigned n) {
+        acc_ |= uint64_t(v) << fill_;
+        fill_ += n;
+        if (fill_ >= 32) {
+            if (len_ + 8 <= cap_) {
+                std::memcpy(p_ + len_, &acc_, 8);  // little-endian host; only 4 bytes count
+            } else {
+                if (len_ + 4 > cap_) return false;
+                for (int i = 0; i < 4; i++) p_[len_ + size_t(i)] = uint8_t(acc_ >> (8 * i));
+            }
+            len_ += 4;
+            acc_ >>= 32;
+            fill_ -= 32;
+        }
+        return true;
+    }
+    bool flush() {
+        while (fill_ > 0) {
+            if (len_ == cap_) return false;
+            p_[len_++] = uint8_t(acc_);
+            acc_ >>= 8;
+            fill_ = fill_ > 8 ? fill_ - 8 : 0;
+        }
+        return true;
+    }
+    size_t size() const { return len_; }
+
+private:
+    uint8_t *p_;
+    size_t cap_, len_ = 0;
+    uint64_t acc_ = 0;
+    unsigned fill_ = 0;
+};
+
+// Branch-free: delta signs are random, a branch here mispredicts half the time.
+inline uint32_t zigzag(int32_t d) { return (uint32_t(d) << 1) ^ uint32_t(d >> 31); }
+inline int32_t unzigzag(uint32_t z) { return int32_t(z >> 1) ^ -int32_t(z & 1); }
+
+constexpr size_t kRiceBlock = 64;
+constexpr unsigned kRiceEsc = 15;
+
+// Block bit counts for k = 0..7 (§6.2), argmin with ties to the smallest k.
+// Symbols z < 512 (all of them when b <= 8) add a precomputed row of the 8
+// costs (one vector add); larger ones use the formula.
+struct RiceCostTable {
+    uint16_t c[6][512][8];  // [W - 4][z][k]
+    RiceCostTable() {
+        for (unsigned w = 0; w < 6; w++)
+            for (uint32_t z = 0; z < 512; z++)
+                for (unsigned k = 0; k < 8; k++) {
+                    uint32_t u = z >> k;
+                    c[w][z][k] = uint16_t(u < kRiceEsc ? u + 1 + k : kRiceEsc + w + 4);
+                }
+    }
+};
+
+static inline unsigned rice_best_k(const uint32_t *z, size_t m, unsigned W) {
+    uint32_t cost[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (W <= 9) {
+        static const RiceCostTable table;
+        const uint16_t(*row)[8] = table.c[W - 4];
+        uint16_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // <= 64 * 28, fits
+        for (size_t i = 0; i < m; i++)
+            for (unsigned k = 0; k < 8; k++) acc[k] = uint16_t(acc[k] + row[z[i]][k]);
+        for (unsigned k = 0; k < 8; k++) cost[k] = acc[k];
+    } else {
+        for (unsigned k = 0; k < 8; k++) {
+            uint32_t c = 0;
+            for (size_t i = 0; i < m; i++) {
+                uint32_t u = z[i] >> k;
+                c += u < kRiceEsc ? u + 1 + k : kRiceEsc + W;
+            }
+            cost[k] = c;
+        }
+    }
+    unsigned bk = 0;
+    for (unsigned k = 1; k < 8; k++)
+        if (cost[k] < cost[bk]) bk = k;
+    return bk;
+}
+
+// §6.2. Returns bytes written or 0 if it does not fit in cap.
+template <class Sym>
+size_t rice_encode(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap) {
+    const unsigned W = bits + 1;
+    BitWriter bw(dst, cap);
+    alignas(64) uint32_t z[kRiceBlock];
+    const int32_t dmask = delta ? -1 : 0;
+    int32_t prev = 0;
+    for (size_t b0 = 0; b0 < n; b0 += kRiceBlock) {
+        size_t m = std::min(kRiceBlock, n - b0);
+        for (size_t i = 0; i < m; i++) {
+            int32_t v = s[b0 + i];
+            z[i] = zigzag(v - (prev & dmask));
+            prev = v;
+        }
+        const unsigned bk = rice_best_k(z, m, W);
+        if (!bw.put(bk, 3)) return 0;
+        const uint32_t lowmask = (1u << bk) - 1;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t u = z[i] >> bk;
+            bool ok;
+            if (u < kRiceEsc)
+                ok = bw.put(((1u << u) - 1) | ((z[i] & lowmask) << (u + 1)), u + 1 + bk);
+            else
+                ok = bw.put(((1u << kRiceEsc) - 1) | (z[i] << kRiceEsc), kRiceEsc + W);
+            if (!ok) return 0;
+        }
+    }
+    if (!bw.flush()) return 0;
+    return bw.size();
+}
+
+template <class Sym>
+int rice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, Sym *s) {
+    const unsigned W = bits + 1;
+    const int32_t Q = (1 << (bits - 1)) - 1;
+    const uint32_t zmax = uint32_t(4 * Q);
+    // Bit buffer: `buf` holds `nb` unread bits; bytes past `len` read as zero and
+    // the overrun is caught by the consumed-bit count after each block.
+    uint64_t buf = 0;
+    unsigned nb = 0;
+    size_t pos = 0;
+    auto refill = [&] {
+        if (pos + 8 <= len) {
+            uint64_t w;
+            std::memcpy(&w, p + pos, 8);
+            buf |= w << nb;
+            pos += (63 - nb) >> 3;
+            nb |= 56;
+        } else {
+            while (nb <= 56) {
+                buf |= uint64_t(pos < len ? p[pos] : 0) << nb;
+                pos++;
+                nb += 8;
+            }
+        }
+    };
+    const uint64_t total_bits = uint64_t(len) * 8;
+    const int32_t dmask = delta ? -1 : 0;
+    int32_t prev = 0;
+    for (size_t b0 = 0; b0 < n; b0 += kRiceBlock) {
+        size_t m = std::min(kRiceBlock, n - b0);
+        if (nb < 32) refill();
+        const unsigned k = unsigned(buf & 7);
+        buf >>= 3, nb -= 3;
+        const uint32_t lowmask = (1u << k) - 1;
+        // One symbol takes <= 28 bits, so a refill (>= 56 bits) serves two.
+        // Validity is accumulated and checked once per block (values are
+        // stored within s[] either way), keeping the loop free of branches
+        // other than the rare escape.
+        uint32_t bad = 0;
+        auto one = [&](size_t i) {
+            uint32_t w = uint32_t(buf);
+            unsigned u = unsigned(__builtin_ctz(~w | (1u << kRiceEsc)));  // leading ones, capped at 15
+            uint32_t z;
+            unsigned used;
+            if (__builtin_expect(u < kRiceEsc, 1)) {
+                z = (uint32_t(u) << k) | ((w >> (u + 1)) & lowmask);
+                used = u + 1 + k;
+            } else {
+                z = (w >> kRiceEsc) & ((1u << W) - 1);
+                used = kRiceEsc + W;
+            }
+            buf >>= used, nb -= used;
+            int32_t v = unzigzag(z) + (prev & dmask);
+            bad |= uint32_t(z > zmax) | uint32_t(v > Q) | uint32_t(v < -Q);
+            s[b0 + i] = Sym(v);
+            prev = v;
+        };
+        size_t i = 0;
+        for (; i + 2 <= m; i += 2) {
+            if (nb < 56) refill();
+            one(i);
+            one(i + 1);
+        }
+        if (i < m) {
+            if (nb < 32) refill();
+            one(i);
+        }
+        if (bad) {
+            // Cold path: re-scan the block for the message.
+            for (size_t j = 0; j < m; j++) {
+                int32_t v = int32_t(s[b0 + j]);
+                if (v > Q || v < -Q)
+                    return fail(SPECKV_ECORRUPT, "codec: value %d at symbol %zu outside [-%d, %d]", v, b0 + j, Q, Q);
+            }
+            return fail(SPECKV_ECORRUPT, "codec: Rice symbol out of range (> 4Q = %u or value beyond +-%d) in block %zu",
+                        zmax, Q, b0 / kRiceBlock);
+        }
+        if (uint64_t(pos) * 8 - nb > total_bits)
+            return fail(SPECKV_ECORRUPT, "codec: Rice stream truncated in block %zu", b0 / kRiceBlock);
+    }
+    const uint64_t used = uint64_t(pos) * 8 - nb;
+    if ((used + 7) / 8 != len)
+        return fail(SPECKV_ECORRUPT, "codec: Rice stream has %zu trailing bytes", size_t(len - (used + 7) / 8));
+    if (used & 7) {
+        uint8_t last = p[len - 1];
+        if (last >> (used & 7)) return fail(SPECKV_ECORRUPT, "codec: non-zero padding bits in Rice stream");
+    }
+    return SPECKV_OK;
+}
+
+// §6.1. b = delta bytes. Returns bytes written or 0 if over cap.
+// Same greedy parse as the spec: a literal stops at 128 bytes, at the end, or
+// where a run of >= 3 equal bytes starts (scanned for directly).
+size_t rle_encode(const uint8_t *b, size_t n, uint8_t *dst, size_t cap) {
+    size_t o = 0, i = 0;
+    auto run_start = [&](size_t j) { return j + 2 < n && b[j] == b[j + 1] && b[j] == b[j + 2]; };
+    while (i < n) {
+        if (run_start(i)) {
+            size_t r = 3;
+            while (i + r < n && r < 130 && b[i + r] == b[i]) r++;
+            if (o + 2 > cap) return 0;
+            dst[o++] = uint8_t(0x80 | (r - 3));
+            dst[o++] = b[i];
+            i += r;
+            continue;
+        }
+        const size_t lim = std::min(n, i + 128);
+        size_t j = i + 1;
+        while (j < lim && !run_start(j)) j++;
+        const size_t len = j - i;
+        if (o + 1 + len > cap) return 0;
+        dst[o++] = uint8_t(len - 1);
+        std::memcpy(dst + o, b + i, len);
+        o += len;
+        i = j;
+    }
+    return o;
+}
+
+int rle_decode(const uint8_t *p, size_t len, uint8_t *out, size_t n) {
+    size_t i = 0, o = 0;
+    while (o < n) {
+        if (i >= len) return fail(SPECKV_ECORRUPT, "codec: RLE stream ends after %zu of %zu bytes", o, n);
+        uint8_t c = p[i++];
+        if (c < 0x80) {
+            size_t l = size_t(c) + 1;
+            if (l > n - o) return fail(SPECKV_ECORRUPT, "codec: RLE literal of %zu runs past %zu bytes", l, n);
+            if (l > len - i) return fail(SPECKV_ECORRUPT, "codec: RLE literal of %zu runs past the payload", l);
+            if (i + 128 <= len)
+                std::memcpy(out + o, p + i, 128);  // fixed size: vector moves; `out` has 128 bytes of slack
+            else
+                std::memcpy(out + o, p + i, l);
+            i += l;
+            o += l;
+        } else {
+            size_t l = size_t(c & 0x7F) + 3;
+            if (l > n - o) return fail(SPECKV_ECORRUPT, "codec: RLE run of %zu runs past %zu bytes", l, n);
+            if (i >= len) return fail(SPECKV_ECORRUPT, "codec: RLE run without its value byte");
+            std::memset(out + o, p[i++], l);
+            o += l;
+        }
+    }
+    if (i != len) return fail(SPECKV_ECORRUPT, "codec: %zu bytes after the RLE stream", len - i);
+    return SPECKV_OK;
+}
+
+// Group scale (§3.1, §3.2, §3.3). Returns false if out of range (-> raw).
+bool make_scale(uint32_t A, unsigned bits, uint16_t *field, uint32_t *es, uint32_t *r) {
+    if (A < 0x800000u) {
+        *field = 0, *es = 0, *r = 0;
+        return true;
+    }
+    uint32_t Em = A >> 23;
+    if (Em < 27 || Em > 226) return false;
+    uint32_t Mm = 0x8000u | ((A >> 8) & 0x7FFFu);
+    uint32_t L = bits - 1, Q = (1u << L) - 1;
+    uint32_t j = L;
+    uint32_t Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+    if (Ms >= 256) {
+        j = L - 1;
+        Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+    }
+    uint32_t Es = Em - j;
+    *field = uint16_t((Es << 7) | (Ms & 0x7F));
+    *es = Es;
+    *r = 0x7FFFFFu / Ms;
+    return true;
+}
+
+size_t write_raw(int dtype, const void *src, size_t src_bytes, uint8_t *dst) {
+    size_t es = dtype_size(dtype);
+    uint8_t *h = dst;
+    std::memset(h, 0, kHeaderSize);
+    put16(h, kMagic);
+    h[2] = kFormatVersion;
+    h[3] = uint8_t(Mode::raw);
+    h[4] = uint8_t(dtype);
+    put32(h + 8, uint32_t(src_bytes / es));
+    put16(h + 12, 1);
+    put32(h + 16, uint32_t(src_bytes));
+    std::memcpy(dst + kHeaderSize, src, src_bytes);
+    uint32_t crc = crc32c(0, h, 20);
+    crc = crc32c(crc, dst + kHeaderSize, src_bytes);
+    put32(h + 20, crc);
+    return kHeaderSize + src_bytes;
+}
+
+}  // namespace
+
+// Writes the header of a quantised record whose payload (plen bytes) is in place.
+static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
+    uint8_t *h = dst;
+    put16(h, kMagic);
+    h[2] = kFormatVersion;
+    h[3] = uint8_t(mode);
+    h[4] = uint8_t(dtype);
+    h[5] = P.bits;
+    h[6] = P.group;
+    h[7] = uint8_t(P.order | (P.entropy << 2));
+    put32(h + 8, uint32_t(n));
+    put16(h + 12, uint16_t(C));
+    put16(h + 14, 0);
+    put32(h + 16, plen);
+    uint32_t crc = crc32c(0, h, 20);
+    crc = crc32c(crc, dst + kHeaderSize, plen);
+    put32(h + 20, crc);
+    return kHeaderSize + plen;
+}
+
+// §13: b = 9..12, 16-bit quantised values, Rice only. Scalar on every
+// implementation (the scales, canonical values and group data are already in
+// scratch, made by the implementation's kernels, which are bit-identical).
+static int encode_wide(Mode mode, int dtype, const void *src, size_t src_bytes, const Params &P, size_t C, size_t G,
+                       uint8_t *dst, size_t *out_len) {
+    Scratch &S = scratch();
+    const size_t n = src_bytes / dtype_size(dtype), T = n / C;
+    const uint32_t Q = (1u << (P.bits - 1)) - 1;
+    S.wq.resize(n);
+    int16_t *q = S.wq.data();
+    const uint32_t *u = S.u.data();
+    for (size_t t = 0, i = 0; t < T; t++)
+        for (size_t c = 0; c < C; c++, i++) {
+            const size_t g = P.group == kGroupPage ? 0 : P.group == kGroupChannel ? c : t;
+            q[i] = int16_t(quant_one(u[i], S.es[g], S.r[g], Q));
+        }
+    const int16_t *s = q;
+    if (P.order == kOrderColumnar && C > 1) {
+        S.ws.resize(n);
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++) S.ws[c * T + t] = q[t * C + c];
+        s = S.ws.data();
+    }
+    uint8_t *payload = dst + kHeaderSize;
+    for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
+    const size_t budget = src_bytes - 1 - 2 * G;
+    const size_t slen = rice_encode(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
+    if (slen == 0) {
+        *out_len = write_raw(dtype, src, src_bytes, dst);
+        return SPECKV_OK;
+    }
+    *out_len = finish_record(mode, dtype, P, n, C, uint32_t(2 * G + slen), dst);
+    return SPECKV_OK;
+}
+
+// ------------------------------------------------------------------ encode
+
+int encode(Mode mode, int dtype, const void *src, size_t src_bytes, Layout layout, uint8_t *dst,
+           size_t cap, size_t *out_len, Impl impl) {
+    if (size_t(mode) >= size_t(kModeCount)) return fail(SPECKV_EINVAL, "codec: unknown mode %d", int(mode));
+    return encode_params(mode, mode_params(mode), dtype, src, src_bytes, layout, dst, cap, out_len, impl);
+}
+
+int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_bytes, Layout layout, uint8_t *dst,
+                  size_t cap, size_t *out_len, Impl impl) {
+    if (!src || !dst || !out_len) return fail(SPECKV_EINVAL, "codec: NULL argument to encode");
+    size_t esz = dtype_size(dtype);
+    if (!esz) return fail(SPECKV_EINVAL, "codec: unknown dtype %d", dtype);
+    if (size_t(mode) >= size_t(kModeCount)) return fail(SPECKV_EINVAL, "codec: unknown mode %d", int(mode));
+    if (src_bytes == 0 || src_bytes % esz)
+        return fail(SPECKV_EINVAL, "codec: %zu bytes is not a whole number of %zu-byte elements", src_bytes, esz);
+    size_t n = src_bytes / esz;
+    if (n > kMaxElements) return fail(SPECKV_EINVAL, "codec: %zu elements exceed the limit %u", n, kMaxElements);
+    if (cap < max_record_size(src_bytes))
+        return fail(SPECKV_EINVAL, "codec: dst capacity %zu < max_record_size %zu", cap, max_record_size(src_bytes));
+    const Kernels *K = kernels_for(impl);
+    if (!K) return fail(SPECKV_ENOTSUP, "codec: implementation %s not available on this CPU", impl_name(impl));
+
+    if (mode == Mode::raw || dtype == SPECKV_DTYPE_OPAQUE) {
+        *out_len = write_raw(dtype, src, src_bytes, dst);
+        return SPECKV_OK;
+    }
+    const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice;
+    if (P.bits < 3 || P.bits > 12 || !wide_ok || P.group > kGroupToken || P.order > kOrderColumnar ||
+        P.entropy > kEntropyRice)
+        return fail(SPECKV_EINVAL, "codec: invalid parameters b=%u group=%u order=%u entropy=%u", P.bits, P.group,
+                    P.order, P.entropy);
+    const uint32_t Q = (1u << (P.bits - 1)) - 1;
+    size_t C = layout.channels;
+    if (C == 0 || C > 65535 || n % C) C = 1;
+    const size_t T = n / C;
+
+    Scratch &S = scratch();
+    S.u.resize(n);
+    S.q.resize(n);
+    uint32_t *u = S.u.data();
+    int8_t *q = S.q.data();
+    if (!K->canon(dtype, src, n, u)) {
+        *out_len = write_raw(dtype, src, src_bytes, dst);
+        return SPECKV_OK;
+    }
+
+    size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
+    const size_t raw_payload = src_bytes;
+    if (2 * G >= raw_payload) {
+        *out_len = write_raw(dtype, src, src_bytes, dst);
+        return SPECKV_OK;
+    }
+    S.amax.resize(G);
+    S.es.resize(G);
+    S.r.resize(G);
+    S.scales.resize(G);
+    if (P.group == kGroupPage) {
+        S.amax[0] = K->absmax(u, n);
+    } else if (P.group == kGroupChannel) {
+        K->colmax(u, T, C, S.amax.data());
+    } else {
+        for (size_t t = 0; t < T; t++) S.amax[t] = K->absmax(u + t * C, C);
+    }
+    for (size_t g = 0; g < G; g++) {
+        if (!make_scale(S.amax[g], P.bits, &S.scales[g], &S.es[g], &S.r[g])) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+    }
+    if (P.bits > 8) return encode_wide(mode, dtype, src, src_bytes, P, C, G, dst, out_len);
+    if (P.group == kGroupPage) {
+        K->quant_const(u, n, S.es[0], S.r[0], Q, q);
+    } else if (P.group == kGroupChannel) {
+        for (size_t t = 0; t < T; t++) K->quant_row(u + t * C, C, S.es.data(), S.r.data(), Q, q + t * C);
+    } else {
+        for (size_t t = 0; t < T; t++) K->quant_const(u + t * C, C, S.es[t], S.r[t], Q, q + t * C);
+    }
+
+    // Scan order (§5).
+    const int8_t *s = q;
+    if (P.order == kOrderColumnar && C > 1) {
+        S.s.resize(n);
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++) S.s[c * T + t] = q[t * C + c];
+        s = S.s.data();
+    }
+
+    uint8_t *payload = dst + kHeaderSize;
+    for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
+    uint8_t *stream = payload + 2 * G;
+    const size_t budget = raw_payload - 1 - 2 * G;  // record must be shorter than raw
+    size_t slen = 0;
+    const bool delta = P.order != kOrderNone;
+    if (P.entropy == kEntropyRice) {
+        slen = rice_encode(s, n, delta, P.bits, stream, budget);
+    } else {
+        // Bytes of d_i mod 256 (§6.0), built in place when they fit.
+        thread_local std::vector<uint8_t> db;
+        db.resize(n);
+        db[0] = uint8_t(s[0]);
+        if (delta)
+            for (size_t i = 1; i < n; i++) db[i] = uint8_t(uint8_t(s[i]) - uint8_t(s[i - 1]));
+        else
+            for (size_t i = 1; i < n; i++) db[i] = uint8_t(s[i]);
+        if (P.entropy == kEntropyRle) {
+            slen = rle_encode(db.data(), n, stream, budget);
+        } else if (n <= budget) {
+            std::memcpy(stream, db.data(), n);
+            slen = n;
+        }
+    }
+    if (slen == 0) {
+        *out_len = write_raw(dtype, src, src_bytes, dst);
+        return SPECKV_OK;
+    }
+    *out_len = finish_record(mode, dtype, P, n, C, uint32_t(2 * G + slen), dst);
+    return SPECKV_OK;
+}
+
+// ------------------------------------------------------------------ decode
+
+int peek_header(const uint8_t *rec, size_t len, Header *out) {
+    if (!rec || !out) return fail(SPECKV_EINVAL, "codec: NULL argument to peek_header");
+    if (len < kHeaderSize) return fail(SPECKV_ECORRUPT, "codec: record of %zu bytes is shorter than the %zu-byte header", len, kHeaderSize);
+    if (get16(rec) != kMagic) return fail(SPECKV_ECORRUPT, "codec: bad magic 0x%04x", get16(rec));
+    if (rec[2] != kFormatVersion) return fail(SPECKV_ECORRUPT, "codec: unknown format version %u", rec[2]);
+    Header h{};
+    if (rec[3] >= kModeCount) return fail(SPECKV_ECORRUPT, "codec: unknown mode id %u", rec[3]);
+    h.mode = Mode(rec[3]);
+    h.dtype = rec[4];
+    if (h.dtype > SPECKV_DTYPE_FP32) return fail(SPECKV_ECORRUPT, "codec: unknown dtype %u", h.dtype);
+    h.params = Params{rec[5], rec[6], uint8_t(rec[7] & 3), uint8_t((rec[7] >> 2) & 3)};
+    h.count = get32(rec + 8);
+    h.channels = get16(rec + 12);
+    h.payload_len = get32(rec + 16);
+    h.crc = get32(rec + 20);
+    if (get16(rec + 14) != 0) return fail(SPECKV_ECORRUPT, "codec: reserved header bytes are not zero");
+    if (h.count == 0 || h.count > kMaxElements) return fail(SPECKV_ECORRUPT, "codec: element count %u out of range", h.count);
+    if (h.channels == 0 || h.count % h.channels) return fail(SPECKV_ECORRUPT, "codec: channels %u do not divide count %u", h.channels, h.count);
+    const size_t esz = dtype_size(h.dtype);
+    const size_t raw = size_t(h.count) * esz;
+    if (h.mode == Mode::raw) {
+        if (rec[5] || rec[6] || rec[7]) return fail(SPECKV_ECORRUPT, "codec: raw record with quantiser fields set");
+        if (h.payload_len != raw) return fail(SPECKV_ECORRUPT, "codec: raw payload length %u != %zu", h.payload_len, raw);
+    } else {
+        if (h.dtype == SPECKV_DTYPE_OPAQUE) return fail(SPECKV_ECORRUPT, "codec: opaque dtype in a quantised record");
+        if (h.params.bits < 3 || h.params.bits > 12) return fail(SPECKV_ECORRUPT, "codec: quantiser bits %u out of 3..12", h.params.bits);
+        if (h.params.bits > 8 && ((rec[7] >> 2) & 3) != kEntropyRice)
+            return fail(SPECKV_ECORRUPT, "codec: %u-bit values need the Rice stage", h.params.bits);
+        if (h.params.group > kGroupToken) return fail(SPECKV_ECORRUPT, "codec: unknown group kind %u", h.params.group);
+        if ((rec[7] & 3) == 3 || ((rec[7] >> 2) & 3) == 3 || (rec[7] >> 4))
+            return fail(SPECKV_ECORRUPT, "codec: unknown flags 0x%02x", rec[7]);
+        size_t G = h.params.group == kGroupPage ? 1 : h.params.group == kGroupChannel ? h.channels : h.count / h.channels;
+        if (h.payload_len < 2 * G || h.payload_len > raw)
+            return fail(SPECKV_ECORRUPT, "codec: payload length %u inconsistent with %zu scales / %zu raw bytes", h.payload_len, G, raw);
+    }
+    if (size_t(h.payload_len) > len - kHeaderSize)
+        return fail(SPECKV_ECORRUPT, "codec: record claims %u payload bytes, only %zu present", h.payload_len, len - kHeaderSize);
+    *out = h;
+    return SPECKV_OK;
+}
+
+int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_bytes, Impl impl) {
+    if (!rec || !dst || !out_bytes) return fail(SPECKV_EINVAL, "codec: NULL argument to decode");
+    Header h;
+    if (int rc = peek_header(rec, len, &h)) return rc;
+    if (h.record_len() != len)
+        return fail(SPECKV_ECORRUPT, "codec: record length %zu != header's %zu", len, h.record_len());
+    uint32_t crc = crc32c(0, rec, 20);
+    crc = crc32c(crc, rec + kHeaderSize, h.payload_len);
+    if (crc != h.crc) return fail(SPECKV_ECORRUPT, "codec: CRC32C mismatch (stored %08x, computed %08x)", h.crc, crc);
+    const size_t out = h.decoded_bytes();
+    if (cap < out) return fail(SPECKV_ERANGE, "codec: output capacity %zu < decoded size %zu", cap, out);
+    const Kernels *K = kernels_for(impl);
+    if (!K) return fail(SPECKV_ENOTSUP, "codec: implementation %s not available on this CPU", impl_name(impl));
+    const uint8_t *payload = rec + kHeaderSize;
+    if (h.mode == Mode::raw) {
+        std::memcpy(dst, payload, out);
+        *out_bytes = out;
+        return SPECKV_OK;
+    }
+    const Params P = h.params;
+    const size_t n = h.count, C = h.channels, T = n / C;
+    const size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
+    const int32_t Q = (1 << (P.bits - 1)) - 1;
+    Scratch &S = scratch();
+    S.scales.resize(G);
+    // §8: scale exponents in [20, 226]; §13: [27 - L, 226] when b > 8.
+    const uint32_t emin = P.bits > 8 ? 27u - (P.bits - 1u) : 20u;
+    for (size_t g = 0; g < G; g++) {
+        uint16_t f = get16(payload + 2 * g);
+        uint32_t e = f >> 7;
+        if (f != 0 && ((f & 0x8000u) || e < emin || e > 226))
+            return fail(SPECKV_ECORRUPT, "codec: scale %zu = 0x%04x out of range", g, f);
+        S.scales[g] = f;
+    }
+    const uint8_t *stream = payload + 2 * G;
+    const size_t slen = h.payload_len - 2 * G;
+    const size_t esz = dtype_size(h.dtype);
+    if (P.bits > 8) {  // §13, scalar on every implementation
+        S.ws.resize(n);
+        if (int rc = rice_decode(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
+        const int16_t *q = S.ws.data();
+        if (P.order == kOrderColumnar && C > 1) {
+            S.wq.resize(n);
+            for (size_t c = 0; c < C; c++)
+                for (size_t t = 0; t < T; t++) S.wq[t * C + c] = S.ws[c * T + t];
+            q = S.wq.data();
+        }
+        for (size_t t = 0, i = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++, i++) {
+                const size_t g = P.group == kGroupPage ? 0 : P.group == kGroupChannel ? c : t;
+                store_dtype(dequant_bits(q[i], S.scales[g]), h.dtype, dst, i);
+            }
+        *out_bytes = out;
+        return SPECKV_OK;
+    }
+    S.s.resize(n + 128);  // slack for the RLE literal copy
+    int8_t *s = S.s.data();
+    const bool delta = P.order != kOrderNone;
+    if (P.entropy == kEntropyRice) {
+        if (int rc = rice_decode(stream, slen, n, delta, P.bits, s)) return rc;
+    } else {
+        const uint8_t *bytes = stream;
+        if (P.entropy == kEntropyRle) {
+            if (int rc = rle_decode(stream, slen, reinterpret_cast<uint8_t *>(s), n)) return rc;
+            bytes = reinterpret_cast<const uint8_t *>(s);
+        } else if (slen != n) {
+            return fail(SPECKV_ECORRUPT, "codec: byte stream of %zu bytes for %zu values", slen, n);
+        }
+        if (!K->undelta(bytes, n, delta, uint32_t(Q), s)) {
+            // Find the first bad value for the message (cold path).
+            uint8_t prev = 0;
+            for (size_t i = 0; i < n; i++) {
+                uint8_t v = delta ? uint8_t(prev + bytes[i]) : bytes[i];
+                if (int8_t(v) > Q || int8_t(v) < -Q)
+                    return fail(SPECKV_ECORRUPT, "codec: value %d at %zu outside [-%d, %d]", int8_t(v), i, Q, Q);
+                prev = v;
+            }
+            return fail(SPECKV_ECORRUPT, "codec: value outside [-%d, %d]", Q, Q);
+        }
+    }
+    int8_t *q = s;
+    if (P.order == kOrderColumnar && C > 1) {
+        S.q.resize(n);
+        q = S.q.data();
+        for (size_t c = 0; c < C; c++)
+            for (size_t t = 0; t < T; t++) q[t * C + c] = s[c * T + t];
+    }
+    auto o = static_cast<uint8_t *>(dst);
+    if (P.group == kGroupPage) {
+        K->dequant_const(q, n, S.scales[0], h.dtype, o);
+    } else if (P.group == kGroupChannel) {
+        for (size_t t = 0; t < T; t++) K->dequant_row(q + t * C, C, S.scales.data(), h.dtype, o + t * C * esz);
+    } else {
+        for (size_t t = 0; t < T; t++) K->dequant_const(q + t * C, C, S.scales[t], h.dtype, o + t * C * esz);
+    }
+    *out_bytes = out;
+    return SPECKV_OK;
+}
+
+}  // namespace speckv::codec

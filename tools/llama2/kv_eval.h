@@ -1,0 +1,62 @@
+// Real K/V for the codec: capture a model's cache, and measure end-to-end
+// quality when every K/V read goes through the codec (encode + decode of the
+// page that holds it, FP16 pages of `page_tokens` tokens x kv_dim).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codec.h"
+#include "llama2.h"
+
+namespace llama2 {
+
+// K/V of every layer after running `tokens` teacher-forced from position 0.
+// Layout [layer][token][kv_dim], FP32 (K after RoPE), as run.c caches it.
+struct KvCapture {
+    int n_layers = 0, kv_dim = 0, tokens = 0;
+    std::vector<float> k, v;
+    const float *k_layer(int l) const { return k.data() + size_t(l) * tokens * kv_dim; }
+    const float *v_layer(int l) const { return v.data() + size_t(l) * tokens * kv_dim; }
+};
+KvCapture capture_kv(const Model &m, const std::vector<int> &tokens);
+
+// Greedy (temperature 0) continuation of BOS for `steps` tokens (BOS excluded).
+std::vector<int> greedy(const Model &m, int steps);
+
+// Per layer, which codec preset K and V pages use.
+struct KvPolicy {
+    std::vector<speckv::codec::Mode> k_mode, v_mode;
+    int page_tokens = 64;
+    speckv::codec::Impl impl = speckv::codec::Impl::best;
+    static KvPolicy uniform(int n_layers, speckv::codec::Mode k, speckv::codec::Mode v, int page_tokens);
+};
+
+struct EvalResult {
+    double attn_rel_err = 0;  // sqrt(sum |a-a*|^2 / sum |a*|^2), attention outputs, same q
+    double attn_cos = 0;      // mean cosine(a, a*) over (layer, position)
+    double kl = 0;            // mean KL(p_exact || p_codec) of the next-token distribution (nats)
+    double top1_agree = 0;    // share of positions where argmax agrees
+    double ppl_exact = 0, ppl_codec = 0, ppl_delta_pct = 0;
+    double ratio = 0;         // FP16 bytes / record bytes, over all pages written
+    size_t fp16_bytes = 0, record_bytes = 0, positions = 0;
+};
+
+// Runs `windows` windows of `window_len` tokens (BOS + text) from `text`
+// twice in lockstep: exact FP32 cache and cache through the codec.
+EvalResult evaluate(const Model &m, const std::vector<int> &text, const KvPolicy &policy, int windows,
+                    int window_len);
+
+// Pages (FP16, page_tokens x kv_dim) of one layer's K or V from a capture.
+std::vector<uint16_t> fp16_pages(const KvCapture &cap, int layer, bool value, int page_tokens, size_t *npages);
+
+// Per layer adaptive choice (docs/codec.md §10): for each layer, K among the
+// key candidates and V among the value candidates, by codec::choose_mode
+// (highest ratio within the error budget) on pages from `cal` (a calibration
+// capture). Keys get their own, tighter budget: attention is far more
+// sensitive to K error than to V error (measured, docs §14).
+KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err);
+
+// Reads a whole file ("" on failure).
+std::string read_text(const std::string &path);
+
+}  // namespace llama2

@@ -1,0 +1,73 @@
+// A small llama2.c ("version 0" checkpoint) forward pass, used to produce real
+// K/V caches for the codec and to measure end-to-end quality with the K/V
+// cache passed through it. Follows run.c exactly (see shared/data/README.md §2.3).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace llama2 {
+
+struct Config {
+    int dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
+    bool shared_classifier = true;
+    int head_size() const { return dim / n_heads; }
+    int kv_dim() const { return dim * n_kv_heads / n_heads; }
+};
+
+struct Model {
+    Config c;
+    std::vector<float> data;
+    const float *tok_emb = nullptr, *rms_att = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr,
+                *wo = nullptr, *rms_ffn = nullptr, *w1 = nullptr, *w2 = nullptr, *w3 = nullptr,
+                *rms_final = nullptr, *wcls = nullptr;
+    // Loads a legacy v0 checkpoint. Returns false with *err set on failure.
+    bool load(const std::string &path, std::string *err);
+};
+
+struct Tokenizer {
+    std::vector<std::string> vocab;
+    std::vector<float> scores;
+    std::unordered_map<std::string, int> index;
+    bool load(const std::string &path, int vocab_size, std::string *err);
+    // BPE as run.c encode(), applied word by word (each piece keeps its
+    // leading space) so long texts stay linear; no BOS/EOS added.
+    std::vector<int> encode(const std::string &text) const;
+    std::string piece(int prev, int tok) const;
+};
+
+// One sequence's state. The attention reads K/V from `k_read`/`v_read`, which
+// are the exact caches unless a hook replaces what was written.
+class Runner {
+public:
+    explicit Runner(const Model &m);
+    // Runs token at pos; returns the logits (vocab_size floats).
+    const float *forward(int token, int pos);
+
+    // Exact caches as run.c keeps them: [layer][seq_len][kv_dim], K after RoPE.
+    std::vector<float> key_cache, value_cache;
+    // What attention reads. Same layout. Set `use_read_cache` to read these.
+    std::vector<float> k_read, v_read;
+    bool use_read_cache = false;
+    // Called after K/V of (layer, pos) are written to the exact caches and
+    // before attention reads; may update k_read/v_read.
+    std::function<void(int layer, int pos)> on_kv_write;
+    // When set with use_read_cache, also computes attention from the exact
+    // cache and accumulates its difference (same q, same position).
+    bool measure_attention = false;
+    double attn_err2 = 0, attn_ref2 = 0, attn_cos_sum = 0;
+    uint64_t attn_count = 0;
+
+    const Model &model() const { return m_; }
+
+private:
+    void attention(int l, int pos, const float *kc, const float *vc, float *out);
+    const Model &m_;
+    std::vector<float> x_, xb_, xb2_, xbx_, hb_, hb2_, q_, k_, v_, att_, logits_;
+};
+
+int argmax(const float *v, int n);
+
+}  // namespace llama2
