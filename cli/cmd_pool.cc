@@ -119,7 +119,7 @@ void register_pool_commands(CLI::App &app) {
 
     auto *create = pool->add_subcommand("create", "Create a pool (fails if it exists)");
     static std::string c_uri, c_size, c_page = "4096";
-    create->add_option("URI", c_uri, "file:/path or file:NAME")->required();
+    create->add_option("URI", c_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
     create->add_option("--size", c_size, "pool size, e.g. 256M, 8G")->required();
     create->add_option("--page-size", c_page, "data page size (power of two, >= 4096)");
     create->callback([] {
@@ -151,7 +151,7 @@ void register_pool_commands(CLI::App &app) {
     auto *inspect = pool->add_subcommand("inspect", "Show a pool's geometry, usage and checksum state");
     static std::string i_uri;
     static bool i_json = false;
-    inspect->add_option("URI", i_uri, "file:/path or file:NAME")->required();
+    inspect->add_option("URI", i_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
     inspect->add_flag("--json", i_json, "one JSON object on stdout");
     inspect->callback([] {
         std::string path;
@@ -169,7 +169,7 @@ void register_pool_commands(CLI::App &app) {
     auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");
     static std::string k_uri;
     static bool k_json = false;
-    check->add_option("URI", k_uri, "file:/path or file:NAME")->required();
+    check->add_option("URI", k_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
     check->add_flag("--json", k_json, "one JSON object on stdout");
     check->callback([] {
         std::string path;
@@ -204,7 +204,7 @@ void register_pool_commands(CLI::App &app) {
     auto *reset = pool->add_subcommand("reset", "Wipe every block of a pool, keeping its geometry (needs --force)");
     static std::string r_uri;
     static bool r_force = false;
-    reset->add_option("URI", r_uri, "file:/path or file:NAME")->required();
+    reset->add_option("URI", r_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
     reset->add_flag("--force", r_force, "really wipe it");
     reset->callback([] {
         std::string path;

@@ -170,14 +170,16 @@ typedef uint64_t speckv_handle;
  *   file:NAME[?size=...]       a named pool under $XDG_RUNTIME_DIR/speckv/ or
  *                              /dev/shm/ (the embedded default: "file:default")
  *   anon:?size=1G              private anonymous memory, gone at close
- *   dax:/dev/daxX.Y, numa:N?size=...   (device backends; SPECKV_ENOTSUP until built)
+ *   dax:/dev/daxX.Y            device-dax (CXL Type-3) via libdaxctl, mapped whole,
+ *                              formatted on first open
+ *   numa:N?size=S[&policy=bind|preferred]  anonymous memory on NUMA node N
  * A missing file pool is created with the size from the URI or the config key
  * "pool.size" (unless "pool.create" is 0); an existing one is attached and its
  * geometry wins. Several processes may attach the same pool at once.
  * cfg may be NULL (defaults). *out is set only on success.
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EURI, SPECKV_ENOENT, SPECKV_ENOTPOOL,
  * SPECKV_EVERSION, SPECKV_ECORRUPT, SPECKV_EPERM, SPECKV_EIO, SPECKV_ENOMEM,
- * SPECKV_ENOTSUP. Since 0.1.0. */
+ * SPECKV_EBUSY, SPECKV_ENOSPC, SPECKV_ENOTSUP. Since 0.1.0. */
 SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speckv_pool **out);
 
 /* Detaches from the pool and frees the handle; NULL is accepted. Blocks stay in

@@ -251,8 +251,14 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
             if (magic != kMagic) {
                 if (!create)
                     return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", uri.target.c_str());
-                size_t sz = p->map_.size() / static_cast<size_t>(page_size) * static_cast<size_t>(page_size);
-                if (int rc = format_pool(p->map_.base(), sz, static_cast<uint32_t>(page_size),
+                // Checked before anything is written: a bad geometry must leave the device untouched.
+                if (p->map_.size() % static_cast<size_t>(page_size))
+                    return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %lld",
+                                uri.target.c_str(), p->map_.size(), static_cast<long long>(page_size));
+                Superblock plan;
+                if (int rc = plan_geometry(p->map_.size(), uint32_t(page_size), uint64_t(max_blocks), &plan); rc)
+                    return rc;
+                if (int rc = format_pool(p->map_.base(), p->map_.size(), static_cast<uint32_t>(page_size),
                                          static_cast<uint64_t>(max_blocks), /*zeroed=*/false);
                     rc)
                     return rc;

@@ -1,0 +1,121 @@
+// CXL memory as Linux shows it: device-dax character devices (libdaxctl) and
+// NUMA nodes (libnuma). Discovery for `speckv devices`, the lookup and
+// mapping steps of the dax: backend, and the placement check of numa:.
+// docs/devices.md says what runs where.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+
+struct daxctl_ctx;
+struct daxctl_dev;
+
+namespace speckv {
+
+// The smallest dax device a pool fits on: metadata padded to the 2 MiB data
+// alignment, plus one 4 KiB data page.
+inline constexpr uint64_t kDaxMinBytes = (2u << 20) + 4096;
+
+// The speckv pool found on a device (read-only look, nothing attached).
+struct DevicePool {
+    bool present = false;       // pool magic and a valid superblock
+    std::string error;          // why not (empty when present, or no magic)
+    std::string uuid;
+    uint64_t pool_bytes = 0, page_size = 0, n_pages = 0, pages_used = 0, blocks_live = 0;
+    uint32_t attached = 0;
+    bool clean = false;
+};
+
+// One device-dax instance, as libdaxctl reports it (fields named as in
+// `daxctl list -D`).
+struct DaxDevice {
+    std::string chardev;        // "dax0.0"
+    int region_id = -1;
+    uint64_t size = 0;
+    uint64_t align = 0;         // 0 = unknown (old kernel)
+    int target_node = -1;       // -1 = none reported
+    std::string mode;           // "devdax" or "system-ram"
+    bool enabled = false;
+    int online_memblocks = -1;  // system-ram only
+    int total_memblocks = -1;
+    int movable = -1;           // 1 / 0, -1 unknown
+    int major = -1, minor = -1;
+    DevicePool pool;            // devdax only, when probed
+};
+
+struct DaxRegion {
+    int id = -1;
+    std::string path;           // sysfs path without the /sys/devices prefix
+    uint64_t size = 0, available_size = 0, align = 0;
+    std::vector<DaxDevice> devices;
+};
+
+struct NumaNode {
+    int node = -1;
+    uint64_t mem_total = 0, mem_free = 0;
+    int cpus = 0;
+    bool memory_only = false;   // memory and no CPUs: the usual sign of CXL / system-ram
+    std::vector<int> distances; // to every node id in DeviceReport::nodes order
+    int nearest_cpu_node = -1;  // the closest node that has CPUs (itself if it has some)
+    int nearest_cpu_distance = -1;
+    std::vector<std::string> dax_devices;  // system-ram dax devices onlined here
+};
+
+struct DeviceReport {
+    bool daxctl_ok = false;      // libdaxctl context created
+    std::string daxctl_error;
+    std::vector<DaxRegion> regions;
+    bool numa_ok = false;        // numa_available() >= 0
+    std::vector<NumaNode> nodes;
+};
+
+// Lists dax regions/devices and NUMA nodes. probe_pools: also open each
+// devdax device read-only and report the pool on it. Never fails as a whole:
+// what could not be read is recorded in the report. Returns SPECKV_OK.
+int discover_devices(bool probe_pools, DeviceReport *out);
+
+// The report as one JSON object (newline-terminated) for `speckv devices
+// --json`: "regions" shaped like `daxctl list -RD` (plus "speckv_pool" per
+// device), "numa_available", "numa_nodes". docs/devices.md shows it.
+std::string device_report_json(const DeviceReport &r);
+
+// A libdaxctl context that logs nothing (speckv reports through its status
+// messages). NULL with *rc < 0 on failure; release with daxctl_unref.
+daxctl_ctx *daxctl_open_quiet(int *rc);
+// One libdaxctl device as a DaxDevice (mode decided as `daxctl list` does).
+DaxDevice describe_dax_dev(daxctl_dev *dev, int region_id);
+
+// Finds the dax device a /dev path names (by device number, else by name).
+// SPECKV_OK with *out filled; SPECKV_ENOENT when libdaxctl knows no such
+// device; SPECKV_EINVAL when `path` exists but is not a device-dax device.
+// Message set on failure.
+int find_dax_device(const std::string &path, DaxDevice *out);
+
+struct DaxMapResult {
+    bool map_sync = false;   // MAP_SHARED_VALIDATE | MAP_SYNC was accepted
+};
+
+// The mapping half of the dax: backend, separate from the libdaxctl lookup so
+// it runs on any descriptor (tests use a memfd): checks `size` against the
+// pool minimum and `align` (a power of two, size a multiple of it), takes a
+// shared flock held while mapped (SPECKV_EBUSY if someone holds it
+// exclusively), reserves
+// an address aligned to max(align, 2 MiB), and maps `fd` whole there with
+// MAP_SHARED_VALIDATE | MAP_SYNC, falling back to MAP_SHARED where the
+// kernel or the file refuses MAP_SYNC. Reads and writes nothing. Takes
+// ownership of `fd` (closed on failure, kept by *out on success).
+int map_dax_fd(int fd, uint64_t size, uint64_t align, bool writable, const std::string &path, Mapping *out,
+               DaxMapResult *res = nullptr);
+
+// Counts where the pages of [base, base+size) sit (move_pages with no target
+// nodes). Pages not yet faulted count as `absent`.
+struct NumaPlacement {
+    uint64_t pages = 0, on_node = 0, elsewhere = 0, absent = 0;
+    int other_node = -1;  // one node seen that is not `node`
+};
+int numa_placement(const void *base, size_t size, int node, NumaPlacement *out);
+
+}  // namespace speckv
