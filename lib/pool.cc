@@ -196,6 +196,18 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
 
 // ------------------------------------------------------------------ open
 
+void Pool::bind_layout() {
+    const Superblock &s = *sb();
+    unsigned char *b = map_.base();
+    page_size_ = s.page_size;
+    page_shift_ = static_cast<uint32_t>(__builtin_ctz(page_size_));
+    sh_ = reinterpret_cast<SharedHeader *>(b + s.shared_off);
+    pages_ = reinterpret_cast<PageEntry *>(b + s.page_table_off);
+    blocks_ = reinterpret_cast<BlockRecord *>(b + s.block_table_off);
+    bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
+    data_ = b + s.data_off;
+}
+
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
@@ -279,7 +291,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                         : uri.scheme == Scheme::Numa ? "NUMA pool"
                                                      : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
-    p->page_size_ = p->sb()->page_size;
+    p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
     p->log_level_ = static_cast<int>(cfg.get("log.level"));
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
@@ -318,7 +330,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     if (int rc = validate_superblock(m, m.path().empty() ? "pool image" : m.path().c_str()); rc != SPECKV_OK) return rc;
     std::unique_ptr<Pool> p(new Pool);
     p->map_ = std::move(m);
-    p->page_size_ = p->sb()->page_size;
+    p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
     *out = std::move(p);
     return SPECKV_OK;
@@ -521,7 +533,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
                     sizeof(speckv_hint));
     const Superblock &s = *sb();
-    uint64_t np = (bytes + page_size_ - 1) / page_size_;
+    uint64_t np = (bytes + page_size_ - 1) >> page_shift_;
     if (np > s.n_pages)
         return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
                     s.n_pages);
@@ -702,8 +714,8 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
     size_t done = 0;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t page = r.first_page + pos / page_size_;
-        size_t poff = pos % page_size_;
+        uint64_t page = r.first_page + (pos >> page_shift_);  // page size is a power of two: no division
+        size_t poff = pos & (page_size_ - 1);
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         uint64_t q;
         if (int rc = lock_page(page, handle, r.rec, &q); rc != SPECKV_OK) return rc;
@@ -730,8 +742,17 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
     *hit = false;
     PageEntry &pe = pages()[page];
     for (;;) {
-        uint64_t s1;
-        if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+        uint64_t s1 = pe.seq.load(std::memory_order_acquire);
+        if (s1 & 1) [[unlikely]] {
+            if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+        }
+        // A cached copy is a verified copy of exactly this version of the
+        // page, so the hit path needs neither the flags nor the media.
+        uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
+        if (cache_->get(page, s1, epoch, poff, plen, dst)) [[likely]] {
+            *hit = true;
+            return SPECKV_OK;
+        }
         uint32_t fl = pe.flags.load(std::memory_order_acquire);
         if (fl & kPageQuarantined)
             return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
@@ -739,11 +760,6 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             std::memset(dst, 0, plen);
             if (pe.seq.load(std::memory_order_acquire) == s1) return SPECKV_OK;
             continue;
-        }
-        uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
-        if (cache_->get(page, s1, epoch, poff, plen, dst)) {
-            *hit = true;
-            return SPECKV_OK;
         }
         unsigned char *buf = dst;
         if (plen != page_size_) {
@@ -782,8 +798,8 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     int rc = SPECKV_OK;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t page = r.first_page + pos / page_size_;
-        size_t poff = pos % page_size_;
+        uint64_t page = r.first_page + (pos >> page_shift_);  // page size is a power of two: no division
+        size_t poff = pos & (page_size_ - 1);
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         bool hit;
         if ((rc = read_page(page, poff, plen, out + done, &hit)) != SPECKV_OK) break;
@@ -800,8 +816,8 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         else a.fetch_add(n, std::memory_order_relaxed);
     };
     bool own = c != shards_[kShards].v;
-    add(c[kHits], hits, own);
-    add(c[kMisses], misses, own);
+    if (hits) add(c[kHits], hits, own);
+    if (misses) add(c[kMisses], misses, own);
     if (rc == SPECKV_OK) {
         add(c[kReads], 1, own);
         add(c[kRBytes], len, own);
@@ -1139,7 +1155,7 @@ int Pool::reset_mapping(Mapping &&m, const std::string &path) {
     if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
     std::unique_ptr<Pool> p(new Pool);
     p->map_ = std::move(m);
-    p->page_size_ = p->sb()->page_size;
+    p->bind_layout();
     const Superblock &s = *p->sb();
     SharedHeader *h = p->sh();
     std::string others;

@@ -105,18 +105,26 @@ class Pool {
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
     bool pinned(uint64_t handle);
 
+    // Where the areas are, resolved once from the validated superblock.
+    void bind_layout();
     fmt::Superblock *sb() const { return reinterpret_cast<fmt::Superblock *>(map_.base()); }
-    fmt::SharedHeader *sh() const { return reinterpret_cast<fmt::SharedHeader *>(map_.base() + sb()->shared_off); }
-    fmt::PageEntry *pages() const { return reinterpret_cast<fmt::PageEntry *>(map_.base() + sb()->page_table_off); }
-    fmt::BlockRecord *blocks() const { return reinterpret_cast<fmt::BlockRecord *>(map_.base() + sb()->block_table_off); }
-    uint64_t *bitmap() const { return reinterpret_cast<uint64_t *>(map_.base() + sb()->bitmap_off); }
-    unsigned char *page_data(uint64_t p) const { return map_.base() + sb()->data_off + p * sb()->page_size; }
+    fmt::SharedHeader *sh() const { return sh_; }
+    fmt::PageEntry *pages() const { return pages_; }
+    fmt::BlockRecord *blocks() const { return blocks_; }
+    uint64_t *bitmap() const { return bitmap_; }
+    unsigned char *page_data(uint64_t p) const { return data_ + (p << page_shift_); }
 
     Mapping map_;
     Config cfg_;
     std::unique_ptr<PageCache> cache_;
     int attach_slot_ = -1;
     uint32_t page_size_ = 0;
+    uint32_t page_shift_ = 12;  // log2(page_size_)
+    fmt::SharedHeader *sh_ = nullptr;
+    fmt::PageEntry *pages_ = nullptr;
+    fmt::BlockRecord *blocks_ = nullptr;
+    uint64_t *bitmap_ = nullptr;
+    unsigned char *data_ = nullptr;
     int lock_timeout_ms_ = 5000;
     int log_level_ = 1;
     // Pins are per process: a pinned block can't be written or freed here.

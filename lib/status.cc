@@ -8,16 +8,13 @@ namespace speckv {
 namespace {
 thread_local char t_msg[512];
 std::atomic<int> g_next_shard{0};
-// initial-exec: a plain %fs load, no __tls_get_addr call on the hot path
-// (4 bytes of static TLS, which glibc reserves room for even when dlopen'd).
-__attribute__((tls_model("initial-exec"))) thread_local int t_shard = -1;
 }  // namespace
 
-int thread_shard() {
-    if (t_shard < 0) {
-        int s = g_next_shard.fetch_add(1, std::memory_order_relaxed);
-        t_shard = s < 64 ? s : 64;
-    }
+__attribute__((tls_model("initial-exec"))) thread_local int t_shard = -1;
+
+int assign_thread_shard() {
+    int s = g_next_shard.fetch_add(1, std::memory_order_relaxed);
+    t_shard = s < 64 ? s : 64;
     return t_shard;
 }
 
