@@ -5,24 +5,14 @@
 #include <string>
 
 #include "commands.h"
+#include "text.h"
 #include "devices.h"
 #include "speckv.h"
 
 namespace speckv_cli {
 namespace {
 
-std::string human(uint64_t bytes) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    char b[32];
-    std::snprintf(b, sizeof b, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-    return b;
-}
+std::string human(uint64_t bytes) { return speckv::human_bytes(bytes); }
 
 void print_text(const speckv::DeviceReport &r) {
     if (!r.daxctl_ok) std::printf("dax: libdaxctl unavailable (%s)\n", r.daxctl_error.c_str());

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "text.h"
 #include "config.h"
 #include "pool.h"
 #include "speckv.h"
@@ -33,31 +34,9 @@ std::string time_text(uint64_t ns) {
     return b;
 }
 
-std::string human(uint64_t bytes) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    char b[32];
-    std::snprintf(b, sizeof b, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-    return b;
-}
+std::string human(uint64_t bytes) { return speckv::human_bytes(bytes); }
 
-std::string json_escape(const std::string &s) {
-    std::string o;
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else o += c;
-    }
-    return o;
-}
+using speckv::json_escape;
 
 // The file or device a URI names, for messages; anon:/numa: pools are private
 // to their process and can't be operated on from outside.

@@ -1,6 +1,7 @@
 // Device discovery for `speckv devices`: dax regions and devices through
 // libdaxctl, NUMA nodes through libnuma, the pool on each devdax device.
 #include "devices.h"
+#include "text.h"
 
 #include <daxctl/libdaxctl.h>
 #include <errno.h>
@@ -137,18 +138,7 @@ int discover_devices(bool probe_pools, DeviceReport *out) {
 
 namespace {
 
-std::string jstr(const std::string &s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else o += c;
-    }
-    return o + "\"";
-}
+std::string jstr(const std::string &s) { return "\"" + json_escape(s) + "\""; }
 
 std::string u64(uint64_t v) { return std::to_string(v); }
 
