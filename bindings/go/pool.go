@@ -301,8 +301,8 @@ func (p *Pool) Access(h Handle, off uint64, dst []byte) error {
 	return check("access", C.skv_access(cp, C.uint64_t(h), C.uint64_t(off), ptr, C.size_t(len(dst)), msg.ptr()), &msg)
 }
 
-// BlockSize returns a block's size in bytes. speckv.h 0.1 has no size query,
-// so it pins and unpins the block (verifying all of it).
+// BlockSize returns a block's size in bytes (speckv_block_info: the block's
+// data is neither read nor verified).
 func (p *Pool) BlockSize(h Handle) (int64, error) {
 	cp, err := p.live()
 	if err != nil {
@@ -310,15 +310,12 @@ func (p *Pool) BlockSize(h Handle) (int64, error) {
 	}
 	defer p.mu.RUnlock()
 	var msg msgBuf
-	var ptr unsafe.Pointer
-	var n C.size_t
-	if err := check("pin", C.skv_pin(cp, C.uint64_t(h), &ptr, &n, msg.ptr()), &msg); err != nil {
+	var meta C.skv_block_meta
+	meta.struct_size = C.size_t(unsafe.Sizeof(meta))
+	if err := check("block_info", C.skv_block_info(cp, C.uint64_t(h), &meta, msg.ptr()), &msg); err != nil {
 		return 0, err
 	}
-	if err := check("unpin", C.skv_unpin(cp, C.uint64_t(h), msg.ptr()), &msg); err != nil {
-		return 0, err
-	}
-	return int64(n), nil
+	return int64(meta.bytes), nil
 }
 
 // View pins the block, calls fn with its verified bytes, and unpins it. The

@@ -24,6 +24,7 @@ static struct {
 	int (*free)(skv_pool *, uint64_t);
 	int (*write)(skv_pool *, uint64_t, uint64_t, const void *, size_t);
 	int (*access)(skv_pool *, uint64_t, uint64_t, void *, size_t, uint32_t);
+	int (*block_info)(skv_pool *, uint64_t, skv_block_meta *);
 	int (*pin)(skv_pool *, uint64_t, const void **, size_t *);
 	int (*unpin)(skv_pool *, uint64_t);
 	int (*prefetch)(skv_pool *, const skv_hint *);
@@ -53,7 +54,7 @@ int skv_resolve(char *err) {
 	SYM(config_new); SYM(config_free); SYM(config_set_int); SYM(config_set_str);
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
-	SYM(pin); SYM(unpin); SYM(prefetch); SYM(stats); SYM(stats_json);
+	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(stats); SYM(stats_json);
 #undef SYM
 	return 0;
 }
@@ -84,6 +85,7 @@ int skv_pool_open(const char *u, skv_config *c, skv_pool **o, char *m) { return 
 int skv_pool_close(skv_pool *p, char *m) { return skv_done(skv.pool_close(p), m); }
 int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, char *m) { return skv_done(skv.alloc(p, n, dt, h, o), m); }
 int skv_free(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.free(p, h), m); }
+int skv_block_info(skv_pool *p, uint64_t h, skv_block_meta *o, char *m) { return skv_done(skv.block_info(p, h, o), m); }
 int skv_write(skv_pool *p, uint64_t h, uint64_t off, const void *s, size_t n, char *m) { return skv_done(skv.write(p, h, off, s, n), m); }
 int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m) { return skv_done(skv.access(p, h, off, d, n, 0), m); }
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m) { return skv_done(skv.pin(p, h, ptr, n), m); }

@@ -22,6 +22,17 @@ typedef struct skv_pool_stats {
 		checksum_failures, prefetch_hints, attached;
 } skv_pool_stats;
 
+typedef struct skv_block_meta {
+	size_t struct_size;
+	uint64_t bytes;
+	int32_t dtype;
+	uint32_t flags;
+	uint64_t tenant, request;
+	uint32_t layer, reserved;
+	uint64_t token_pos, token_count;
+	uint8_t content_hash[16];
+} skv_block_meta;
+
 #define SKV_MSG 512
 
 int skv_load(const char *path, char *err);
@@ -43,6 +54,7 @@ int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, c
 int skv_free(skv_pool *p, uint64_t h, char *m);
 int skv_write(skv_pool *p, uint64_t h, uint64_t off, const void *s, size_t n, char *m);
 int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m);
+int skv_block_info(skv_pool *p, uint64_t h, skv_block_meta *o, char *m);
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m);
 int skv_unpin(skv_pool *p, uint64_t h, char *m);
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);

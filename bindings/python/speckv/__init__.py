@@ -124,6 +124,15 @@ class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
 
 
+class _BlockMeta(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("bytes", ctypes.c_uint64), ("dtype", ctypes.c_int32),
+        ("flags", ctypes.c_uint32), ("tenant", ctypes.c_uint64), ("request", ctypes.c_uint64),
+        ("layer", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("token_pos", ctypes.c_uint64),
+        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * 16),
+    ]
+
+
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _U64 = ctypes.c_uint64
@@ -148,6 +157,7 @@ _SIGS = {
     "speckv_free": (_I, [_P, _U64]),
     "speckv_write": (_I, [_P, _U64, _U64, _P, _SZ]),
     "speckv_access": (_I, [_P, _U64, _U64, _P, _SZ, ctypes.c_uint32]),
+    "speckv_block_info": (_I, [_P, _U64, ctypes.POINTER(_BlockMeta)]),
     "speckv_pin": (_I, [_P, _U64, ctypes.POINTER(_P), ctypes.POINTER(_SZ)]),
     "speckv_unpin": (_I, [_P, _U64]),
     "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
@@ -443,13 +453,12 @@ class Pool:
         return buf
 
     def block_size(self, handle):
-        """A block's size in bytes. speckv.h 0.1 has no size query, so this
-        pins and unpins the block (verifying all of it)."""
-        ptr, n = _P(), _SZ()
+        """A block's size in bytes (speckv_block_info: the data is neither
+        read nor verified)."""
+        m = _BlockMeta(struct_size=ctypes.sizeof(_BlockMeta))
         with self._use() as p:
-            _check(self._lib, self._lib.speckv_pin(p, handle, ctypes.byref(ptr), ctypes.byref(n)), "pin")
-            _check(self._lib, self._lib.speckv_unpin(p, handle), "unpin")
-        return n.value
+            _check(self._lib, self._lib.speckv_block_info(p, handle, ctypes.byref(m)), "block_info")
+        return m.bytes
 
     @contextlib.contextmanager
     def pin(self, handle):

@@ -95,6 +95,22 @@ pub struct speckv_hint {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
+pub struct speckv_block_meta {
+    pub struct_size: usize,
+    pub bytes: u64,
+    pub dtype: i32,
+    pub flags: u32,
+    pub tenant: u64,
+    pub request: u64,
+    pub layer: u32,
+    pub reserved: u32,
+    pub token_pos: u64,
+    pub token_count: u64,
+    pub content_hash: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct speckv_pool_stats {
     pub struct_size: usize,
     pub pool_bytes: u64,
@@ -169,6 +185,8 @@ pub struct Api {
         len: usize,
         flags: u32,
     ) -> c_int,
+    pub speckv_block_info:
+        unsafe extern "C" fn(pool: *mut speckv_pool, handle: speckv_handle, out: *mut speckv_block_meta) -> c_int,
     pub speckv_pin: unsafe extern "C" fn(
         pool: *mut speckv_pool,
         handle: speckv_handle,
@@ -302,6 +320,7 @@ pub fn load_from(path: &str) -> Result<&'static Api, LoadError> {
             speckv_free,
             speckv_write,
             speckv_access,
+            speckv_block_info,
             speckv_pin,
             speckv_unpin,
             speckv_prefetch,

@@ -521,11 +521,16 @@ impl Pool {
         Ok(Pinned { pool: self, handle: h, ptr: p as *const u8, len: n, _not_send: PhantomData })
     }
 
-    /// The size of a block in bytes. speckv.h 0.1 has no size query, so this
-    /// pins and unpins the block (which verifies all of it).
+    /// The size of a block in bytes (`speckv_block_info`: the data is neither
+    /// read nor verified).
     pub fn block_len(&self, h: Handle) -> Result<u64> {
-        let pin = self.pin(h)?;
-        Ok(pin.len() as u64)
+        let mut m = sys::speckv_block_meta {
+            struct_size: std::mem::size_of::<sys::speckv_block_meta>(),
+            ..Default::default()
+        };
+        // SAFETY: `m` is a live, correctly sized out-struct.
+        check(self.api, unsafe { (self.api.speckv_block_info)(self.p(), h.0, &mut m) })?;
+        Ok(m.bytes)
     }
 
     /// Announces that `hint.request` is about to run `hint.layer` at `hint.token_pos`.
