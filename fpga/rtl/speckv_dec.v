@@ -1,0 +1,364 @@
+// speckv KV codec: record decoder (docs/codec.md §1-§9).
+//
+// Decodes raw records (mode 0) and quantised records with one page scale
+// (group 0), scan order none/linear (or columnar with C = 1, the same
+// thing), entropy bytes or RLE, any b in 3..8 and any dtype: this covers the
+// presets paper (1) and int8 (2). Other valid records (b 9..12 of §13 included) (channel/token scales,
+// Rice, columnar with C > 1) end with status UNSUP; the decoder still checks
+// their header, length and CRC and never hangs on them.
+//
+// A record arrives as DW-bit beats of record bytes (in_nbytes valid, BB on
+// every beat but the last, in_last on the last): in_last gives the record
+// length, like `len` of the C++ decode(). The decoded page leaves as DW-bit
+// beats (out_nbytes valid, out_last on the last), then one status per record
+// on st_*. Output is streamed before the CRC is known: a page whose status is
+// not OK must be discarded by the consumer (the C++ decode() returns nothing
+// for it). Every record the C++ decoder rejects ends with a status != OK.
+//
+// Latency: the first output beat leaves 2 cycles after the beat that completes
+// it is accepted; II=1 (one output beat per cycle) in the steady state for
+// quantised records whose stream keeps 2*E bytes in the window, and for raw.
+`default_nettype none
+module speckv_dec #(
+  parameter integer DW = 512,           // data width in bits, multiple of 64, >= 256
+  parameter integer MODES = 18          // known mode ids 0..MODES-1 (§9 and appended presets; = codec::kModeCount)
+) (
+  input  wire                       clk,
+  input  wire                       rst,
+  input  wire                       in_valid,
+  output wire                       in_ready,
+  input  wire [DW-1:0]              in_data,
+  input  wire [$clog2(DW/8+1)-1:0]  in_nbytes,
+  input  wire                       in_last,
+  output reg                        out_valid,
+  input  wire                       out_ready,
+  output reg  [DW-1:0]              out_data,
+  output reg  [$clog2(DW/8+1)-1:0]  out_nbytes,
+  output reg                        out_last,
+  output reg                        st_valid,
+  input  wire                       st_ready,
+  output reg  [3:0]                 st_code
+);
+  localparam integer BB = DW / 8;
+  localparam integer NBW = $clog2(BB + 1);
+  localparam integer EMAX = BB / 2;
+  localparam integer WC = 3 * BB;                  // stream byte window
+  localparam integer WFW = $clog2(WC + 1);
+
+  // status codes (st_code)
+  localparam [3:0] ST_OK = 4'd0, ST_HDR = 4'd1, ST_LEN = 4'd2, ST_CRC = 4'd3, ST_SCALE = 4'd4,
+                   ST_STREAM = 4'd5, ST_VALUE = 4'd6, ST_UNSUP = 4'd7;
+
+  `include "speckv_codec_fn.vh"
+
+  localparam [1:0] D_HDR = 2'd0, D_RUN = 2'd1, D_STAT = 2'd2;
+  reg [1:0] dst;
+
+  // header fields of the current record
+  reg [7:0]  h_dtype, h_b;
+  reg [31:0] h_n, h_plen, h_crc;
+  reg        h_raw, h_delta, h_rle;
+  reg [7:0]  h_qmax;
+  reg [15:0] h_scale;
+  reg [7:0]  h_ebeat;          // elements per output beat
+  reg [2:0]  h_esz;
+  reg [5:0]  h_soff;           // record offset of the entropy stream: 24 raw, 26 quantised
+
+  reg [32:0] rx;               // record bytes received
+  reg [31:0] crc;
+  reg        in_end;
+  reg [3:0]  err;
+  reg        unsup;
+  reg [WC*8-1:0] win;
+  reg [WFW-1:0]  wfill;
+  reg [32:0] cc;               // stream bytes consumed
+  reg [31:0] oc;               // bytes (raw) or elements (quantised) output
+  reg        out_done;
+  reg [7:0]  rem, runv, prev_s;
+  reg        lit;
+
+  wire [32:0] rec_end = {1'b0, h_plen} + 33'd24;
+
+  // ---------------------------------------------------------------- beat 0: header (§8)
+  reg [7:0]  p_mode, p_dtype, p_b, p_grp, p_flags;
+  reg [31:0] p_n, p_plen, p_crc;
+  reg [15:0] p_c, p_res, p_magic, p_f;
+  reg [2:0]  p_esz;
+  reg [34:0] p_raw;
+  reg        p_ok, p_quant, p_unsup, p_scale_bad;
+  always @(*) begin
+    p_magic = in_data[15:0];
+    p_mode = in_data[31:24];
+    p_dtype = in_data[39:32];
+    p_b = in_data[47:40];
+    p_grp = in_data[55:48];
+    p_flags = in_data[63:56];
+    p_n = in_data[95:64];
+    p_c = in_data[111:96];
+    p_res = in_data[127:112];
+    p_plen = in_data[159:128];
+    p_crc = in_data[191:160];
+    p_f = in_data[207:192];
+    p_esz = (p_dtype == 8'd3) ? 3'd4 : (p_dtype == 8'd0) ? 3'd1 : 3'd2;
+    p_raw = {3'd0, p_n} * p_esz;
+    p_quant = (p_mode != 8'd0);
+    p_ok = (in_nbytes >= 24) && p_magic == 16'h4B53 && in_data[23:16] == 8'd1 && p_mode < MODES &&
+           p_dtype <= 8'd3 && p_res == 16'd0 && p_n != 32'd0 && p_n <= 32'h01000000 &&
+           p_c != 16'd0 && (p_n % {16'd0, (p_c == 16'd0) ? 16'd1 : p_c}) == 32'd0;
+    if (!p_quant)
+      p_ok = p_ok && p_b == 8'd0 && p_grp == 8'd0 && p_flags == 8'd0 && {3'd0, p_plen} == p_raw;
+    else
+      p_ok = p_ok && p_dtype != 8'd0 && p_b >= 8'd3 && p_b <= 8'd12 && (p_b <= 8'd8 || p_flags[3:2] == 2'd2) &&
+             p_grp <= 8'd2 &&
+             p_flags[1:0] != 2'd3 && p_flags[3:2] != 2'd3 && p_flags[7:4] == 4'd0 &&
+             {3'd0, p_plen} <= p_raw && (p_grp != 8'd0 || p_plen >= 32'd2);
+    p_unsup = p_quant && (p_grp != 8'd0 || p_flags[3:2] == 2'd2 || (p_flags[1:0] == 2'd2 && p_c != 16'd1));  // b > 8 needs Rice: UNSUP too
+    // §8: exponent in [20, 226]; §13: [27 - L, 226] = [28 - b, 226] when b > 8
+    p_scale_bad = p_quant && (in_nbytes >= 26) && p_f != 16'd0 &&
+                  (p_f[15] || p_f[14:7] < ((p_b > 8'd8) ? 8'd28 - p_b : 8'd20) || p_f[14:7] > 8'd226);
+  end
+
+  // ---------------------------------------------------------------- input side
+  wire in_fire = in_valid && in_ready;
+  assign in_ready = (dst == D_HDR) ||
+                    (dst == D_RUN && !in_end && (err != 4'd0 || unsup || out_done || wfill <= WC - BB));
+
+  // bytes of this beat that belong to the entropy stream, shifted to byte 0
+  reg [BB*8-1:0] pu_data;
+  reg [32:0]     pu_cnt;
+  reg            pu_en;
+  reg [32:0]     pu_end;
+  reg [5:0]      pu_soff;
+  reg [BB*8-1:0] c0_word;
+  always @(*) begin
+    pu_data = in_data;
+    pu_cnt = 33'd0;
+    pu_en = 1'b0;
+    pu_soff = p_quant ? 6'd26 : 6'd24;
+    pu_end = 33'd0;
+    if (dst == D_HDR) begin
+      pu_end = ({1'b0, p_plen} + 33'd24 < {{(33-NBW){1'b0}}, in_nbytes}) ? {1'b0, p_plen} + 33'd24
+                                                                        : {{(33-NBW){1'b0}}, in_nbytes};
+      pu_cnt = (pu_end > {27'd0, pu_soff}) ? pu_end - {27'd0, pu_soff} : 33'd0;
+      pu_data = in_data >> (pu_soff * 8);
+      pu_en = p_ok && !p_unsup && !p_scale_bad;
+    end else begin
+      pu_end = (rec_end > rx) ? rec_end - rx : 33'd0;
+      pu_cnt = (pu_end < {{(33-NBW){1'b0}}, in_nbytes}) ? pu_end : {{(33-NBW){1'b0}}, in_nbytes};
+      pu_en = (err == 4'd0) && !unsup && !out_done;
+    end
+    if (!in_fire) pu_en = 1'b0;
+    if (pu_cnt < BB) pu_data = pu_data & ~({BB*8{1'b1}} << (pu_cnt * 8));
+    // CRC of beat 0 skips the CRC field (bytes 20..23)
+    c0_word = {32'd0, in_data[BB*8-1:192], in_data[159:0]};
+  end
+
+  // ---------------------------------------------------------------- decode step
+  wire        ended = in_end || (rx >= rec_end);
+  reg  [31:0] ds_m;            // symbols (quantised) or bytes (raw) of this beat
+  reg         ds_go;
+  reg  [3:0]  ds_err;
+  reg  [WFW:0] ds_p;           // stream bytes consumed by this beat
+  reg  [7:0]  ds_rem, ds_rv, ds_ps, ds_sym, ds_c, ds_mag;
+  reg         ds_lit;
+  reg  [31:0] ds_bits, ds_l, ds_left;
+  reg  [DW-1:0] ds_word;
+  integer     dj;
+  always @(*) begin
+    ds_m = 32'd0;
+    dj = 0;
+    ds_go = 1'b0;
+    ds_err = 4'd0;
+    ds_p = {(WFW+1){1'b0}};
+    ds_rem = rem;
+    ds_lit = lit;
+    ds_rv = runv;
+    ds_ps = prev_s;
+    ds_sym = 8'd0;
+    ds_c = 8'd0;
+    ds_mag = 8'd0;
+    ds_bits = 32'd0;
+    ds_l = 32'd0;
+    ds_left = 32'd0;
+    ds_word = {DW{1'b0}};
+    if (dst == D_RUN && err == 4'd0 && !unsup && !out_done && (!out_valid || out_ready)) begin
+      if (h_raw) begin
+        ds_m = (h_plen - oc < BB) ? h_plen - oc : BB;
+        if ({1'b0, wfill} >= ds_m[WFW:0]) begin
+          ds_go = 1'b1;
+          ds_p = ds_m[WFW:0];
+          ds_word = win[BB*8-1:0] & ~({BB*8{1'b1}} << (ds_m * 8));
+        end else if (ended) begin
+          ds_err = ST_STREAM;
+        end
+      end else begin
+        ds_m = (h_n - oc < h_ebeat) ? h_n - oc : {24'd0, h_ebeat};
+        if (ended || {1'b0, wfill} >= {ds_m[WFW-1:0], 1'b0}) begin
+          ds_go = 1'b1;
+          for (dj = 0; dj < EMAX; dj = dj + 1)
+            if (dj < ds_m && ds_err == 4'd0) begin
+              ds_left = h_n - oc - dj;
+              if (!h_rle) begin
+                if (ds_p >= wfill) ds_err = ST_STREAM;
+                else begin ds_sym = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
+              end else begin
+                if (ds_rem == 8'd0) begin
+                  if (ds_p >= wfill) ds_err = ST_STREAM;
+                  else begin
+                    ds_c = win[ds_p*8 +: 8];
+                    ds_p = ds_p + 1'b1;
+                    if (!ds_c[7]) begin
+                      ds_l = {24'd0, ds_c} + 32'd1;
+                      ds_lit = 1'b1;
+                    end else begin
+                      ds_l = {25'd0, ds_c[6:0]} + 32'd3;
+                      ds_lit = 1'b0;
+                    end
+                    if (ds_l > ds_left) ds_err = ST_STREAM;
+                    else if (!ds_lit) begin
+                      if (ds_p >= wfill) ds_err = ST_STREAM;
+                      else begin ds_rv = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
+                    end
+                    ds_rem = ds_l[7:0];
+                  end
+                end
+                if (ds_err == 4'd0) begin
+                  if (ds_lit) begin
+                    if (ds_p >= wfill) ds_err = ST_STREAM;
+                    else begin ds_sym = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
+                  end else begin
+                    ds_sym = ds_rv;
+                  end
+                  ds_rem = ds_rem - 8'd1;
+                end
+              end
+              if (ds_err == 4'd0) begin
+                ds_sym = h_delta ? ds_ps + ds_sym : ds_sym;    // §6.0, wrapping
+                ds_mag = ds_sym[7] ? 8'd0 - ds_sym : ds_sym;    // 0x80 -> 0x80 = 128
+                if (ds_sym == 8'h80 || ds_mag > h_qmax) ds_err = ST_VALUE;
+                ds_ps = ds_sym;
+                ds_bits = dequant_bits(ds_sym, h_scale);
+                if (h_dtype == 8'd3)
+                  ds_word[(dj % (BB / 4))*32 +: 32] = ds_bits;
+                else if (h_dtype == 8'd2)
+                  ds_word[dj*16 +: 16] = fp32_to_bf16(ds_bits);
+                else
+                  ds_word[dj*16 +: 16] = fp32_to_fp16_sat(ds_bits);
+              end
+            end
+          if (ds_err != 4'd0) ds_go = 1'b0;
+        end
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- window update
+  reg [WC*8-1:0]  wn_win;
+  reg [WFW:0]     wn_fill;
+  always @(*) begin
+    wn_win = win >> ((ds_go ? ds_p : {(WFW+1){1'b0}}) * 8);
+    wn_fill = {1'b0, wfill} - (ds_go ? ds_p : {(WFW+1){1'b0}});
+    if (pu_en && pu_cnt != 33'd0) begin
+      wn_win = wn_win | ({{((WC-BB)*8){1'b0}}, pu_data} << (wn_fill * 8));
+      wn_fill = wn_fill + pu_cnt[WFW:0];
+    end
+  end
+
+  // ---------------------------------------------------------------- status
+  reg [3:0] fin_code;
+  always @(*) begin
+    if (err != 4'd0) fin_code = err;
+    else if (rx != rec_end) fin_code = ST_LEN;
+    else if (~crc != h_crc) fin_code = ST_CRC;
+    else if (unsup) fin_code = ST_UNSUP;
+    else if (cc != {1'b0, h_plen} + 33'd24 - {27'd0, h_soff}) fin_code = ST_STREAM;
+    else fin_code = ST_OK;
+  end
+
+  always @(posedge clk) begin
+    if (rst) begin
+      dst <= D_HDR;
+      out_valid <= 1'b0;
+      out_last <= 1'b0;
+      out_data <= {DW{1'b0}};
+      out_nbytes <= {NBW{1'b0}};
+      st_valid <= 1'b0;
+      st_code <= ST_OK;
+      win <= {WC*8{1'b0}};
+      wfill <= {WFW{1'b0}};
+    end else begin
+      if (out_valid && out_ready) out_valid <= 1'b0;
+      case (dst)
+        D_HDR: if (in_fire) begin
+          h_dtype <= p_dtype;
+          h_b <= p_b;
+          h_n <= p_n;
+          h_plen <= p_plen;
+          h_crc <= p_crc;
+          h_raw <= !p_quant;
+          h_delta <= p_flags[1:0] != 2'd0;
+          h_rle <= p_flags[3:2] == 2'd1;
+          h_qmax <= (8'd1 << (p_b[3:0] - 4'd1)) - 8'd1;
+          h_scale <= p_f;
+          h_ebeat <= (p_dtype == 8'd3) ? BB / 4 : BB / 2;
+          h_esz <= p_esz;
+          h_soff <= pu_soff;
+          rx <= {{(33-NBW){1'b0}}, in_nbytes};
+          crc <= crc_upd(32'hFFFFFFFF, c0_word, in_nbytes - 8'd4);
+          in_end <= in_last;
+          err <= !p_ok ? ST_HDR : p_scale_bad ? ST_SCALE : 4'd0;
+          unsup <= p_ok && p_unsup;
+          win <= wn_win;
+          wfill <= wn_fill[WFW-1:0];
+          cc <= 33'd0;
+          oc <= 32'd0;
+          out_done <= 1'b0;
+          rem <= 8'd0;
+          lit <= 1'b0;
+          runv <= 8'd0;
+          prev_s <= 8'd0;
+          dst <= D_RUN;
+        end
+
+        D_RUN: begin
+          if (in_fire) begin
+            rx <= rx + {{(33-NBW){1'b0}}, in_nbytes};
+            crc <= crc_upd(crc, in_data, in_nbytes);
+            if (in_last) in_end <= 1'b1;
+          end
+          win <= wn_win;
+          wfill <= wn_fill[WFW-1:0];
+          if (ds_err != 4'd0) err <= ds_err;
+          if (ds_go) begin
+            cc <= cc + {{(32-WFW){1'b0}}, ds_p};
+            oc <= oc + ds_m;
+            rem <= ds_rem;
+            lit <= ds_lit;
+            runv <= ds_rv;
+            prev_s <= ds_ps;
+            out_valid <= 1'b1;
+            out_data <= ds_word;
+            out_nbytes <= h_raw ? ds_m[NBW-1:0] : ds_m[NBW-1:0] * h_esz;
+            out_last <= (oc + ds_m == (h_raw ? h_plen : h_n));
+            if (oc + ds_m == (h_raw ? h_plen : h_n)) out_done <= 1'b1;
+          end
+          if (in_end && (err != 4'd0 || unsup || out_done)) begin
+            st_valid <= 1'b1;
+            st_code <= fin_code;
+            dst <= D_STAT;
+          end
+        end
+
+        D_STAT: if (st_ready) begin
+          st_valid <= 1'b0;
+          win <= {WC*8{1'b0}};
+          wfill <= {WFW{1'b0}};
+          dst <= D_HDR;
+        end
+
+        default: dst <= D_HDR;
+      endcase
+    end
+  end
+endmodule
+`default_nettype wire
