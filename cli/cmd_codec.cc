@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -510,6 +511,32 @@ void run_check(unsigned pages, uint64_t seed) {
     }
 }
 
+// `codec check --rtl`: the same pages through the Verilog encoder/decoder,
+// run by the Verilator testbench of fpga/sim (tb_codec.cc), which compares
+// every byte with this reference and injects random valid/ready stalls.
+// The testbench is found via $SPECKV_FPGA_TB, else where this build put it.
+void run_rtl_check(unsigned pages, uint64_t seed) {
+    const char *tb = std::getenv("SPECKV_FPGA_TB");
+#ifdef SPECKV_FPGA_TB
+    if (!tb || !*tb) tb = SPECKV_FPGA_TB;
+#endif
+    struct stat st;
+    if (!tb || !*tb || stat(tb, &st) != 0) {
+        error("the RTL testbench is not available: build with Verilator installed (SPECKV_BUILD_FPGA=ON, target "
+              "fpga_tb_codec) or point SPECKV_FPGA_TB at it");
+        g_exit = 2;
+        return;
+    }
+    std::string cmd = "'" + std::string(tb) + "' --pages " + std::to_string(pages) + " --seed " + std::to_string(seed) +
+                      " --stall 30";
+    std::fflush(stdout);
+    int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+        error("RTL check failed (testbench exit status " + std::to_string(rc) + ")");
+        g_exit = 1;
+    }
+}
+
 // -------------------------------------------------------------- vectors
 
 bool write_file(const std::string &path, const void *p, size_t n) {
@@ -666,7 +693,12 @@ void register_codec_commands(CLI::App &app) {
     auto *check = codec->add_subcommand("check", "Round trip + every SIMD path byte-identical to scalar");
     check->add_option("--pages", pages, "pages to check")->check(CLI::Range(1u, 1u << 30));
     check->add_option("--seed", seed, "random seed");
-    check->callback([] { run_check(pages, seed); });
+    static bool rtl = false;
+    check->add_flag("--rtl", rtl, "also encode/decode N pages (edge cases + random, the RTL harness generator) in the FPGA RTL under Verilator and compare every byte with this reference");
+    check->callback([] {
+        run_check(pages, seed);
+        if (rtl && g_exit == 0) run_rtl_check(pages, seed);
+    });
 
     static std::string out, vmodel;
     static uint64_t vseed = 1;
