@@ -23,22 +23,6 @@ PageCache::~PageCache() {
     if (data_) munmap(data_, nframes_ * page_size_);
 }
 
-bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst) {
-    if (!nframes_) return false;
-    size_t i = page & (nframes_ - 1);
-    Frame &f = frames_[i];
-    uint64_t v = f.version.load(std::memory_order_acquire);
-    if (v == 0 || (v & 1)) return false;
-    if (f.page.load(std::memory_order_relaxed) != page || f.seq.load(std::memory_order_relaxed) != seq ||
-        f.epoch.load(std::memory_order_relaxed) != epoch)
-        return false;
-    SEQLOCK_IGNORE_BEGIN();
-    std::memcpy(dst, data_ + i * page_size_ + off, len);
-    SEQLOCK_IGNORE_END();
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return f.version.load(std::memory_order_relaxed) == v;  // refilled meanwhile: a miss
-}
-
 void PageCache::put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
     if (!nframes_) return;
     size_t i = page & (nframes_ - 1);
