@@ -15,20 +15,8 @@ using c::Impl;
 using c::Mode;
 
 namespace {
+using codec_test::cross_check;
 
-void cross_check(Impl impl, Mode m, int dtype, const std::vector<uint8_t> &src, uint32_t C) {
-    std::vector<uint8_t> r0(c::max_record_size(src.size())), r1(r0.size());
-    size_t l0 = 0, l1 = 0;
-    REQUIRE(c::encode(m, dtype, src.data(), src.size(), {C}, r0.data(), r0.size(), &l0, Impl::scalar) == SPECKV_OK);
-    REQUIRE(c::encode(m, dtype, src.data(), src.size(), {C}, r1.data(), r1.size(), &l1, impl) == SPECKV_OK);
-    REQUIRE(l0 == l1);
-    REQUIRE(std::memcmp(r0.data(), r1.data(), l0) == 0);
-    std::vector<uint8_t> d0(src.size()), d1(src.size());
-    size_t n0 = 0, n1 = 0;
-    REQUIRE(c::decode(r0.data(), l0, d0.data(), d0.size(), &n0, Impl::scalar) == SPECKV_OK);
-    REQUIRE(c::decode(r0.data(), l0, d1.data(), d1.size(), &n1, impl) == SPECKV_OK);
-    REQUIRE(d0 == d1);
-}
 
 std::vector<Impl> simd_impls() {
     std::vector<Impl> v;

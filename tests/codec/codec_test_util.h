@@ -6,12 +6,39 @@
 #include <random>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "codec.h"
 #include "speckv.h"
 
 namespace codec_test {
 
 using speckv::codec::Mode;
+
+// Encodes with scalar and `impl`, decodes each with both; all must agree.
+inline void cross_check(speckv::codec::Impl impl, Mode m, int dtype, const std::vector<uint8_t> &src, uint32_t C) {
+    namespace c = speckv::codec;
+    using c::Impl;
+    std::vector<uint8_t> r0(c::max_record_size(src.size())), r1(r0.size());
+    size_t l0 = 0, l1 = 0;
+    REQUIRE(c::encode(m, dtype, src.data(), src.size(), {C}, r0.data(), r0.size(), &l0, Impl::scalar) == SPECKV_OK);
+    REQUIRE(c::encode(m, dtype, src.data(), src.size(), {C}, r1.data(), r1.size(), &l1, impl) == SPECKV_OK);
+    if (l0 != l1 || std::memcmp(r0.data(), r1.data(), l0) != 0) {
+        INFO("impl " << c::impl_name(impl) << " mode " << c::mode_name(m) << " dtype " << dtype << " n "
+                     << src.size() << " C " << C);
+        REQUIRE(l0 == l1);
+        REQUIRE(std::memcmp(r0.data(), r1.data(), l0) == 0);
+    }
+    std::vector<uint8_t> d0(src.size()), d1(src.size());
+    size_t n0 = 0, n1 = 0;
+    REQUIRE(c::decode(r0.data(), l0, d0.data(), d0.size(), &n0, Impl::scalar) == SPECKV_OK);
+    REQUIRE(c::decode(r0.data(), l0, d1.data(), d1.size(), &n1, impl) == SPECKV_OK);
+    REQUIRE(n0 == n1);
+    if (d0 != d1) {
+        INFO("decode differs: impl " << c::impl_name(impl) << " mode " << c::mode_name(m) << " dtype " << dtype);
+        REQUIRE(d0 == d1);
+    }
+}
 
 inline std::vector<uint8_t> to_bytes(const std::vector<float> &x, int dtype) {
     namespace c = speckv::codec;
