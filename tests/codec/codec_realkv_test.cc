@@ -16,14 +16,9 @@ using c::Mode;
 
 namespace {
 using codec_test::cross_check;
+using codec_test::simd_impls;
 
 
-std::vector<Impl> simd_impls() {
-    std::vector<Impl> v;
-    for (Impl i : {Impl::avx2, Impl::avx512})
-        if (c::impl_available(i)) v.push_back(i);
-    return v;
-}
 
 }  // namespace
 

@@ -17,14 +17,9 @@ using c::Mode;
 
 namespace {
 using codec_test::cross_check;
+using codec_test::simd_impls;
 
 
-std::vector<Impl> simd_impls() {
-    std::vector<Impl> v;
-    for (Impl i : {Impl::avx2, Impl::avx512})
-        if (c::impl_available(i)) v.push_back(i);
-    return v;
-}
 
 const Mode kModes[] = {Mode::paper, Mode::int8, Mode::k8, Mode::v8, Mode::k6, Mode::v6, Mode::k9, Mode::k10, Mode::k12, Mode::vp8, Mode::vp6, Mode::vp5,
                        Mode::k5,    Mode::v5,   Mode::p8r, Mode::k4, Mode::v4};

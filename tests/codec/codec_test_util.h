@@ -15,6 +15,14 @@ namespace codec_test {
 
 using speckv::codec::Mode;
 
+// The SIMD implementations this CPU can run.
+inline std::vector<speckv::codec::Impl> simd_impls() {
+    std::vector<speckv::codec::Impl> v;
+    for (auto i : {speckv::codec::Impl::avx2, speckv::codec::Impl::avx512})
+        if (speckv::codec::impl_available(i)) v.push_back(i);
+    return v;
+}
+
 // Encodes with scalar and `impl`, decodes each with both; all must agree.
 inline void cross_check(speckv::codec::Impl impl, Mode m, int dtype, const std::vector<uint8_t> &src, uint32_t C) {
     namespace c = speckv::codec;
