@@ -65,12 +65,26 @@ void print_info(const speckv::PoolInfo &i, bool json) {
                     ",\"used\":%" PRIu64 ",\"free\":%" PRIu64 "},\"blocks\":{\"live\":%" PRIu64 ",\"max\":%" PRIu64
                     "},\"bytes_by_dtype\":{\"opaque\":%" PRIu64 ",\"fp16\":%" PRIu64 ",\"bf16\":%" PRIu64
                     ",\"fp32\":%" PRIu64 "},\"attached\":%u,\"clean\":%s,\"epoch\":%" PRIu64 ",\"recoveries\":%" PRIu64
-                    ",\"checksums\":{\"quarantined_pages\":%" PRIu64 ",\"pages_mid_write\":%" PRIu64 "}}\n",
+                    ",\"checksums\":{\"quarantined_pages\":%" PRIu64 ",\"pages_mid_write\":%" PRIu64 "},",
                     json_escape(i.location).c_str(), i.format_version, uuid_text(i.uuid).c_str(),
                     time_text(i.created_ns).c_str(), i.pool_bytes, i.page_size, i.data_off, i.n_pages, i.pages_used,
                     i.n_pages - i.pages_used, i.blocks_live, i.max_blocks, i.bytes_by_dtype[0], i.bytes_by_dtype[1],
                     i.bytes_by_dtype[2], i.bytes_by_dtype[3], i.attached, i.clean ? "true" : "false", i.epoch,
                     i.recoveries, i.pages_quarantined, i.pages_in_write);
+        std::printf("\"sharing\":{\"published_blocks\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
+                    ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
+                    ",\"reclaimed_blocks\":%" PRIu64 "},\"processes\":[",
+                    i.blocks_published, i.shared_bytes, i.lookups, i.lookup_hits, i.dedup_bytes, i.evictions, i.reclaimed);
+        for (size_t k = 0; k < i.attach.size(); k++)
+            std::printf("%s{\"pid\":%u,\"alive\":%s,\"attach_id\":%" PRIu64 ",\"attached\":\"%s\",\"lookups\":%" PRIu64
+                        ",\"lookup_hits\":%" PRIu64 "}",
+                        k ? "," : "", i.attach[k].pid, i.attach[k].alive ? "true" : "false", i.attach[k].id,
+                        time_text(i.attach[k].attach_ns).c_str(), i.attach[k].lookups, i.attach[k].lookup_hits);
+        std::printf("],\"tenants\":[");
+        for (size_t k = 0; k < i.tenants.size(); k++)
+            std::printf("%s{\"tenant\":%" PRIu64 ",\"quota_pages\":%" PRIu64 ",\"used_pages\":%" PRIu64 "}", k ? "," : "",
+                        i.tenants[k].tenant, i.tenants[k].quota_pages, i.tenants[k].used_pages);
+        std::printf("]}\n");
         return;
     }
     std::printf("pool         %s\n", i.location.c_str());
@@ -90,6 +104,23 @@ void print_info(const speckv::PoolInfo &i, bool json) {
                 i.recoveries);
     std::printf("checksums    %" PRIu64 " quarantined pages, %" PRIu64 " pages mid-write\n", i.pages_quarantined,
                 i.pages_in_write);
+    // Sharing: what is published, and what sharing saved (bytes a lookup
+    // hit or a publish collision did not store again).
+    uint64_t stored = i.bytes_by_dtype[0] + i.bytes_by_dtype[1] + i.bytes_by_dtype[2] + i.bytes_by_dtype[3];
+    std::printf("shared       %" PRIu64 " published blocks, %s\n", i.blocks_published, human(i.shared_bytes).c_str());
+    std::printf("dedup        %" PRIu64 " lookups, %" PRIu64 " hits; saved %s", i.lookups, i.lookup_hits,
+                human(i.dedup_bytes).c_str());
+    if (i.dedup_bytes) std::printf(" (%.1f%% of %s without sharing)", 100.0 * double(i.dedup_bytes) / double(stored + i.dedup_bytes),
+                                   human(stored + i.dedup_bytes).c_str());
+    std::printf("\n");
+    std::printf("evictions    %" PRIu64 " (reclaimed from dead processes: %" PRIu64 " blocks)\n", i.evictions, i.reclaimed);
+    for (const auto &a : i.attach)
+        std::printf("process      pid %u%s, attach id %" PRIu64 ", since %s, %" PRIu64 " lookups (%" PRIu64 " hits)\n", a.pid,
+                    a.alive ? "" : " (gone: recovered on next open)", a.id, time_text(a.attach_ns).c_str(), a.lookups,
+                    a.lookup_hits);
+    for (const auto &t : i.tenants)
+        std::printf("tenant       %" PRIu64 ": %" PRIu64 " pages used, quota %s\n", t.tenant, t.used_pages,
+                    t.quota_pages ? std::to_string(t.quota_pages).c_str() : "none");
 }
 
 void register_pool_commands(CLI::App &app) {
@@ -150,11 +181,28 @@ void register_pool_commands(CLI::App &app) {
     static bool k_json = false;
     check->add_option("URI", k_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
     check->add_flag("--json", k_json, "one JSON object on stdout");
+    static bool k_repair = false;
+    check->add_flag("--repair", k_repair,
+                    "first fix what crashed processes left: reclaim their references and unpublished blocks, "
+                    "re-seal torn pages, rebuild the hash index and counters (attaches to the pool)");
     check->callback([] {
         std::string path;
         if (!target_of(k_uri, &path)) return void(g_exit = 2);
         std::unique_ptr<speckv::Pool> p;
         speckv::CheckReport r;
+        if (k_repair) {
+            speckv::Config cfg;
+            cfg.set_int("pool.create", 0);
+            int rc = speckv::Pool::open(k_uri, cfg, &p);
+            if (rc == SPECKV_OK) rc = p->repair();
+            if (rc != SPECKV_OK) {
+                error("repair: " + describe(rc));
+                return void(g_exit = 2);
+            }
+            p->close();
+            p.reset();
+            if (!k_json) std::printf("repaired %s\n", path.c_str());
+        }
         int rc = speckv::Pool::open_readonly_uri(k_uri, &p);
         if (rc == SPECKV_ECORRUPT) {
             r.problems.push_back(describe(rc));  // the superblock itself is bad
@@ -184,7 +232,7 @@ void register_pool_commands(CLI::App &app) {
     static std::string r_uri;
     static bool r_force = false;
     reset->add_option("URI", r_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
-    reset->add_flag("--force", r_force, "really wipe it");
+    reset->add_flag("--force", r_force, "really wipe it, even while processes are attached (their handles become invalid)");
     reset->callback([] {
         std::string path;
         if (!target_of(r_uri, &path)) return void(g_exit = 1);
@@ -193,15 +241,20 @@ void register_pool_commands(CLI::App &app) {
         bool readable = speckv::Pool::open_readonly_uri(r_uri, &p) == SPECKV_OK;
         if (readable) p->info(&before);
         p.reset();
+        std::string live;
+        for (const auto &a : before.attach)
+            if (a.alive && a.pid != static_cast<uint32_t>(getpid())) live += (live.empty() ? "" : ", ") + std::to_string(a.pid);
         if (!r_force) {
             error("refusing to reset " + path + " without --force: it would delete " +
                   (readable ? std::to_string(before.blocks_live) + " blocks (" + human(before.bytes_by_dtype[0] +
                                   before.bytes_by_dtype[1] + before.bytes_by_dtype[2] + before.bytes_by_dtype[3]) + ")"
                             : std::string("every block")) +
-                  " and keep only the geometry");
+                  " and keep only the geometry" +
+                  (live.empty() ? "" : "; processes are attached (pid " + live + "): their handles would become invalid"));
             return void(g_exit = 1);
         }
-        if (int rc = speckv::Pool::reset_uri(r_uri); rc != SPECKV_OK) {
+        if (!live.empty()) std::fprintf(stderr, "speckv: warning: resetting while pid %s are attached\n", live.c_str());
+        if (int rc = speckv::Pool::reset_uri(r_uri, true); rc != SPECKV_OK) {
             error(describe(rc));
             return void(g_exit = 1);
         }

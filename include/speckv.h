@@ -82,6 +82,7 @@ SPECKV_API const char *speckv_version_string(void);
 #define SPECKV_ENOTSUP (-15)    /* valid request this build or backend cannot do */
 #define SPECKV_ESTRUCT (-16)    /* struct_size does not match a known layout */
 #define SPECKV_EINTERNAL (-17)  /* a bug in speckv: please report it */
+#define SPECKV_EQUOTA (-18)     /* the tenant's page quota would be exceeded */
 
 /* Static English text for a status code; never NULL (unknown codes get
  * "unknown error"). Since 0.1.0. */
@@ -197,6 +198,9 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
 
 #define SPECKV_HINT_HAS_HASH 0x1u /* content_hash is set */
 
+/* Bytes of a block content hash (speckv_block_hash, speckv_publish). */
+#define SPECKV_HASH_BYTES 32
+
 /* What a block holds, for placement, prefetch and prefix sharing. Set
  * struct_size = sizeof(speckv_hint). Unused fields should be zero. */
 typedef struct speckv_hint {
@@ -207,7 +211,7 @@ typedef struct speckv_hint {
     uint32_t flags;        /* SPECKV_HINT_* */
     uint64_t token_pos;    /* first token position covered */
     uint64_t token_count;  /* number of tokens covered */
-    uint8_t content_hash[16]; /* prefix-block hash when SPECKV_HINT_HAS_HASH */
+    uint8_t content_hash[SPECKV_HASH_BYTES]; /* prefix-block hash when SPECKV_HINT_HAS_HASH */
 } speckv_hint;
 
 /* Allocates a block of `bytes` bytes (> 0) of element type `dtype`. `hint`
@@ -218,9 +222,12 @@ typedef struct speckv_hint {
 SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype,
                             const speckv_hint *hint, speckv_handle *out);
 
-/* Frees a block. Returns SPECKV_OK, SPECKV_EBADHANDLE (already freed or never
- * issued: a double free is reported, never acted on), SPECKV_EBUSY (pinned
- * by this process). Since 0.1.0. */
+/* Frees a block. For a published block it releases one reference this
+ * process holds (from speckv_publish or speckv_lookup); the block stays
+ * published, and evictable once nobody holds one (see "sharing" below).
+ * Returns SPECKV_OK, SPECKV_EBADHANDLE (already freed or never issued: a
+ * double free is reported, never acted on; or a published block this process
+ * holds no reference to), SPECKV_EBUSY (pinned by this process). Since 0.1.0. */
 SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle);
 
 /* What a block is: its size, element type and the hint it was allocated
@@ -236,7 +243,7 @@ typedef struct speckv_block_meta {
     uint32_t reserved;     /* zero */
     uint64_t token_pos;
     uint64_t token_count;
-    uint8_t content_hash[16];
+    uint8_t content_hash[SPECKV_HASH_BYTES]; /* the hint's, or the published hash */
 } speckv_block_meta;
 
 /* Describes a live block (any process's) without reading or verifying its
@@ -283,6 +290,78 @@ SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle);
  * SPECKV_ESTRUCT. Since 0.1.0. */
 SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);
 
+/* ---------------------------------------------------------------- sharing */
+/* Content-addressed blocks, shared by every process attached to a pool
+ * (docs/sharing.md). A writer fills a block, then publishes it under the hash
+ * of what it holds; any process of the same tenant can then find it with
+ * speckv_lookup instead of computing and storing the same KV again.
+ *
+ * References. Publish and a successful lookup each give the calling process a
+ * reference to the block; speckv_free releases one. While any process holds a
+ * reference the block is never evicted. With none left it stays published and
+ * findable, and becomes evictable: when an alloc finds no room, unreferenced
+ * published blocks are evicted, least recently used first, instead of the
+ * alloc failing. A process that exits or dies has its references dropped.
+ *
+ * Unpublished blocks belong to the process that allocated them. If that
+ * process dies (SIGKILL, crash) they are reclaimed: nothing says their
+ * contents were complete. A clean speckv_pool_close leaves them in the pool.
+ *
+ * A published block is immutable: speckv_write on it fails with SPECKV_EPERM.
+ * Publish is the commit point: a lookup never returns a block before its
+ * publish completed, so readers never see a partial write. */
+
+/* Hash algorithms of speckv_block_hash (docs/sharing.md gives the exact bytes). */
+#define SPECKV_HASH_NATIVE 0    /* SHA-256 of speckv's binary encoding, tenant-salted */
+#define SPECKV_HASH_VLLM_CBOR 1 /* SHA-256 of canonical CBOR [parent, [tokens...], extra],
+                                   as vLLM's sha256_cbor prefix-cache hash */
+
+/* The chained hash of one prefix block: out = H(parent, tokens, extra). The
+ * same inputs give the same 32 bytes in every process, binding and machine:
+ * no seed, no per-process state. `parent` is the previous block's hash
+ * (SPECKV_HASH_BYTES bytes) or NULL for the first block. `extra` holds what
+ * else decides the KV (model id, LoRA id, ...): raw bytes for
+ * SPECKV_HASH_NATIVE; one complete CBOR data item for SPECKV_HASH_VLLM_CBOR
+ * (NULL = CBOR null). `tenant` salts SPECKV_HASH_NATIVE only (vLLM puts its
+ * cache salt in `extra`). Returns SPECKV_OK, SPECKV_EINVAL (unknown algo, out
+ * NULL, tokens NULL with ntokens > 0, malformed CBOR extra). Since 0.1.0. */
+SPECKV_API int speckv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tokens,
+                                 size_t ntokens, const void *extra, size_t extra_len,
+                                 uint8_t out[SPECKV_HASH_BYTES]);
+
+/* Publishes a written block under `hash` for its tenant (the tenant of its
+ * alloc hint). On success the caller holds a reference and *canonical (may be
+ * NULL) is `handle`. If the tenant already has a block published under this
+ * hash, returns SPECKV_EEXIST, leaves `handle` unpublished (free it) and, when
+ * canonical is not NULL, sets *canonical to the published block and gives the
+ * caller a reference to it (so it cannot be evicted before it is used).
+ * Returns SPECKV_OK, SPECKV_EEXIST, SPECKV_EINVAL (NULL hash), SPECKV_EBADHANDLE,
+ * SPECKV_EPERM (already published, or another tenant's block), SPECKV_EBUSY.
+ * Since 0.1.0. */
+SPECKV_API int speckv_publish(speckv_pool *pool, speckv_handle handle, const uint8_t hash[SPECKV_HASH_BYTES],
+                              speckv_handle *canonical);
+
+/* Finds the block `tenant` published under `hash` and takes a reference to it
+ * (release it with speckv_free). A pool opened with "tenant.id" set may only
+ * look up its own tenant. Returns SPECKV_OK, SPECKV_ENOENT (no such block for
+ * this tenant: other tenants' blocks are never found), SPECKV_EINVAL,
+ * SPECKV_EPERM (tenant differs from "tenant.id"). Since 0.1.0. */
+SPECKV_API int speckv_lookup(speckv_pool *pool, uint64_t tenant, const uint8_t hash[SPECKV_HASH_BYTES],
+                             speckv_handle *out);
+
+/* Caps the pages `tenant`'s blocks may occupy (0 removes the cap). Stored in
+ * the pool: it holds for every process. An alloc over the cap fails with
+ * SPECKV_EQUOTA after evicting what it may of that tenant's unreferenced
+ * blocks. Lowering a cap below the current use is allowed (new allocs fail).
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EPERM (pool bound to a tenant by
+ * "tenant.id", or read-only), SPECKV_ENOSPC (tenant table full), SPECKV_EBUSY.
+ * Since 0.1.0. */
+SPECKV_API int speckv_tenant_set_quota(speckv_pool *pool, uint64_t tenant, uint64_t max_pages);
+
+/* Pages `tenant`'s blocks occupy now and its cap (0 = none); either pointer
+ * may be NULL. Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EBUSY. Since 0.1.0. */
+SPECKV_API int speckv_tenant_usage(speckv_pool *pool, uint64_t tenant, uint64_t *pages_used, uint64_t *max_pages);
+
 /* ------------------------------------------------------------------ stats */
 
 /* Counters. Set struct_size = sizeof(speckv_pool_stats). Pool-wide fields (pages,
@@ -305,6 +384,15 @@ typedef struct speckv_pool_stats {
     uint64_t checksum_failures;
     uint64_t prefetch_hints;
     uint64_t attached;         /* processes attached to the pool now */
+    /* Sharing (pool-wide, all processes). */
+    uint64_t blocks_published; /* published blocks in the pool now */
+    uint64_t shared_bytes;     /* bytes of those blocks */
+    uint64_t lookups;          /* speckv_lookup calls, ever */
+    uint64_t lookup_hits;      /* ... that found a block */
+    uint64_t dedup_bytes;      /* bytes not stored again thanks to sharing:
+                                  block bytes of every lookup hit and publish collision */
+    uint64_t evictions;        /* unreferenced published blocks evicted for room */
+    uint64_t reclaimed_blocks; /* blocks of dead processes reclaimed */
 } speckv_pool_stats;
 
 /* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,

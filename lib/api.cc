@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "block_hash.h"
 #include "config.h"
 #include "pool.h"
 #include "speckv.h"
@@ -186,6 +187,46 @@ SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint) {
     return guard([&] {
         NEED_POOL();
         return pool->rep->prefetch(hint);
+    });
+}
+
+SPECKV_API int speckv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tokens,
+                                 size_t ntokens, const void *extra, size_t extra_len, uint8_t out[SPECKV_HASH_BYTES]) {
+    return guard([&] {
+        if (!out) return fail(SPECKV_EINVAL, "out is NULL");
+        if (!tokens && ntokens) return fail(SPECKV_EINVAL, "tokens is NULL but ntokens is %zu", ntokens);
+        if (!extra && extra_len) return fail(SPECKV_EINVAL, "extra is NULL but extra_len is %zu", extra_len);
+        return block_hash(algo, tenant, parent, tokens, ntokens, static_cast<const uint8_t *>(extra), extra_len, out);
+    });
+}
+
+SPECKV_API int speckv_publish(speckv_pool *pool, speckv_handle handle, const uint8_t hash[SPECKV_HASH_BYTES],
+                              speckv_handle *canonical) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->publish(handle, hash, canonical);
+    });
+}
+
+SPECKV_API int speckv_lookup(speckv_pool *pool, uint64_t tenant, const uint8_t hash[SPECKV_HASH_BYTES],
+                             speckv_handle *out) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->lookup(tenant, hash, out);
+    });
+}
+
+SPECKV_API int speckv_tenant_set_quota(speckv_pool *pool, uint64_t tenant, uint64_t max_pages) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->tenant_set_quota(tenant, max_pages);
+    });
+}
+
+SPECKV_API int speckv_tenant_usage(speckv_pool *pool, uint64_t tenant, uint64_t *pages_used, uint64_t *max_pages) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->tenant_usage(tenant, pages_used, max_pages);
     });
 }
 

@@ -13,6 +13,8 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
 
@@ -89,12 +91,7 @@ void relaxed_store(T &field, T v) {
 uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
 
 uint32_t record_crc(const BlockRecord &r) {
-    BlockRecord c;
-    std::memcpy(static_cast<void *>(&c), &r, sizeof c);
-    c.handle.store(0, std::memory_order_relaxed);
-    c.next_free = 0;
-    c.crc = 0;
-    return crc32c(0, &c, sizeof c);
+    return crc32c(0, reinterpret_cast<const unsigned char *>(&r) + 8, offsetof(BlockRecord, crc) - 8);
 }
 
 int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out) {
@@ -109,9 +106,13 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
     for (int iter = 0; iter < 64; iter++) {
         uint64_t mb = max_blocks ? max_blocks : std::min<uint64_t>(std::max<uint64_t>(64, n / 4), (1u << kSlotBits) - 1);
         s.shared_off = kSharedOff;
-        s.page_table_off = kSharedOff + 4096;
+        s.tenant_off = kSharedOff + kSharedSize;
+        s.page_table_off = s.tenant_off + kMaxTenants * sizeof(TenantEntry);
         s.block_table_off = align_up(s.page_table_off + n * sizeof(PageEntry), 64);
-        s.bitmap_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
+        s.index_buckets = 64;
+        while (s.index_buckets < mb) s.index_buckets <<= 1;
+        s.index_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
+        s.bitmap_off = align_up(s.index_off + s.index_buckets * 8, 64);
         uint64_t meta_end = s.bitmap_off + (n + 63) / 64 * 8;
         s.data_off = align_up(meta_end, kDataAlign);
         s.max_blocks = mb;
@@ -177,6 +178,11 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
     if (s.format_version > kFormatVersion)
         return fail(SPECKV_EVERSION, "%s: pool format version %u is newer than this library understands (%u): upgrade speckv",
                     where, s.format_version, kFormatVersion);
+    if (s.format_version != 0 && s.format_version < kFormatVersion)
+        return fail(SPECKV_EVERSION,
+                    "%s: pool format version %u predates this library's (%u), which has no upgrade path from it: "
+                    "recreate the pool (speckv pool reset --force, or delete the file)",
+                    where, s.format_version, kFormatVersion);
     if (s.format_version == 0 || s.sb_size != sizeof(Superblock))
         return fail(SPECKV_ECORRUPT, "%s: superblock has format version %u, size %u: corrupt", where, s.format_version,
                     s.sb_size);
@@ -189,7 +195,8 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
     Superblock plan;
     if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan) != SPECKV_OK || plan.n_pages != s.n_pages ||
         plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
-        plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off)
+        plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off || plan.tenant_off != s.tenant_off ||
+        plan.index_off != s.index_off || plan.index_buckets != s.index_buckets)
         return fail(SPECKV_ECORRUPT, "%s: superblock geometry is inconsistent", where);
     return SPECKV_OK;
 }
@@ -205,6 +212,9 @@ void Pool::bind_layout() {
     pages_ = reinterpret_cast<PageEntry *>(b + s.page_table_off);
     blocks_ = reinterpret_cast<BlockRecord *>(b + s.block_table_off);
     bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
+    buckets_ = reinterpret_cast<uint64_t *>(b + s.index_off);
+    bucket_mask_ = s.index_buckets - 1;
+    tenants_ = reinterpret_cast<TenantEntry *>(b + s.tenant_off);
     data_ = b + s.data_off;
 }
 
@@ -294,6 +304,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
     p->log_level_ = static_cast<int>(cfg.get("log.level"));
+    p->tenant_id_ = cfg.get("tenant.id");
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     *out = std::move(p);
@@ -342,9 +353,26 @@ int Pool::close() {
     if (attach_slot_ >= 0 && map_.base()) {
         bool rec;
         if (lock(&rec) == SPECKV_OK) {
-            sh()->attach[attach_slot_].pid.store(0);
-            if (sh()->attached) sh()->attached--;
-            if (sh()->attached == 0) sh()->clean.store(1);
+            SharedHeader *h = sh();
+            AttachRecord &a = h->attach[attach_slot_];
+            // Our references go; our unpublished blocks become the pool's
+            // (they persist, as a clean detach promises).
+            uint64_t bit = uint64_t(1) << attach_slot_;
+            {
+                std::lock_guard g(refs_mu_);
+                for (auto &[slot, e] : refs_) blocks()[slot].holders.fetch_and(~bit);
+                refs_.clear();
+            }
+            uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+            for (uint64_t i = 0; i < hwm; i++)
+                if (blocks()[i].owner == attach_id_ && blocks()[i].handle.load(std::memory_order_relaxed))
+                    blocks()[i].owner = 0;
+            h->lookups.fetch_add(a.lookups.exchange(0));
+            h->lookup_hits.fetch_add(a.lookup_hits.exchange(0));
+            h->dedup_bytes.fetch_add(a.dedup_bytes.exchange(0));
+            a.pid.store(0);
+            if (h->attached) h->attached--;
+            if (h->attached == 0) h->clean.store(1);
             unlock();
         }
         attach_slot_ = -1;
@@ -398,27 +426,33 @@ int Pool::lock(bool *recovered) {
 
 void Pool::unlock() { pthread_mutex_unlock(&sh()->lock); }
 
+bool Pool::any_dead_locked() const {
+    for (const AttachRecord &a : sh()->attach) {
+        uint32_t pid = a.pid.load();
+        if (pid && !process_alive(pid, a.start_time)) return true;
+    }
+    return false;
+}
+
 int Pool::attach() {
     bool recovered;
     if (int rc = lock(&recovered); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
-    int dead = 0, freeslot = -1;
+    // Recovery frees the records of dead processes (and what they held)
+    // before any of their records can be handed out again.
+    if (!recovered) {
+        bool anyone = false;
+        for (const AttachRecord &a : h->attach) anyone |= a.pid.load() != 0;
+        if (any_dead_locked()) recover_locked("attached processes died");
+        else if (!anyone && h->clean.load() == 0) recover_locked("the pool was not closed cleanly");
+    }
+    int freeslot = -1;
     uint32_t live = 0;
     for (uint32_t i = 0; i < kMaxAttach; i++) {
-        AttachRecord &a = h->attach[i];
-        uint32_t pid = a.pid.load();
-        if (pid && !process_alive(pid, a.start_time)) {
-            log(SPECKV_LOG_WARN, "process %u attached to the pool is gone; recovering", pid);
-            a.pid.store(0);
-            pid = 0;
-            dead++;
-        }
-        if (pid) live++;
+        if (h->attach[i].pid.load()) live++;
         else if (freeslot < 0) freeslot = static_cast<int>(i);
     }
     h->attached = live;
-    if (!recovered && (dead > 0 || (live == 0 && h->clean.load() == 0)))
-        recover_locked(dead ? "attached processes died" : "the pool was not closed cleanly");
     if (freeslot < 0) {
         unlock();
         return fail(SPECKV_EBUSY, "%u processes are attached: no attach record free", kMaxAttach);
@@ -427,6 +461,11 @@ int Pool::attach() {
     a.start_time = proc_start_time(getpid());
     a.attach_ns = now_ns();
     a.epoch = h->epoch.load();
+    a.id = ++h->next_attach_id;
+    a.lookups.store(0);
+    a.lookup_hits.store(0);
+    a.dedup_bytes.store(0);
+    attach_id_ = a.id;
     a.pid.store(static_cast<uint32_t>(getpid()));
     h->attached++;
     h->clean.store(0);
@@ -439,11 +478,37 @@ void Pool::recover_locked(const char *why) {
     const Superblock &s = *sb();
     SharedHeader *h = sh();
     log(SPECKV_LOG_WARN, "recovering pool: %s", why);
+    // 1. Attach records: a dead process's record is freed and its counters
+    //    kept; what it held is dropped below.
+    uint64_t live_mask = 0;
+    std::vector<uint64_t> live_ids;
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        AttachRecord &a = h->attach[i];
+        uint32_t pid = a.pid.load();
+        if (!pid) continue;
+        if (process_alive(pid, a.start_time)) {
+            live_mask |= uint64_t(1) << i;
+            live_ids.push_back(a.id);
+            continue;
+        }
+        log(SPECKV_LOG_WARN, "process %u attached to the pool is gone: its references and unpublished blocks are reclaimed",
+            pid);
+        h->lookups.fetch_add(a.lookups.exchange(0));
+        h->lookup_hits.fetch_add(a.lookup_hits.exchange(0));
+        h->dedup_bytes.fetch_add(a.dedup_bytes.exchange(0));
+        a.pid.store(0);
+    }
+    h->attached = static_cast<uint32_t>(__builtin_popcountll(live_mask));
+    // 2. Blocks: validate each record, rebuild the page bitmap and counters
+    //    from the ones that stand.
     uint64_t *bm = bitmap();
     std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
     uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
     h->slot_hwm = hwm;
-    uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0};
+    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
+    h->tenants_used = nt;
+    for (uint32_t t = 0; t < nt; t++) tenants()[t].used_pages.store(0);
+    uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
     for (uint64_t i = 0; i < hwm; i++) {
         BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
@@ -459,10 +524,28 @@ void Pool::recover_locked(const char *why) {
             r.handle.store(0);
             continue;
         }
+        bool pub = r.state & kBlockPublished;
+        uint64_t holders = r.holders.load();
+        bool orphan = !pub && r.owner != 0 &&
+                      std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end();
+        if (orphan || (holders & kHoldersDying)) {
+            // An unpublished block of a dead process (nothing says its
+            // contents were complete), or an eviction cut short by a crash.
+            r.handle.store(0);
+            reclaimed += orphan;
+            continue;
+        }
+        if (pub) r.holders.fetch_and(live_mask);
+        else r.holders.store(0);  // only published blocks are referenced
         for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
         live++;
         used += r.npages;
         by_dtype[r.dtype] += r.bytes;
+        if (pub) {
+            published++;
+            shared += r.bytes;
+        }
+        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(r.npages);
     }
     // Free-slot list, lowest slot first.
     h->slot_free_head = 0;
@@ -472,23 +555,35 @@ void Pool::recover_locked(const char *why) {
         r.next_free = h->slot_free_head;
         h->slot_free_head = i + 1;
     }
-    // Torn page writes: the writer died between locking and unlocking.
+    // 3. Torn page writes: the writer died between locking and unlocking.
+    //    The writer's attach slot is in the page flags; a live writer's page
+    //    is left alone (it is mid-copy). An untagged odd page (the writer was
+    //    between taking the lock and tagging it) is repaired only when no
+    //    process is attached; otherwise it is fixed when its pages are reused.
     for (uint64_t p = 0; p < s.n_pages; p++) {
         PageEntry &pe = pages()[p];
         uint64_t q = pe.seq.load();
-        if (q & 1) {
-            // A page still flagged zero never finished its first write: it
-            // keeps reading as zeros (its media bytes may be a freed block's,
-            // which must never leak). Otherwise the bytes are this block's
-            // own, old and new mixed: re-seal them.
-            if (!(pe.flags.load() & kPageZero)) pe.crc.store(crc32c(0, page_data(p), page_size_));
-            pe.seq.store(q + 1);
-        }
+        if (!(q & 1)) continue;
+        uint32_t fl = pe.flags.load();
+        uint32_t tag = (fl & kPageWriterMask) >> kPageWriterShift;
+        if (tag ? (live_mask >> (tag - 1) & 1) : live_mask != 0) continue;
+        // A page still flagged zero never finished its first write: it
+        // keeps reading as zeros (its media bytes may be a freed block's,
+        // which must never leak). Otherwise the bytes are this block's own,
+        // old and new mixed: re-seal them.
+        if (!(fl & kPageZero)) pe.crc.store(crc32c(0, page_data(p), page_size_));
+        pe.flags.store(fl & ~kPageWriterMask);
+        pe.seq.store(q + 1);
     }
     h->blocks_live.store(live);
     h->pages_used.store(used);
     for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(by_dtype[d]);
+    h->blocks_published.store(published);
+    h->shared_bytes.store(shared);
+    h->reclaimed.fetch_add(reclaimed);
     h->alloc_cursor = 0;
+    // 4. The hash index is derived from the published records.
+    rebuild_index_locked();
     h->epoch.fetch_add(1);
     h->recoveries.fetch_add(1);
 }
@@ -532,6 +627,10 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     if (hint && hint->struct_size != sizeof(speckv_hint))
         return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
                     sizeof(speckv_hint));
+    uint64_t tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
+    if (!tenant_visible(tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
+                    tenant_id_, tenant);
     const Superblock &s = *sb();
     uint64_t np = (bytes + page_size_ - 1) >> page_shift_;
     if (np > s.n_pages)
@@ -540,29 +639,54 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    TenantEntry *trow = tenant_row(tenant);
+    if (trow && trow->quota_pages) {
+        auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
+        if (!under()) evict_locked(under, &tenant);
+        if (!under()) {
+            uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
+            unlock();
+            return fail(SPECKV_EQUOTA,
+                        "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
+                        " pages (nothing of it left to evict)",
+                        tenant, used, np, quota);
+        }
+    }
+    // Room is a free slot and a run of np free pages. Without it, what dead
+    // processes left is reclaimed first, then unreferenced published blocks
+    // are evicted, least recently used first.
+    uint64_t first = UINT64_MAX;
+    auto room = [&] {
+        first = UINT64_MAX;
+        if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
+        uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
+        first = find_run(bm, cur, s.n_pages, np);
+        if (first == UINT64_MAX) first = find_run(bm, 0, std::min(s.n_pages, cur + np - 1), np);
+        return first != UINT64_MAX;
+    };
+    if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
+    if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
+    if (first == UINT64_MAX && !room()) {
+        bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
+        uint64_t freep = s.n_pages - h->pages_used.load();
+        unlock();
+        if (!slots)
+            return fail(SPECKV_ENOSPC, "all %" PRIu64 " block slots are in use (none holds an evictable published block)",
+                        s.max_blocks);
+        return fail(SPECKV_ENOSPC,
+                    "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64
+                    " pages free; no evictable published block left)",
+                    np, freep, s.n_pages);
+    }
     uint64_t slot;
     if (h->slot_free_head) {
         slot = h->slot_free_head - 1;
         h->slot_free_head = blocks()[slot].next_free;
-    } else if (h->slot_hwm < s.max_blocks) {
-        slot = h->slot_hwm++;
     } else {
-        unlock();
-        return fail(SPECKV_ENOSPC, "all %" PRIu64 " block slots are in use", s.max_blocks);
+        slot = h->slot_hwm++;
     }
     BlockRecord &r = blocks()[slot];
-    uint64_t *bm = bitmap();
-    uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
-    uint64_t first = find_run(bm, cur, s.n_pages, np);
-    if (first == UINT64_MAX) first = find_run(bm, 0, std::min(s.n_pages, cur + np - 1), np);
-    if (first == UINT64_MAX) {
-        r.next_free = h->slot_free_head;
-        h->slot_free_head = slot + 1;
-        uint64_t freep = s.n_pages - h->pages_used.load();
-        unlock();
-        return fail(SPECKV_ENOSPC, "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64 " pages free)", np, freep,
-                    s.n_pages);
-    }
     for (uint64_t p = first; p < first + np; p++) {
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
@@ -575,23 +699,32 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     relaxed_store(r.bytes, bytes);
     relaxed_store(r.npages, static_cast<uint32_t>(np));
     relaxed_store(r.dtype, static_cast<uint8_t>(dtype));
-    r.tenant = hint ? hint->tenant : 0;
+    relaxed_store(r.tenant, tenant);
+    relaxed_store(r.state, uint32_t(0));
     r.request = hint ? hint->request : 0;
     r.layer = hint ? hint->layer : 0;
     r.hint_flags = hint ? hint->flags : 0;
     r.token_pos = hint ? hint->token_pos : 0;
     r.token_count = hint ? hint->token_count : 0;
-    std::memset(r.content_hash, 0, 16);
-    if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, 16);
+    SEQLOCK_IGNORE_BEGIN();  // lookups compare keys optimistically, then re-check under a reference
+    std::memset(r.content_hash, 0, sizeof r.content_hash);
+    if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, sizeof r.content_hash);
+    SEQLOCK_IGNORE_END();
     r.generation = gen;
     r.created_ns = now_ns(CLOCK_REALTIME_COARSE);  // ms resolution is plenty; the precise clock costs ~25 ns
+    r.reserved0 = 0;
     r.next_free = 0;
+    r.holders.store(0, std::memory_order_relaxed);
+    r.hash_next.store(0, std::memory_order_relaxed);
+    r.last_use.store(now_ns(CLOCK_MONOTONIC_COARSE), std::memory_order_relaxed);
+    r.owner = attach_id_;
     r.crc = record_crc(r);
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
     h->blocks_live.fetch_add(1, std::memory_order_relaxed);
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
+    if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
     h->alloc_cursor = first + np;
     unlock();
     bump(kAllocs);
@@ -605,6 +738,8 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was never issued by this pool", handle);
     const BlockRecord &r = blocks()[slot - 1];
     if (r.handle.load(std::memory_order_acquire) != handle)
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
+    if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
     BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype)};
     if (v.npages == 0 || v.first_page >= sb()->n_pages || v.npages > sb()->n_pages - v.first_page ||
@@ -642,18 +777,37 @@ int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
 
 int Pool::free(uint64_t handle) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    BlockView v{};
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
+    // A published block is shared: free drops this process's reference.
+    if (relaxed_load(v.rec->state) & kBlockPublished) {
+        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        bump(kFrees);
+        return SPECKV_OK;
+    }
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    BlockView v{};
     if (int rc = resolve(handle, &v); rc != SPECKV_OK) {
         unlock();
         return rc;
+    }
+    if (v.rec->state & kBlockPublished) {  // published meanwhile
+        unlock();
+        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        bump(kFrees);
+        return SPECKV_OK;
     }
     if (pinned(handle)) {
         unlock();
         return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before freeing", handle);
     }
-    BlockRecord &r = const_cast<BlockRecord &>(*v.rec);
+    release_block_locked(const_cast<BlockRecord &>(*v.rec), handle);
+    unlock();
+    bump(kFrees);
+    return SPECKV_OK;
+}
+
+void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     SharedHeader *h = sh();
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
     // Writers lock a page, then re-check the handle; wait for any that got in first.
@@ -672,14 +826,354 @@ int Pool::free(uint64_t handle) {
         log(SPECKV_LOG_WARN, "freeing block 0x%" PRIx64 ": a page is stuck in a write; its pages stay reserved until recovery",
             handle);
     }
+    if (r.state & kBlockPublished) {
+        h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
+        h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+    }
+    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(r.npages, std::memory_order_relaxed);
+    r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
     if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
         r.next_free = h->slot_free_head;
         h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
     }
+}
+
+// ---------------------------------------------------------------- sharing
+
+namespace {
+bool key_equal(const BlockRecord &r, const uint8_t *hash) {
+    SEQLOCK_IGNORE_BEGIN();
+    bool eq = std::memcmp(r.content_hash, hash, sizeof r.content_hash) == 0;
+    SEQLOCK_IGNORE_END();
+    return eq;
+}
+}  // namespace
+
+uint64_t Pool::bucket_of(uint64_t tenant, const uint8_t *hash) const {
+    uint64_t k;
+    std::memcpy(&k, hash, 8);
+    k ^= tenant * 0x9E3779B97F4A7C15ull;
+    k ^= k >> 29;
+    return k & bucket_mask_;
+}
+
+TenantEntry *Pool::tenant_row(uint64_t tenant) const {
+    uint32_t n = std::min<uint32_t>(sh()->tenants_used, kMaxTenants);
+    for (uint32_t i = 0; i < n; i++)
+        if (tenants()[i].tenant == tenant) return &tenants()[i];
+    return nullptr;
+}
+
+uint64_t Pool::find_published_locked(uint64_t tenant, const uint8_t *hash) const {
+    const uint64_t max = sb()->max_blocks;
+    uint64_t idx = std::atomic_ref<uint64_t>(buckets()[bucket_of(tenant, hash)]).load(std::memory_order_acquire);
+    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
+        const BlockRecord &r = blocks()[idx - 1];
+        if (r.handle.load() && (r.state & kBlockPublished) && r.tenant == tenant && key_equal(r, hash)) return idx;
+        idx = r.hash_next.load(std::memory_order_acquire);
+    }
+    return 0;
+}
+
+void Pool::index_insert_locked(uint64_t slot) {
+    // Readers walking this chain see either the old head or the new one:
+    // both are consistent, so an insert needs no seqlock round.
+    BlockRecord &r = blocks()[slot];
+    std::atomic_ref<uint64_t> head(buckets()[bucket_of(r.tenant, r.content_hash)]);
+    r.hash_next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    head.store(slot + 1, std::memory_order_release);
+}
+
+void Pool::index_remove_locked(uint64_t slot) {
+    BlockRecord &r = blocks()[slot];
+    SharedHeader *h = sh();
+    std::atomic_ref<uint64_t> head(buckets()[bucket_of(r.tenant, r.content_hash)]);
+    h->index_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
+    uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
+    for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
+        if (idx == slot + 1) {
+            uint64_t next = r.hash_next.load(std::memory_order_relaxed);
+            if (prev) blocks()[prev - 1].hash_next.store(next, std::memory_order_release);
+            else head.store(next, std::memory_order_release);
+            break;
+        }
+        prev = idx;
+        idx = blocks()[idx - 1].hash_next.load(std::memory_order_relaxed);
+    }
+    h->index_seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Pool::rebuild_index_locked() {
+    SharedHeader *h = sh();
+    const Superblock &s = *sb();
+    uint64_t q = h->index_seq.load() | 1;  // odd even if a rebuild was cut short
+    h->index_seq.store(q, std::memory_order_seq_cst);
+    for (uint64_t b = 0; b < s.index_buckets; b++) std::atomic_ref<uint64_t>(buckets()[b]).store(0, std::memory_order_relaxed);
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
+    for (uint64_t i = hwm; i-- > 0;)
+        if (blocks()[i].handle.load() && (blocks()[i].state & kBlockPublished)) index_insert_locked(i);
+    h->index_seq.store(q + 1, std::memory_order_seq_cst);
+}
+
+template <typename Fits>
+uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
+    SharedHeader *h = sh();
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+    std::vector<std::pair<uint64_t, uint64_t>> cand;  // (last use, slot)
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        if (!r.handle.load(std::memory_order_relaxed) || !(r.state & kBlockPublished) ||
+            r.holders.load(std::memory_order_relaxed) != 0 || (tenant_only && r.tenant != *tenant_only))
+            continue;
+        cand.emplace_back(r.last_use.load(std::memory_order_relaxed), i);
+    }
+    // The scan costs O(blocks), so it is amortised: once it runs, at least
+    // 1/64 of the candidates go (the coldest), even if fewer would fit.
+    size_t batch = std::max<size_t>(1, cand.size() / 64);
+    auto order = [&](size_t upto) {
+        upto = std::min(upto, cand.size());
+        std::partial_sort(cand.begin(), cand.begin() + static_cast<long>(upto), cand.end());
+        return upto;
+    };
+    size_t sorted = order(batch);
+    uint64_t n = 0;
+    for (size_t c = 0; c < cand.size(); c++) {
+        if (c == sorted) sorted = order(cand.size());  // the batch was not enough: all of them, in order
+        const auto &[use, slot] = cand[c];
+        BlockRecord &r = blocks()[slot];
+        uint64_t hd = r.handle.load();
+        uint64_t none = 0;
+        // Dying first: a lookup racing us either got its reference in
+        // before (we skip the block) or sees Dying and misses.
+        if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
+        index_remove_locked(slot);
+        release_block_locked(r, hd);
+        h->evictions.fetch_add(1, std::memory_order_relaxed);
+        n++;
+        log(SPECKV_LOG_DEBUG, "evicted published block 0x%" PRIx64, hd);
+        if (n >= batch && fits()) break;
+    }
+    return n;
+}
+
+int Pool::acquire_ref(uint64_t handle, bool need_published) {
+    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
+    BlockRecord &r = blocks()[slot];
+    std::lock_guard g(refs_mu_);
+    auto it = refs_.find(slot);
+    if (it != refs_.end()) {
+        if (it->second.first == handle) {
+            it->second.second++;
+            return SPECKV_OK;
+        }
+        if (r.handle.load(std::memory_order_acquire) == it->second.first)
+            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (its slot holds a newer block)", handle);
+        refs_.erase(it);  // a reference to a block a forced reset wiped
+    }
+    uint64_t bit = uint64_t(1) << attach_slot_;
+    uint64_t cur = r.holders.load(std::memory_order_relaxed);
+    do {
+        if (cur & kHoldersDying) return fail(SPECKV_EBADHANDLE, "block 0x%" PRIx64 " is being evicted", handle);
+    } while (!r.holders.compare_exchange_weak(cur, cur | bit, std::memory_order_seq_cst));
+    if (r.handle.load(std::memory_order_seq_cst) != handle ||
+        (need_published && !(relaxed_load(r.state) & kBlockPublished))) {
+        r.holders.fetch_and(~bit, std::memory_order_relaxed);
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed meanwhile)", handle);
+    }
+    refs_.emplace(slot, std::make_pair(handle, 1u));
+    return SPECKV_OK;
+}
+
+int Pool::release_ref(uint64_t handle) {
+    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
+    std::lock_guard g(refs_mu_);
+    auto it = refs_.find(slot);
+    if (it == refs_.end() || it->second.first != handle)
+        return fail(SPECKV_EBADHANDLE,
+                    "block 0x%" PRIx64 " is published and this process holds no reference to it (double free?)", handle);
+    if (--it->second.second == 0) {
+        refs_.erase(it);
+        BlockRecord &r = blocks()[slot];
+        uint64_t t = now_ns(CLOCK_MONOTONIC_COARSE);
+        if (r.last_use.load(std::memory_order_relaxed) != t) r.last_use.store(t, std::memory_order_relaxed);
+        r.holders.fetch_and(~(uint64_t(1) << attach_slot_), std::memory_order_release);
+    }
+    return SPECKV_OK;
+}
+
+int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
+    if (!hash) return fail(SPECKV_EINVAL, "hash is NULL");
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    BlockView v{};
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) {
+        unlock();
+        return rc;
+    }
+    BlockRecord &r = const_cast<BlockRecord &>(*v.rec);
+    if (r.state & kBlockPublished) {
+        unlock();
+        return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is already published (a published block is immutable)", handle);
+    }
+    AttachRecord &me = sh()->attach[attach_slot_];
+    if (uint64_t e = find_published_locked(r.tenant, hash)) {
+        BlockRecord &er = blocks()[e - 1];
+        uint64_t eh = er.handle.load();
+        me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
+        if (canonical) {
+            if (int rc = acquire_ref(eh, true); rc != SPECKV_OK) {
+                unlock();
+                return rc;
+            }
+            *canonical = eh;
+        }
+        unlock();
+        return fail(SPECKV_EEXIST,
+                    "tenant %" PRIu64 " already has block 0x%" PRIx64 " published under this hash; block 0x%" PRIx64
+                    " stays unpublished",
+                    r.tenant, eh, handle);
+    }
+    // Commit: the state goes first, so a writer that locks a page from now
+    // on sees it and backs off; then in-flight writes drain; then the block
+    // becomes findable.
+    SEQLOCK_IGNORE_BEGIN();
+    std::memcpy(r.content_hash, hash, sizeof r.content_hash);
+    SEQLOCK_IGNORE_END();
+    std::atomic_ref<uint32_t>(r.state).store(r.state | kBlockPublished, std::memory_order_seq_cst);
+    for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
+        uint64_t q;
+        if (int rc = wait_even(pages()[p], &q); rc != SPECKV_OK) {
+            std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
+            unlock();
+            return rc;
+        }
+    }
+    r.crc = record_crc(r);
+    r.owner = 0;
+    if (int rc = acquire_ref(handle, true); rc != SPECKV_OK) {  // cannot fail: we hold the lock and the block
+        std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
+        r.crc = record_crc(r);
+        unlock();
+        return rc;
+    }
+    index_insert_locked(static_cast<uint64_t>(r.handle.load() & ((1u << kSlotBits) - 1)) - 1);
+    sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
+    sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     unlock();
-    bump(kFrees);
+    if (canonical) *canonical = handle;
+    return SPECKV_OK;
+}
+
+int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
+    if (!hash || !out) return fail(SPECKV_EINVAL, "hash and out must not be NULL");
+    if (!tenant_visible(tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot look up tenant %" PRIu64,
+                    tenant_id_, tenant);
+    if (read_only() || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
+    SharedHeader *h = sh();
+    AttachRecord &me = h->attach[attach_slot_];
+    me.lookups.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t max = sb()->max_blocks;
+    std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
+    auto hit = [&](const BlockRecord &r, uint64_t hd) {
+        me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
+        me.dedup_bytes.fetch_add(relaxed_load(r.bytes), std::memory_order_relaxed);
+        *out = hd;
+        return SPECKV_OK;
+    };
+    // Lock-free: walk the chain, take a reference on a match, then confirm
+    // the match under it (a referenced published block cannot change). A
+    // miss counts only if no chain changed meanwhile (index_seq).
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t s1 = h->index_seq.load(std::memory_order_acquire);
+        if (s1 & 1) {
+            sched_yield();
+            continue;
+        }
+        uint64_t idx = head.load(std::memory_order_acquire);
+        for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
+            const BlockRecord &r = blocks()[idx - 1];
+            uint64_t hd = r.handle.load(std::memory_order_acquire);
+            if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && key_equal(r, hash) &&
+                acquire_ref(hd, true) == SPECKV_OK) {
+                if (relaxed_load(r.tenant) == tenant && key_equal(r, hash)) return hit(r, hd);
+                release_ref(hd);
+            }
+            idx = r.hash_next.load(std::memory_order_acquire);
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (h->index_seq.load(std::memory_order_relaxed) == s1)
+            return fail(SPECKV_ENOENT, "tenant %" PRIu64 " has no block published under this hash", tenant);
+    }
+    // The index kept changing under us: look under the lock.
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    uint64_t e = find_published_locked(tenant, hash);
+    int rc = e ? acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
+    uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
+    unlock();
+    if (rc == SPECKV_OK) return hit(blocks()[e - 1], hd);
+    return fail(SPECKV_ENOENT, "tenant %" PRIu64 " has no block published under this hash", tenant);
+}
+
+int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (tenant_id_ >= 0) return fail(SPECKV_EPERM, "a pool handle bound to a tenant (tenant.id) cannot set quotas");
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    SharedHeader *h = sh();
+    TenantEntry *t = tenant_row(tenant);
+    if (!t) {
+        if (max_pages == 0) {
+            unlock();
+            return SPECKV_OK;
+        }
+        if (h->tenants_used >= kMaxTenants) {
+            unlock();
+            return fail(SPECKV_ENOSPC, "the pool's tenant table is full (%u tenants with a quota)", kMaxTenants);
+        }
+        t = &tenants()[h->tenants_used];
+        t->tenant = tenant;
+        t->reserved = 0;
+        uint64_t used = 0, hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+        for (uint64_t i = 0; i < hwm; i++)
+            if (blocks()[i].handle.load() && blocks()[i].tenant == tenant) used += blocks()[i].npages;
+        t->used_pages.store(used);
+        h->tenants_used++;
+    }
+    t->quota_pages = max_pages;
+    unlock();
+    return SPECKV_OK;
+}
+
+int Pool::tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) {
+    if (!tenant_visible(tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id)", tenant_id_);
+    uint64_t u = 0, q = 0;
+    if (const TenantEntry *t = tenant_row(tenant)) {
+        u = t->used_pages.load();
+        q = t->quota_pages;
+    } else {
+        uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, sb()->max_blocks);
+        for (uint64_t i = 0; i < hwm; i++) {
+            const BlockRecord &r = blocks()[i];
+            if (r.handle.load() && relaxed_load(r.tenant) == tenant) u += relaxed_load(r.npages);
+        }
+    }
+    if (used) *used = u;
+    if (quota) *quota = q;
+    return SPECKV_OK;
+}
+
+int Pool::repair() {
+    if (read_only() || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    if (!rec) recover_locked("repair requested");
+    unlock();
     return SPECKV_OK;
 }
 
@@ -691,7 +1185,11 @@ int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint
         uint64_t q;
         if (int rc = wait_even(pe, &q); rc != SPECKV_OK) return rc;
         if (pe.seq.compare_exchange_weak(q, q + 1, std::memory_order_seq_cst)) {
+            // Tag the page with our attach slot: if we die now, recovery
+            // knows whose write this was (kPageWriterMask).
+            if (attach_slot_ >= 0) pe.flags.fetch_or(uint32_t(attach_slot_ + 1) << kPageWriterShift, std::memory_order_relaxed);
             if (rec->handle.load(std::memory_order_seq_cst) != handle) {
+                pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
                 pe.seq.store(q + 2, std::memory_order_release);
                 return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the write", handle);
             }
@@ -720,8 +1218,13 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
         uint64_t q;
         if (int rc = lock_page(page, handle, r.rec, &q); rc != SPECKV_OK) return rc;
         PageEntry &pe = pages()[page];
+        if (std::atomic_ref<const uint32_t>(r.rec->state).load(std::memory_order_seq_cst) & kBlockPublished) {
+            pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is published: its contents are immutable", handle);
+        }
         unsigned char *d = page_data(page);
-        uint32_t fl = pe.flags.load(std::memory_order_relaxed);
+        uint32_t fl = pe.flags.load(std::memory_order_relaxed) & ~kPageWriterMask;
         bool whole = plen == page_size_;
         if ((fl & kPageZero) && !whole) std::memset(d, 0, page_size_);
         std::memcpy(d + poff, in + done, plen);
@@ -876,7 +1379,7 @@ int Pool::block_info(uint64_t handle, speckv_block_meta *out) const {
     m.layer = r->layer;
     m.token_pos = r->token_pos;
     m.token_count = r->token_count;
-    std::memcpy(m.content_hash, r->content_hash, 16);
+    std::memcpy(m.content_hash, r->content_hash, sizeof m.content_hash);
     SEQLOCK_IGNORE_END();
     std::atomic_thread_fence(std::memory_order_acquire);
     if (r->handle.load(std::memory_order_relaxed) != handle)
@@ -899,16 +1402,23 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
             if (pe.flags.load(std::memory_order_relaxed) & kPageZero) {
                 std::memset(page_data(p), 0, page_size_);
                 pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
-                pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~kPageZero, std::memory_order_relaxed);
             }
+            pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~(kPageZero | kPageWriterMask), std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
         } else if (int rc = verify_page_inplace(p); rc != SPECKV_OK) {
             return rc;
         }
     }
+    // A published block pinned here is referenced while pinned: eviction
+    // must not take it away under the pointer.
+    bool ref = relaxed_load(r.rec->state) & kBlockPublished;
+    if (ref)
+        if (int rc = acquire_ref(handle, true); rc != SPECKV_OK) return rc;
     {
         std::lock_guard g(pin_mu_);
-        pins_[handle]++;
+        auto &e = pins_[handle];
+        e.first++;
+        e.second += ref;
         pin_total_.fetch_add(1, std::memory_order_release);
     }
     if (r.rec->handle.load(std::memory_order_acquire) != handle) {
@@ -921,16 +1431,23 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
 }
 
 int Pool::unpin(uint64_t handle) {
-    std::lock_guard g(pin_mu_);
-    auto it = pins_.find(handle);
-    if (it == pins_.end()) {
-        BlockView r{};
-        if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
-        return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
+    bool ref = false;
+    {
+        std::lock_guard g(pin_mu_);
+        auto it = pins_.find(handle);
+        if (it == pins_.end()) {
+            BlockView r{};
+            if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+            return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
+        }
+        if (it->second.second) {
+            it->second.second--;
+            ref = true;
+        }
+        if (--it->second.first == 0) pins_.erase(it);
+        pin_total_.fetch_sub(1, std::memory_order_release);
     }
-    if (--it->second == 0) pins_.erase(it);
-    pin_total_.fetch_sub(1, std::memory_order_release);
-    return SPECKV_OK;
+    return ref ? release_ref(handle) : SPECKV_OK;
 }
 
 int Pool::prefetch(const speckv_hint *hint) {
@@ -980,23 +1497,40 @@ void Pool::stats(speckv_pool_stats *st) const {
     v.checksum_failures = total(kCrcFail);
     v.prefetch_hints = total(kPrefetch);
     v.attached = 0;
-    for (const auto &a : h->attach) v.attached += a.pid.load(std::memory_order_relaxed) != 0;
+    v.lookups = h->lookups.load(std::memory_order_relaxed);
+    v.lookup_hits = h->lookup_hits.load(std::memory_order_relaxed);
+    v.dedup_bytes = h->dedup_bytes.load(std::memory_order_relaxed);
+    for (const auto &a : h->attach) {
+        if (!a.pid.load(std::memory_order_relaxed)) continue;
+        v.attached++;
+        v.lookups += a.lookups.load(std::memory_order_relaxed);
+        v.lookup_hits += a.lookup_hits.load(std::memory_order_relaxed);
+        v.dedup_bytes += a.dedup_bytes.load(std::memory_order_relaxed);
+    }
+    v.blocks_published = h->blocks_published.load(std::memory_order_relaxed);
+    v.shared_bytes = h->shared_bytes.load(std::memory_order_relaxed);
+    v.evictions = h->evictions.load(std::memory_order_relaxed);
+    v.reclaimed_blocks = h->reclaimed.load(std::memory_order_relaxed);
     *st = v;
 }
 
 std::string Pool::stats_json() const {
     speckv_pool_stats s;
     stats(&s);
-    char buf[1024];
+    char buf[1536];
     std::snprintf(buf, sizeof buf,
                   "{\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"pages_total\":%" PRIu64
                   ",\"pages_used\":%" PRIu64 ",\"blocks_live\":%" PRIu64 ",\"blocks_max\":%" PRIu64
                   ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
                   ",\"reads\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"cache_misses\":%" PRIu64
-                  ",\"checksum_failures\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"attached\":%" PRIu64 "}",
+                  ",\"checksum_failures\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"attached\":%" PRIu64
+                  ",\"blocks_published\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
+                  ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
+                  ",\"reclaimed_blocks\":%" PRIu64 "}",
                   s.pool_bytes, s.page_size, s.pages_total, s.pages_used, s.blocks_live, s.blocks_max, s.allocs, s.frees,
                   s.bytes_written, s.bytes_read, s.reads, s.cache_hits, s.cache_misses, s.checksum_failures,
-                  s.prefetch_hints, s.attached);
+                  s.prefetch_hints, s.attached, s.blocks_published, s.shared_bytes, s.lookups, s.lookup_hits,
+                  s.dedup_bytes, s.evictions, s.reclaimed_blocks);
     return buf;
 }
 
@@ -1020,6 +1554,24 @@ void Pool::info(PoolInfo *o) const {
     o->attached = 0;
     for (const auto &a : h->attach) o->attached += a.pid.load() != 0;
     o->clean = h->clean.load() != 0;
+    speckv_pool_stats st;
+    stats(&st);
+    o->blocks_published = st.blocks_published;
+    o->shared_bytes = st.shared_bytes;
+    o->lookups = st.lookups;
+    o->lookup_hits = st.lookup_hits;
+    o->dedup_bytes = st.dedup_bytes;
+    o->evictions = st.evictions;
+    o->reclaimed = st.reclaimed_blocks;
+    o->attach.clear();
+    for (const auto &a : h->attach) {
+        uint32_t pid = a.pid.load();
+        if (!pid) continue;
+        o->attach.push_back({pid, process_alive(pid, a.start_time), a.id, a.attach_ns, a.lookups.load(), a.lookup_hits.load()});
+    }
+    o->tenants.clear();
+    for (uint32_t t = 0; t < std::min<uint32_t>(h->tenants_used, kMaxTenants); t++)
+        o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
     for (uint64_t p = 0; p < s.n_pages; p++) {
         o->pages_quarantined += (pages()[p].flags.load() & kPageQuarantined) != 0;
@@ -1047,7 +1599,10 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
         b.hint_flags = r.hint_flags;
         b.token_pos = r.token_pos;
         b.token_count = r.token_count;
-        std::memcpy(b.content_hash, r.content_hash, 16);
+        std::memcpy(b.content_hash, r.content_hash, sizeof b.content_hash);
+        b.published = r.state & kBlockPublished;
+        b.holders = static_cast<uint32_t>(__builtin_popcountll(r.holders.load() & ~kHoldersDying));
+        b.owner = r.owner;
         out->push_back(b);
     }
     return SPECKV_OK;
@@ -1069,7 +1624,18 @@ int Pool::check(CheckReport *rep) const {
     }
     std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
     std::vector<unsigned char> buf(s.page_size);
-    uint64_t live = 0, used = 0;
+    uint64_t live = 0, used = 0, published = 0, shared = 0;
+    uint64_t live_mask = 0;
+    std::vector<uint64_t> live_ids;
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        const AttachRecord &a = h->attach[i];
+        if (a.pid.load() && process_alive(a.pid.load(), a.start_time)) {
+            live_mask |= uint64_t(1) << i;
+            live_ids.push_back(a.id);
+        }
+    }
+    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
+    std::vector<uint64_t> tenant_pages(nt, 0);
     for (uint64_t i = 0; i < s.max_blocks; i++) {
         const BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
@@ -1094,6 +1660,22 @@ int Pool::check(CheckReport *rep) const {
         }
         live++;
         used += r.npages;
+        for (uint32_t t = 0; t < nt; t++)
+            if (tenants()[t].tenant == r.tenant) tenant_pages[t] += r.npages;
+        uint64_t holders = r.holders.load();
+        if (r.state & kBlockPublished) {
+            published++;
+            shared += r.bytes;
+            if (holders & kHoldersDying) problem("block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
+            if (holders & ~kHoldersDying & ~live_mask)
+                problem("block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
+            if (find_published_locked(r.tenant, r.content_hash) != i + 1)
+                problem("block 0x%" PRIx64 " is published but the hash index does not find it", hd);
+        } else {
+            if (holders) problem("block 0x%" PRIx64 " is unpublished but has references", hd);
+            if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
+                problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
+        }
         for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
             if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
             owned[p / 64] |= uint64_t(1) << (p % 64);
@@ -1139,10 +1721,39 @@ int Pool::check(CheckReport *rep) const {
         if (pid && !process_alive(pid, a.start_time))
             problem("process %u is recorded as attached but is gone (recovered on the next open)", pid);
     }
+    // The hash index: every chain short and made of live published blocks
+    // in the right bucket; as many entries as published blocks.
+    if (h->index_seq.load() & 1) problem("the hash index was being changed by a process that is gone (repair rebuilds it)");
+    uint64_t entries = 0;
+    for (uint64_t b = 0; b < s.index_buckets; b++) {
+        uint64_t idx = buckets()[b];
+        for (uint64_t steps = 0; idx; steps++) {
+            if (idx > hwm || steps > s.max_blocks) {
+                problem("hash index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
+                break;
+            }
+            const BlockRecord &r = blocks()[idx - 1];
+            if (!r.handle.load() || !(r.state & kBlockPublished) || bucket_of(r.tenant, r.content_hash) != b) {
+                problem("hash index bucket %" PRIu64 " links slot %" PRIu64 ", which is not a published block of it", b, idx - 1);
+                break;
+            }
+            entries++;
+            idx = r.hash_next.load();
+        }
+    }
+    if (entries != published)
+        problem("the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
+    if (h->blocks_published.load() != published || h->shared_bytes.load() != shared)
+        problem("published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
+                h->blocks_published.load(), h->shared_bytes.load(), published, shared);
+    for (uint32_t t = 0; t < nt; t++)
+        if (tenants()[t].used_pages.load() != tenant_pages[t])
+            problem("tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
+                    tenants()[t].tenant, tenants()[t].used_pages.load(), tenant_pages[t]);
     return SPECKV_OK;
 }
 
-int Pool::reset_uri(const std::string &uri_text) {
+int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
     Mapping m;
@@ -1158,25 +1769,51 @@ int Pool::reset_uri(const std::string &uri_text) {
             return fail(SPECKV_ENOTSUP, "%s pools live in one process's private memory: nothing to reset from outside",
                         uri.scheme == Scheme::Anon ? "anon:" : "numa:");
     }
-    return reset_mapping(std::move(m), uri.target);
+    return reset_mapping(std::move(m), uri.target, even_if_attached);
 }
 
-int Pool::reset_mapping(Mapping &&m, const std::string &path) {
+std::vector<uint32_t> Pool::live_pids(const Mapping &m) {
+    std::vector<uint32_t> out;
+    if (validate_superblock(m, "pool") != SPECKV_OK) return out;
+    Superblock s;
+    std::memcpy(&s, m.base(), sizeof s);
+    const auto *h = reinterpret_cast<const SharedHeader *>(m.base() + s.shared_off);
+    for (const AttachRecord &a : h->attach) {
+        uint32_t pid = a.pid.load();
+        if (pid && pid != static_cast<uint32_t>(getpid()) && process_alive(pid, a.start_time)) out.push_back(pid);
+    }
+    return out;
+}
+
+int Pool::reset_mapping(Mapping &&m, const std::string &path, bool even_if_attached) {
     if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
     std::unique_ptr<Pool> p(new Pool);
     p->map_ = std::move(m);
     p->bind_layout();
     const Superblock &s = *p->sb();
     SharedHeader *h = p->sh();
-    std::string others;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        uint32_t pid = h->attach[i].pid.load();
-        if (pid && pid != static_cast<uint32_t>(getpid()) && process_alive(pid, h->attach[i].start_time))
-            others += (others.empty() ? "" : ", ") + std::to_string(pid);
-    }
-    if (!others.empty())
+    std::vector<uint32_t> others = live_pids(p->map_);
+    std::string list;
+    for (uint32_t pid : others) list += (list.empty() ? "" : ", ") + std::to_string(pid);
+    if (!others.empty() && !even_if_attached)
         return fail(SPECKV_EBUSY, "processes are attached to '%s' (pid %s): stop them before a reset", path.c_str(),
-                    others.c_str());
+                    list.c_str());
+    // With processes attached the wipe happens under the pool lock and their
+    // attach records stay: their handles and references simply stop being
+    // valid. A pool whose lock is damaged gets a new one (nobody can be
+    // using it then, or the lock would not be damaged).
+    bool locked = false;
+    if (h->lock_magic == kLockMagic) {
+        timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 5;
+        int e = pthread_mutex_timedlock(&h->lock, &ts);
+        if (e == EOWNERDEAD) pthread_mutex_consistent(&h->lock);
+        if (e == 0 || e == EOWNERDEAD) locked = true;
+        else if (!others.empty())
+            return fail(SPECKV_EBUSY, "'%s': the pool lock is held by an attached process (pid %s): not reset", path.c_str(),
+                        list.c_str());
+    }
     // Keep each slot's generation so handles issued before stay unique.
     for (uint64_t i = 0; i < s.max_blocks; i++) {
         BlockRecord &r = p->blocks()[i];
@@ -1193,19 +1830,46 @@ int Pool::reset_mapping(Mapping &&m, const std::string &path) {
         pe.seq.store((pe.seq.load() | 1) + 1);
     }
     std::memset(p->bitmap(), 0, (s.n_pages + 63) / 64 * 8);
+    std::memset(p->buckets(), 0, s.index_buckets * 8);
+    std::memset(static_cast<void *>(p->tenants()), 0, kMaxTenants * sizeof(TenantEntry));
     uint64_t epoch = h->epoch.load() + 1, recoveries = h->recoveries.load();
-    std::memset(static_cast<void *>(h), 0, sizeof *h);
-    new (h) SharedHeader;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&h->lock, &a);
-    pthread_mutexattr_destroy(&a);
+    uint64_t next_id = h->next_attach_id, iseq = (h->index_seq.load() | 1) + 1;
+    // The attached processes' records, as bytes (they hold atomics).
+    std::vector<std::pair<uint32_t, std::array<unsigned char, sizeof(AttachRecord)>>> keep;
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        uint32_t pid = h->attach[i].pid.load();
+        if (locked && pid && std::find(others.begin(), others.end(), pid) != others.end()) {
+            keep.emplace_back(i, std::array<unsigned char, sizeof(AttachRecord)>{});
+            std::memcpy(keep.back().second.data(), static_cast<const void *>(&h->attach[i]), sizeof(AttachRecord));
+        }
+    }
+    if (locked) {
+        // Everything after the lock itself.
+        size_t from = offsetof(SharedHeader, lock_magic);
+        std::memset(reinterpret_cast<unsigned char *>(h) + from, 0, sizeof *h - from);
+    } else {
+        std::memset(static_cast<void *>(h), 0, sizeof *h);
+        new (h) SharedHeader;
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&h->lock, &a);
+        pthread_mutexattr_destroy(&a);
+    }
     h->lock_magic = kLockMagic;
     h->epoch.store(epoch);
     h->recoveries.store(recoveries);
-    h->clean.store(1);
+    h->next_attach_id = next_id;  // attach ids are never reused: they own blocks
+    h->index_seq.store(iseq);
+    for (auto &[i, a] : keep) {
+        std::memcpy(static_cast<void *>(&h->attach[i]), a.data(), sizeof(AttachRecord));
+        h->attach[i].lookups.store(0);
+        h->attach[i].lookup_hits.store(0);
+        h->attach[i].dedup_bytes.store(0);
+    }
+    h->attached = static_cast<uint32_t>(keep.size());
+    h->clean.store(keep.empty() ? 1 : 0);
     // Every slot is free again, lowest first.
     h->slot_hwm = s.max_blocks;
     for (uint64_t i = s.max_blocks; i-- > 0;) {
@@ -1213,6 +1877,7 @@ int Pool::reset_mapping(Mapping &&m, const std::string &path) {
         p->blocks()[i].next_free = h->slot_free_head;
         h->slot_free_head = i + 1;
     }
+    if (locked) pthread_mutex_unlock(&h->lock);
     return SPECKV_OK;
 }
 

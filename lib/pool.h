@@ -22,7 +22,20 @@ struct BlockInfo {
     int dtype;
     uint64_t tenant, request, token_pos, token_count;
     uint32_t layer, hint_flags;
-    uint8_t content_hash[16];
+    uint8_t content_hash[32];
+    bool published;
+    uint32_t holders;       // processes holding references
+    uint64_t owner;         // attach id owning it while unpublished (0 = the pool)
+};
+
+struct AttachInfo {
+    uint32_t pid;
+    bool alive;
+    uint64_t id, attach_ns, lookups, lookup_hits;
+};
+
+struct TenantInfo {
+    uint64_t tenant, quota_pages, used_pages;
 };
 
 struct PoolInfo {
@@ -35,6 +48,9 @@ struct PoolInfo {
     uint32_t attached;
     bool clean;
     uint64_t pages_quarantined, pages_in_write;
+    uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
+    std::vector<AttachInfo> attach;
+    std::vector<TenantInfo> tenants;
 };
 
 struct CheckReport {
@@ -64,6 +80,15 @@ class Pool {
     int unpin(uint64_t handle);
     int prefetch(const speckv_hint *hint);
 
+    // Sharing (docs/sharing.md).
+    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical);
+    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out);
+    int tenant_set_quota(uint64_t tenant, uint64_t max_pages);
+    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota);
+    // Runs recovery now (reclaims what dead processes left, rebuilds the
+    // derived tables): `speckv pool check --repair`.
+    int repair();
+
     void stats(speckv_pool_stats *s) const;
     std::string stats_json() const;
     void info(PoolInfo *out) const;
@@ -72,7 +97,11 @@ class Pool {
     // Wipes every block of a pool file and re-creates its metadata (lock
     // included), keeping the geometry and UUID. Refuses while a live process
     // is attached. Works on pools whose metadata is damaged.
-    static int reset_uri(const std::string &uri);
+    // even_if_attached: wipe under the pool lock although live processes
+    // are attached (their handles and references become invalid).
+    static int reset_uri(const std::string &uri, bool even_if_attached = false);
+    // Live processes (other than this one) attached to the pool in `m`.
+    static std::vector<uint32_t> live_pids(const Mapping &m);
 
     bool read_only() const { return !map_.writable(); }
     // The raw mapping, for tools and tests that need the pool's bytes.
@@ -83,11 +112,31 @@ class Pool {
   private:
     Pool() = default;
     static int validate_superblock(const Mapping &m, const char *where);
-    static int reset_mapping(Mapping &&m, const std::string &where);
+    static int reset_mapping(Mapping &&m, const std::string &where, bool even_if_attached);
     int attach();
     int lock(bool *recovered);
     void unlock();
     void recover_locked(const char *why);
+    bool any_dead_locked() const;
+    // Sharing internals, all under the lock unless said otherwise.
+    uint64_t bucket_of(uint64_t tenant, const uint8_t *hash) const;
+    uint64_t *buckets() const { return buckets_; }
+    fmt::TenantEntry *tenants() const { return tenants_; }
+    fmt::TenantEntry *tenant_row(uint64_t tenant) const;
+    uint64_t find_published_locked(uint64_t tenant, const uint8_t *hash) const;  // slot + 1, or 0
+    void index_insert_locked(uint64_t slot);
+    void index_remove_locked(uint64_t slot);
+    void rebuild_index_locked();
+    // Frees a live block's slot and pages (the caller checked it may go).
+    void release_block_locked(fmt::BlockRecord &r, uint64_t handle);
+    // Evicts unreferenced published blocks, least recently used first, until
+    // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
+    template <typename Fits>
+    uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
+    // Process references (lock-free; refs_mu_ inside).
+    int acquire_ref(uint64_t handle, bool need_published);
+    int release_ref(uint64_t handle);
+    bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
     // A consistent snapshot of a live block's placement, taken without the
     // lock: fields are read atomically and validated, so a slot freed and
     // reused meanwhile can never send us out of bounds (callers re-check
@@ -124,12 +173,22 @@ class Pool {
     fmt::PageEntry *pages_ = nullptr;
     fmt::BlockRecord *blocks_ = nullptr;
     uint64_t *bitmap_ = nullptr;
+    uint64_t *buckets_ = nullptr;
+    fmt::TenantEntry *tenants_ = nullptr;
+    uint64_t bucket_mask_ = 0;
     unsigned char *data_ = nullptr;
+    int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
+    uint64_t attach_id_ = 0;      // our AttachRecord::id
+    // References this process holds to published blocks, by slot: the
+    // handle they are for and how many. The slot's holders bit is set iff
+    // the count is > 0.
+    std::mutex refs_mu_;
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> refs_;
     int lock_timeout_ms_ = 5000;
     int log_level_ = 1;
     // Pins are per process: a pinned block can't be written or freed here.
     std::mutex pin_mu_;
-    std::unordered_map<uint64_t, uint32_t> pins_;
+    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> pins_;  // handle -> (pins, of which hold a reference)
     std::atomic<uint64_t> pin_total_{0};
     // Process-local counters, sharded per thread so the hot paths do no
     // locked read-modify-write: shard i < kShards belongs to one thread only.

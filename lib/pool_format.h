@@ -11,9 +11,12 @@
 namespace speckv::fmt {
 
 inline constexpr uint64_t kMagic = 0x314C4F4F50564B53ULL;  // "SKVPOOL1" little-endian
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // 2: sharing (hash index, tenants, references)
 inline constexpr uint64_t kDataAlign = 2u << 20;  // devdax alignment
-inline constexpr uint32_t kMaxAttach = 64;
+// Attach records; a block's `holders` word has one bit per record (bit 63 is
+// kHoldersDying), so there can be at most 63.
+inline constexpr uint32_t kMaxAttach = 63;
+inline constexpr uint32_t kMaxTenants = 256;  // tenants with a quota
 inline constexpr uint32_t kSlotBits = 24;  // handle = generation << 24 | (slot + 1)
 inline constexpr uint64_t kMaxGeneration = (uint64_t(1) << 40) - 1;
 
@@ -34,20 +37,29 @@ struct Superblock {
     uint64_t block_table_off;// max_blocks x BlockRecord
     uint64_t bitmap_off;     // ceil(n_pages / 64) x uint64_t, bit set = page used
     uint64_t data_off;       // first data page, kDataAlign-aligned
-    uint8_t reserved[396];
+    uint64_t tenant_off;     // kMaxTenants x TenantEntry
+    uint64_t index_off;      // index_buckets x uint64_t: hash-index bucket heads
+    uint64_t index_buckets;  // a power of two >= max_blocks
+    uint8_t reserved[372];
     uint32_t checksum;       // CRC32C of every byte before this field
 };
 static_assert(sizeof(Superblock) == 512);
 
 // A process attached to the pool. pid + start time (from /proc) tell a live
 // holder from a dead one whose pid was reused.
-struct AttachRecord {
+// Its counters are written by that process alone (no shared cache line on
+// the lookup path) and folded into the SharedHeader totals when it detaches
+// or is found dead.
+struct alignas(64) AttachRecord {
     std::atomic<uint32_t> pid;  // 0 = free
     uint32_t pad;
     uint64_t start_time;        // /proc/<pid>/stat field 22
     uint64_t attach_ns;
     uint64_t epoch;             // pool epoch when it attached
+    uint64_t id;                // unique per attach (SharedHeader::next_attach_id): owns unpublished blocks
+    std::atomic<uint64_t> lookups, lookup_hits, dedup_bytes;
 };
+static_assert(sizeof(AttachRecord) == 64);
 
 // Mutable pool-wide state, all changed under `lock` (atomics may be read
 // without it). 4096 bytes at shared_off.
@@ -64,10 +76,29 @@ struct SharedHeader {
     uint64_t alloc_cursor;           // page where the next free-run search starts
     std::atomic<uint64_t> bytes_by_dtype[4];
     std::atomic<uint64_t> recoveries;
+    // Sharing (docs/sharing.md).
+    uint64_t next_attach_id;             // last attach id handed out
+    std::atomic<uint64_t> index_seq;     // hash index seqlock: odd while a chain changes
+    std::atomic<uint64_t> blocks_published, shared_bytes;
+    std::atomic<uint64_t> lookups, lookup_hits, dedup_bytes;  // of detached processes
+    std::atomic<uint64_t> evictions, reclaimed;
+    uint32_t tenants_used;               // TenantEntry rows in use
+    uint32_t pad;
     AttachRecord attach[kMaxAttach];
 };
 inline constexpr uint64_t kLockMagic = 0x4B434F4C564B5350ULL;
-static_assert(sizeof(SharedHeader) <= 4096);
+inline constexpr uint64_t kSharedSize = 8192;
+static_assert(sizeof(SharedHeader) <= kSharedSize);
+
+// A tenant with a page quota. Rows [0, tenants_used) are in use; changed
+// under the lock; `used` is recomputed by recovery.
+struct TenantEntry {
+    uint64_t tenant;
+    uint64_t quota_pages;  // 0 = none (the row then only caches usage)
+    std::atomic<uint64_t> used_pages;
+    uint64_t reserved;
+};
+static_assert(sizeof(TenantEntry) == 32);
 
 // Per data page. `seq` is a sequence lock: even = stable, odd = a write is in
 // progress. It only grows (cache tags rely on it).
@@ -84,6 +115,9 @@ inline constexpr uint32_t kPageQuarantined = 2;  // failed its checksum; reads f
 // commit point of alloc and clearing it the commit point of free, so a crash
 // leaves a block either wholly present or absent (its pages are then
 // reclaimed by recovery, which rebuilds the bitmap and free-slot list).
+// Bytes [8, offsetof(crc)) are fixed between alloc and free except at publish
+// (state, content_hash), which happens under the lock and re-seals `crc`. The
+// rest is mutable, outside the checksum.
 struct BlockRecord {
     std::atomic<uint64_t> handle;
     uint64_t first_page;
@@ -98,15 +132,29 @@ struct BlockRecord {
     uint32_t hint_flags;
     uint64_t token_pos;
     uint64_t token_count;
-    uint8_t content_hash[16];
+    uint8_t content_hash[32];  // the hint's; once published, the key
     uint64_t generation;   // of the current or last handle of this slot
-    uint64_t next_free;    // slot + 1 of the next free slot (free-list link)
     uint64_t created_ns;
-    uint64_t reserved;     // zero
-    uint32_t pad2;
-    uint32_t crc;          // CRC32C over bytes [8, offsetof(crc)) excluding next_free
+    uint64_t reserved0;    // zero
+    uint32_t state;        // kBlock*
+    uint32_t crc;          // CRC32C over bytes [8, offsetof(crc))
+    // ---- mutable
+    uint64_t next_free;    // slot + 1 of the next free slot (free-list link)
+    std::atomic<uint64_t> holders;    // bit i: attach record i holds references; kHoldersDying
+    std::atomic<uint64_t> hash_next;  // slot + 1 of the next block in this hash chain
+    std::atomic<uint64_t> last_use;   // CLOCK_MONOTONIC_COARSE ns of the last lookup or release
+    uint64_t owner;        // attach id of the allocating process while unpublished; 0 = the pool's
+    uint64_t reserved[2];
 };
-static_assert(sizeof(BlockRecord) == 128);
+static_assert(sizeof(BlockRecord) == 192);
+inline constexpr uint32_t kBlockPublished = 1;
+inline constexpr uint64_t kHoldersDying = uint64_t(1) << 63;  // being evicted: no new references
+
+// PageEntry::flags bits 8..15: attach slot + 1 of the writer holding the
+// page's sequence lock (0 = not recorded yet), so recovery re-seals only the
+// pages of writers that are gone.
+inline constexpr uint32_t kPageWriterShift = 8;
+inline constexpr uint32_t kPageWriterMask = 0xFF00;
 
 inline constexpr uint64_t kSharedOff = 4096;
 

@@ -50,6 +50,7 @@ const char *status_text(int code) {
         case SPECKV_ENOTSUP: return "not supported";
         case SPECKV_ESTRUCT: return "struct size mismatch";
         case SPECKV_EINTERNAL: return "internal error";
+        case SPECKV_EQUOTA: return "tenant quota exceeded";
         default: return "unknown error";
     }
 }

@@ -30,6 +30,7 @@ const (
 	ErrNotSupported Code = -15 // SPECKV_ENOTSUP: not supported by this build/backend
 	ErrStruct       Code = -16 // SPECKV_ESTRUCT: struct_size mismatch
 	ErrInternal     Code = -17 // SPECKV_EINTERNAL: a bug in speckv
+	ErrQuota        Code = -18 // SPECKV_EQUOTA: the tenant's page quota would be exceeded
 )
 
 // ErrClosed is returned by calls on a Pool or Config after Close.
@@ -53,6 +54,7 @@ var codeNames = map[Code][2]string{
 	ErrNotSupported: {"SPECKV_ENOTSUP", "not supported"},
 	ErrStruct:       {"SPECKV_ESTRUCT", "unknown struct size"},
 	ErrInternal:     {"SPECKV_EINTERNAL", "internal error"},
+	ErrQuota:        {"SPECKV_EQUOTA", "tenant quota exceeded"},
 }
 
 // Name is the C name of the code, e.g. "SPECKV_EBADHANDLE".

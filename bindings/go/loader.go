@@ -116,7 +116,7 @@ func check(op string, rc C.int, msg *msgBuf) error {
 }
 
 // layoutSizes reports the sizes of the hand-declared structs (for tests:
-// speckv_hint is 64 bytes, speckv_pool_stats 136 on LP64).
-func layoutSizes() (hint, stats uintptr) {
-	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_pool_stats{})
+// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 192).
+func layoutSizes() (hint, meta, stats uintptr) {
+	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_block_meta{}), unsafe.Sizeof(C.skv_pool_stats{})
 }

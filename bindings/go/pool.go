@@ -42,9 +42,9 @@ type Hint struct {
 	Layer      uint32
 	TokenPos   uint64
 	TokenCount uint64
-	// ContentHash is the prefix-block hash; HasHash says it is set.
+	// ContentHash is the prefix-block hash (see BlockHash); HasHash says it is set.
 	HasHash     bool
-	ContentHash [16]byte
+	ContentHash Hash
 }
 
 // raw builds the C struct in Go memory; it holds no Go pointers, so it may be
@@ -69,9 +69,16 @@ func (h *Hint) raw() C.skv_hint {
 // Stats are the counters of Pool.Stats. Pool-wide fields (pages, blocks)
 // come from the shared pool; the others count this process only.
 type Stats struct {
-	PoolBytes, PageSize, PagesTotal, PagesUsed, BlocksLive, BlocksMax uint64
-	Allocs, Frees, BytesWritten, BytesRead, Reads, CacheHits, CacheMisses  uint64
-	ChecksumFailures, PrefetchHints, Attached                              uint64
+	PoolBytes, PageSize, PagesTotal, PagesUsed, BlocksLive, BlocksMax     uint64
+	Allocs, Frees, BytesWritten, BytesRead, Reads, CacheHits, CacheMisses uint64
+	ChecksumFailures, PrefetchHints, Attached                             uint64
+
+	// Sharing, pool-wide (all processes): published blocks now and their
+	// bytes; lookups ever and those that found a block; bytes not stored
+	// again (lookup hits and publish collisions); unreferenced published
+	// blocks evicted for room; blocks of dead processes reclaimed.
+	BlocksPublished, SharedBytes, Lookups, LookupHits, DedupBytes uint64
+	Evictions, ReclaimedBlocks                                    uint64
 }
 
 // Config holds settings used when opening a pool (keys as in the TOML file).
@@ -259,6 +266,8 @@ func (p *Pool) Alloc(n uint64, dtype DType, hint *Hint) (Handle, error) {
 }
 
 // Free frees a block. A double free returns ErrBadHandle and does nothing.
+// For a published block it releases one reference this process holds (from
+// Publish or Lookup); the block stays published.
 func (p *Pool) Free(h Handle) error {
 	cp, err := p.live()
 	if err != nil {
@@ -378,7 +387,10 @@ func (p *Pool) Stats() (Stats, error) {
 		BytesWritten: uint64(s.bytes_written), BytesRead: uint64(s.bytes_read),
 		Reads: uint64(s.reads), CacheHits: uint64(s.cache_hits), CacheMisses: uint64(s.cache_misses),
 		ChecksumFailures: uint64(s.checksum_failures), PrefetchHints: uint64(s.prefetch_hints),
-		Attached: uint64(s.attached),
+		Attached:        uint64(s.attached),
+		BlocksPublished: uint64(s.blocks_published), SharedBytes: uint64(s.shared_bytes),
+		Lookups: uint64(s.lookups), LookupHits: uint64(s.lookup_hits), DedupBytes: uint64(s.dedup_bytes),
+		Evictions: uint64(s.evictions), ReclaimedBlocks: uint64(s.reclaimed_blocks),
 	}, nil
 }
 

@@ -28,6 +28,11 @@ static struct {
 	int (*pin)(skv_pool *, uint64_t, const void **, size_t *);
 	int (*unpin)(skv_pool *, uint64_t);
 	int (*prefetch)(skv_pool *, const skv_hint *);
+	int (*block_hash)(int, uint64_t, const uint8_t *, const uint32_t *, size_t, const void *, size_t, uint8_t *);
+	int (*publish)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
+	int (*lookup)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
+	int (*tenant_set_quota)(skv_pool *, uint64_t, uint64_t);
+	int (*tenant_usage)(skv_pool *, uint64_t, uint64_t *, uint64_t *);
 	int (*stats)(skv_pool *, skv_pool_stats *);
 	int (*stats_json)(skv_pool *, char *, size_t, size_t *);
 } skv;
@@ -55,6 +60,7 @@ int skv_resolve(char *err) {
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
 	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(stats); SYM(stats_json);
+	SYM(block_hash); SYM(publish); SYM(lookup); SYM(tenant_set_quota); SYM(tenant_usage);
 #undef SYM
 	return 0;
 }
@@ -91,5 +97,17 @@ int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m) { return skv_done(skv.pin(p, h, ptr, n), m); }
 int skv_unpin(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.unpin(p, h), m); }
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m) { return skv_done(skv.prefetch(p, h), m); }
+// Go cannot take the address of an empty slice's first byte, so an empty but
+// present extra (not the same as none: NULL is CBOR null) points here.
+static const uint8_t skv_empty[1];
+int skv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tok, size_t n,
+                   const void *extra, size_t elen, int has_extra, uint8_t *out, char *m) {
+	if (has_extra && !extra) extra = skv_empty;
+	return skv_done(skv.block_hash(algo, tenant, parent, tok, n, extra, elen, out), m);
+}
+int skv_publish(skv_pool *p, uint64_t h, const uint8_t *hash, uint64_t *canonical, char *m) { return skv_done(skv.publish(p, h, hash, canonical), m); }
+int skv_lookup(skv_pool *p, uint64_t tenant, const uint8_t *hash, uint64_t *o, char *m) { return skv_done(skv.lookup(p, tenant, hash, o), m); }
+int skv_tenant_set_quota(skv_pool *p, uint64_t tenant, uint64_t max_pages, char *m) { return skv_done(skv.tenant_set_quota(p, tenant, max_pages), m); }
+int skv_tenant_usage(skv_pool *p, uint64_t tenant, uint64_t *used, uint64_t *max_pages, char *m) { return skv_done(skv.tenant_usage(p, tenant, used, max_pages), m); }
 int skv_stats(skv_pool *p, skv_pool_stats *s, char *m) { return skv_done(skv.stats(p, s), m); }
 int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m) { return skv_done(skv.stats_json(p, b, cap, need), m); }

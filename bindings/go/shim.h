@@ -6,6 +6,8 @@
 
 // Declared by hand from speckv.h 0.1 so that this module needs neither the
 // header nor libspeckv at build time; pool_test.go checks the sizes.
+#define SKV_HASH_BYTES 32
+
 typedef struct skv_pool skv_pool;
 typedef struct skv_config skv_config;
 typedef struct skv_hint {
@@ -13,13 +15,14 @@ typedef struct skv_hint {
 	uint64_t tenant, request;
 	uint32_t layer, flags;
 	uint64_t token_pos, token_count;
-	uint8_t content_hash[16];
+	uint8_t content_hash[SKV_HASH_BYTES];
 } skv_hint;
 typedef struct skv_pool_stats {
 	size_t struct_size;
 	uint64_t pool_bytes, page_size, pages_total, pages_used, blocks_live, blocks_max,
 		allocs, frees, bytes_written, bytes_read, reads, cache_hits, cache_misses,
-		checksum_failures, prefetch_hints, attached;
+		checksum_failures, prefetch_hints, attached,
+		blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed_blocks;
 } skv_pool_stats;
 
 typedef struct skv_block_meta {
@@ -30,7 +33,7 @@ typedef struct skv_block_meta {
 	uint64_t tenant, request;
 	uint32_t layer, reserved;
 	uint64_t token_pos, token_count;
-	uint8_t content_hash[16];
+	uint8_t content_hash[SKV_HASH_BYTES];
 } skv_block_meta;
 
 #define SKV_MSG 512
@@ -58,6 +61,12 @@ int skv_block_info(skv_pool *p, uint64_t h, skv_block_meta *o, char *m);
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m);
 int skv_unpin(skv_pool *p, uint64_t h, char *m);
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);
+int skv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tok, size_t n,
+                   const void *extra, size_t elen, int has_extra, uint8_t *out, char *m);
+int skv_publish(skv_pool *p, uint64_t h, const uint8_t *hash, uint64_t *canonical, char *m);
+int skv_lookup(skv_pool *p, uint64_t tenant, const uint8_t *hash, uint64_t *o, char *m);
+int skv_tenant_set_quota(skv_pool *p, uint64_t tenant, uint64_t max_pages, char *m);
+int skv_tenant_usage(skv_pool *p, uint64_t tenant, uint64_t *used, uint64_t *max_pages, char *m);
 int skv_stats(skv_pool *p, skv_pool_stats *s, char *m);
 int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m);
 

@@ -5,6 +5,11 @@
 # SPECKV_EBADHANDLE), does its own open/alloc 3/write/prefetch/access/stats/
 # free 1/close/reopen/verify, and appends its handles. Handles are plain
 # uint64 and survive across processes.
+# Sharing: each prints the chained hashes of the same token blocks with both
+# algorithms ("hash ALGO EXTRA BLOCK HEX"), which must be identical in every
+# language; finds every block the earlier ones published (by hash, tenant 7
+# only); publishes one of its own; and publishes the block all of them compute,
+# which only the first one (C) gets, the others receiving its handle.
 #   cross_lang.sh LIBRARY BUILD_DIR SCENARIO_C
 # Exits 77 (ctest: SKIP) when cargo, go or python3 is missing.
 set -eu
@@ -20,6 +25,7 @@ rm -rf "$work"
 mkdir -p "$work"
 pool="$work/scenario.pool"
 list="$work/handles.txt"
+shared="$work/shared.txt"
 
 # Build the Rust and Go programs (offline, caches in the build tree).
 (
@@ -34,10 +40,40 @@ list="$work/handles.txt"
         go build -o "$work/scenario_go" ./cmd/speckv-scenario
 )
 
-"$scenario_c" "$pool" "$list" 1
-"$build/rust-target/debug/examples/scenario" "$pool" "$list" 2
-GODEBUG=cgocheck=1 "$work/scenario_go" "$pool" "$list" 3
-PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$root/bindings/python" python3 "$here/scenario.py" "$pool" "$list" 4
+# Each program's stdout is kept: its "hash" lines are compared below.
+run() {
+    name=$1
+    shift
+    if ! "$@" >"$work/$name.out"; then
+        cat "$work/$name.out"
+        echo "cross_lang: the $name scenario failed" >&2
+        exit 1
+    fi
+    grep -v '^hash ' "$work/$name.out" || true
+    grep '^hash ' "$work/$name.out" >"$work/$name.hashes" || true
+}
+run c "$scenario_c" "$pool" "$list" 1 "$shared"
+run rust "$build/rust-target/debug/examples/scenario" "$pool" "$list" 2 "$shared"
+run go env GODEBUG=cgocheck=1 "$work/scenario_go" "$pool" "$list" 3 "$shared"
+run python env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$root/bindings/python" \
+    python3 "$here/scenario.py" "$pool" "$list" 4 "$shared"
+
+# 2 algorithms x (no extra, extra) x 4 chained blocks, identical everywhere.
+if [ "$(grep -c . "$work/c.hashes")" != 16 ]; then
+    echo "cross_lang: C printed $(grep -c . "$work/c.hashes") block hashes, expected 16" >&2
+    exit 1
+fi
+for l in rust go python; do
+    if ! cmp -s "$work/c.hashes" "$work/$l.hashes"; then
+        echo "cross_lang: $l computes other block hashes than C:" >&2
+        diff "$work/c.hashes" "$work/$l.hashes" >&2 || true
+        exit 1
+    fi
+done
+if [ "$(cut -d' ' -f5 "$work/c.hashes" | sort -u | grep -c .)" != 16 ]; then
+    echo "cross_lang: the 16 block hashes are not all different" >&2
+    exit 1
+fi
 
 n=$(grep -c . "$list")
 langs=$(cut -d' ' -f1 "$list" | uniq | tr '\n' ' ')
@@ -45,4 +81,10 @@ if [ "$n" != 12 ] || [ "$langs" != "c rust go python " ]; then
     echo "cross_lang: expected 12 blocks from c rust go python, got $n from: $langs" >&2
     exit 1
 fi
-echo "cross_lang: ok: $langs all agree on $pool"
+# One block of each language's own, and the common one, published by C only.
+pub=$(cut -d' ' -f1,2 "$shared" | tr '\n' ' ')
+if [ "$pub" != "c 3 c 4 rust 3 go 3 python 3 " ]; then
+    echo "cross_lang: expected published blocks 'c 3 c 4 rust 3 go 3 python 3', got: $pub" >&2
+    exit 1
+fi
+echo "cross_lang: ok: $langs all agree on $pool, on 16 block hashes and on 5 published blocks"

@@ -11,7 +11,8 @@ fails=0 n=0
 norm() {
     sed -e "s#$work#WORK#g" \
         -e 's/[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}/UUID/g' \
-        -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g'
+        -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' \
+        -e 's/pid [0-9]*/pid PID/g; s/attach id [0-9]*/attach id N/g'
 }
 
 # case NAME EXPECTED_RC ARGS...
@@ -58,6 +59,7 @@ case_ check_blocks_json 0 pool check "file:$P" --json
 off=$("$bin" pool inspect "file:$P" --json | sed 's/.*"data_offset":\([0-9]*\).*/\1/')
 printf '\xff' | dd of="$P" bs=1 seek=$((off + 100)) conv=notrunc status=none
 case_ check_corrupt 1 pool check "file:$P"
+case_ repair_keeps_corruption 1 pool check "file:$P" --repair
 case_ reset_refused 1 pool reset "file:$P"
 case_ reset 0 pool reset "file:$P" --force
 case_ check_after_reset 0 pool check "file:$P"

@@ -9,6 +9,9 @@
         print(pool.stats())             # a dict
         pool.free(h)
 
+Prefix sharing: h0 = speckv.block_hash(tokens[:16]); h1 = speckv.block_hash(
+tokens[16:32], parent=h0); pool.publish(handle, h1); pool.lookup(tenant, h1).
+
 The library is loaded at run time from $SPECKV_LIB or the soname
 libspeckv.so.0; one of another major version is refused (VersionError, code
 SPECKV_EVERSION) with a message naming both versions. Every failure raises a
@@ -16,6 +19,8 @@ SpeckvError subclass carrying .code (the negative SPECKV_E* status) and
 .message (the library's detail). A Pool may be used from several threads.
 """
 
+import array
+import collections
 import contextlib
 import ctypes
 import json
@@ -25,7 +30,8 @@ import threading
 __all__ = [
     "Pool", "Config", "Hint", "SpeckvError", "load", "check_version", "version_text",
     "library_version", "replay", "OPAQUE", "FP16", "BF16", "FP32",
-    "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY",
+    "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY", "block_hash", "HASH_BYTES", "HASH_NATIVE",
+    "HASH_VLLM_CBOR", "Published", "TenantUsage",
 ]
 
 # The version of speckv.h this binding was written against.
@@ -34,6 +40,11 @@ DEFAULT_LIBRARY = "libspeckv.so.0"
 
 OPAQUE, FP16, BF16, FP32 = 0, 1, 2, 3
 _HINT_HAS_HASH = 0x1
+
+# Block content hashes (speckv_block_hash, speckv_publish).
+HASH_BYTES = 32
+HASH_NATIVE = 0      # SHA-256 of speckv's binary encoding, salted with the tenant
+HASH_VLLM_CBOR = 1   # SHA-256 of canonical CBOR [parent, [tokens...], extra], as vLLM's sha256_cbor
 
 
 # ------------------------------------------------------------------ errors
@@ -77,18 +88,19 @@ URIError = _err("URIError", -14, ValueError)
 NotSupportedError = _err("NotSupportedError", -15, NotImplementedError)
 StructError = _err("StructError", -16)
 InternalError = _err("InternalError", -17)
+QuotaError = _err("QuotaError", -18)
 
 _NAMES = {
     -1: "SPECKV_EINVAL", -2: "SPECKV_ENOMEM", -3: "SPECKV_ENOSPC", -4: "SPECKV_ENOENT",
     -5: "SPECKV_EEXIST", -6: "SPECKV_EBADHANDLE", -7: "SPECKV_ECORRUPT", -8: "SPECKV_EVERSION",
     -9: "SPECKV_EIO", -10: "SPECKV_EPERM", -11: "SPECKV_EBUSY", -12: "SPECKV_ERANGE",
     -13: "SPECKV_ENOTPOOL", -14: "SPECKV_EURI", -15: "SPECKV_ENOTSUP", -16: "SPECKV_ESTRUCT",
-    -17: "SPECKV_EINTERNAL",
+    -17: "SPECKV_EINTERNAL", -18: "SPECKV_EQUOTA",
 }
 _CLASSES = {c.code: c for c in (
     InvalidError, NoMemError, NoSpaceError, NotFoundError, ExistError, BadHandleError,
     CorruptError, VersionError, IOError_, PermError, BusyError, RangeError, NotPoolError,
-    URIError, NotSupportedError, StructError, InternalError)}
+    URIError, NotSupportedError, StructError, InternalError, QuotaError)}
 for _c in _CLASSES.values():
     _c.name = _NAMES[_c.code]
     __all__.append(_c.__name__)
@@ -109,7 +121,7 @@ class _Hint(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t), ("tenant", ctypes.c_uint64), ("request", ctypes.c_uint64),
         ("layer", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("token_pos", ctypes.c_uint64),
-        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * 16),
+        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * HASH_BYTES),
     ]
 
 
@@ -117,6 +129,9 @@ _STATS_FIELDS = (
     "pool_bytes", "page_size", "pages_total", "pages_used", "blocks_live", "blocks_max", "allocs",
     "frees", "bytes_written", "bytes_read", "reads", "cache_hits", "cache_misses",
     "checksum_failures", "prefetch_hints", "attached",
+    # sharing, pool-wide
+    "blocks_published", "shared_bytes", "lookups", "lookup_hits", "dedup_bytes", "evictions",
+    "reclaimed_blocks",
 )
 
 
@@ -129,7 +144,7 @@ class _BlockMeta(ctypes.Structure):
         ("struct_size", ctypes.c_size_t), ("bytes", ctypes.c_uint64), ("dtype", ctypes.c_int32),
         ("flags", ctypes.c_uint32), ("tenant", ctypes.c_uint64), ("request", ctypes.c_uint64),
         ("layer", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("token_pos", ctypes.c_uint64),
-        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * 16),
+        ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * HASH_BYTES),
     ]
 
 
@@ -161,6 +176,11 @@ _SIGS = {
     "speckv_pin": (_I, [_P, _U64, ctypes.POINTER(_P), ctypes.POINTER(_SZ)]),
     "speckv_unpin": (_I, [_P, _U64]),
     "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
+    "speckv_block_hash": (_I, [_I, _U64, _P, _P, _SZ, _P, _SZ, _P]),
+    "speckv_publish": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
+    "speckv_lookup": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
+    "speckv_tenant_set_quota": (_I, [_P, _U64, _U64]),
+    "speckv_tenant_usage": (_I, [_P, _U64, ctypes.POINTER(_U64), ctypes.POINTER(_U64)]),
     "speckv_stats": (_I, [_P, ctypes.POINTER(_Stats)]),
     "speckv_stats_json": (_I, [_P, ctypes.c_char_p, _SZ, ctypes.POINTER(_SZ)]),
 }
@@ -260,10 +280,76 @@ def _buffer(obj, writable):
     return ctypes.addressof(c), n, (mv, c)
 
 
+def _bytes_arg(obj, what):
+    """bytes of a bytes-like object (not of an int or a str)."""
+    try:
+        return memoryview(obj).tobytes()
+    except TypeError:
+        raise InvalidError(-1, "%s must be a bytes-like object, not %s" % (what, type(obj).__name__)) from None
+
+
+def _hash_arg(h, what="hash"):
+    """A HASH_BYTES-long bytes object from any bytes-like object."""
+    b = _bytes_arg(h, what)
+    if len(b) != HASH_BYTES:
+        raise InvalidError(-1, "%s must be %d bytes, not %d" % (what, HASH_BYTES, len(b)))
+    return b
+
+
+def _u32_array(tokens):
+    """Token ids as a uint32 array (copied; any iterable of ints, numpy arrays too)."""
+    code = "I" if array.array("I").itemsize == 4 else "L"
+    try:
+        a = array.array(code, tokens)
+    except (OverflowError, TypeError) as e:
+        raise InvalidError(-1, "tokens must be integers in [0, 2**32): %s" % e) from None
+    if a.itemsize != 4:
+        raise InvalidError(-1, "no 32-bit unsigned array type on this platform")
+    return a
+
+
+def block_hash(tokens, parent=None, *, extra=None, algo=HASH_NATIVE, tenant=0):
+    """The chained hash of one prefix block, H(parent, tokens, extra), as 32 bytes.
+
+    The same inputs give the same bytes in every process, binding and
+    machine. `tokens` is an iterable of token ids (0 <= id < 2**32);
+    `parent` is the previous block's hash (None for the first block);
+    `extra` is what else decides the KV (model, LoRA, ...): raw bytes for
+    HASH_NATIVE, exactly one CBOR data item for HASH_VLLM_CBOR (None = CBOR
+    null). `tenant` salts HASH_NATIVE only.
+
+        h0 = speckv.block_hash(tokens[0:16], tenant=7)
+        h1 = speckv.block_hash(tokens[16:32], h0, tenant=7)
+    """
+    lib = load()
+    tok = _u32_array(tokens)
+    tp = tok.buffer_info()[0] if len(tok) else None
+    pb = _hash_arg(parent, "parent") if parent is not None else None
+    if extra is None:
+        ep, elen = None, 0
+    else:
+        eb = _bytes_arg(extra, "extra")
+        # An empty extra is passed as present (not NULL, which means CBOR null).
+        ep, elen = ctypes.cast(ctypes.c_char_p(eb), _P).value, len(eb)
+    out = ctypes.create_string_buffer(HASH_BYTES)
+    _check(lib, lib.speckv_block_hash(algo, tenant, pb, tp, len(tok), ep, elen, out), "block_hash")
+    return out.raw
+
+
+Published = collections.namedtuple("Published", "handle existed")
+Published.__doc__ = """What Pool.publish did: `handle` is the published block, on which the caller
+now holds a reference (release it with Pool.free); `existed` is True when
+the tenant already had a block under the hash (SPECKV_EEXIST), in which
+case the block given to publish stays unpublished and should be freed."""
+
+TenantUsage = collections.namedtuple("TenantUsage", "pages_used max_pages")
+TenantUsage.__doc__ = "Pages a tenant's blocks occupy now, and its cap (0 = none)."
+
+
 # ------------------------------------------------------------------ objects
 
 class Hint:
-    """What a block holds. All fields default to 0; content_hash is 16 bytes or None."""
+    """What a block holds. All fields default to 0; content_hash is HASH_BYTES (32) bytes or None."""
 
     __slots__ = ("tenant", "request", "layer", "token_pos", "token_count", "content_hash")
 
@@ -277,9 +363,7 @@ class Hint:
         h.tenant, h.request, h.layer = self.tenant, self.request, self.layer
         h.token_pos, h.token_count = self.token_pos, self.token_count
         if self.content_hash is not None:
-            ch = bytes(self.content_hash)
-            if len(ch) != 16:
-                raise InvalidError(-1, "content_hash must be 16 bytes")
+            ch = _hash_arg(self.content_hash, "content_hash")
             h.flags = _HINT_HAS_HASH
             h.content_hash[:] = list(ch)
         return h
@@ -427,7 +511,9 @@ class Pool:
         return out.value
 
     def free(self, handle):
-        """Frees a block; a double free raises BadHandleError."""
+        """Frees a block; a double free raises BadHandleError. For a published
+        block it releases one reference this process holds (from publish or
+        lookup); the block stays published."""
         with self._use() as p:
             _check(self._lib, self._lib.speckv_free(p, handle), "free")
 
@@ -484,6 +570,50 @@ class Pool:
                 if mv is not None:
                     mv.release()
                 _check(self._lib, self._lib.speckv_unpin(p, handle), "unpin")
+
+    def publish(self, handle, hash):
+        """Publishes a written block under `hash` (32 bytes, see block_hash) for
+        its tenant (the tenant of its alloc hint): it becomes immutable and
+        findable with lookup() from every process attached to the pool.
+        Returns Published(handle, existed): the block to use from now on,
+        with a reference held on it (release with free()), and whether the
+        tenant already had a block under this hash, in which case `handle`
+        stays unpublished and the caller should free it."""
+        hb = _hash_arg(hash)
+        out = _U64()
+        with self._use() as p:
+            rc = self._lib.speckv_publish(p, handle, hb, ctypes.byref(out))
+            if rc == -5:  # SPECKV_EEXIST: the tenant's existing block, referenced
+                return Published(out.value, True)
+            _check(self._lib, rc, "publish")
+        return Published(out.value, False)
+
+    def lookup(self, tenant, hash):
+        """The handle of the block `tenant` published under `hash`, with a
+        reference taken on it (release with free()); None if there is none.
+        Other tenants' blocks are never found."""
+        hb = _hash_arg(hash)
+        out = _U64()
+        with self._use() as p:
+            rc = self._lib.speckv_lookup(p, tenant, hb, ctypes.byref(out))
+            if rc == -4:  # SPECKV_ENOENT
+                return None
+            _check(self._lib, rc, "lookup")
+        return out.value
+
+    def set_tenant_quota(self, tenant, max_pages):
+        """Caps the pages `tenant`'s blocks may occupy, for every process of
+        the pool; 0 removes the cap. An alloc over it raises QuotaError."""
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_tenant_set_quota(p, tenant, max_pages), "tenant_set_quota")
+
+    def tenant_usage(self, tenant):
+        """TenantUsage(pages_used, max_pages) of a tenant (max_pages 0 = no cap)."""
+        used, cap = _U64(), _U64()
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_tenant_usage(p, tenant, ctypes.byref(used), ctypes.byref(cap)),
+                   "tenant_usage")
+        return TenantUsage(used.value, cap.value)
 
     def prefetch(self, hint):
         h = hint._raw()

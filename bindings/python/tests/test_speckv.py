@@ -2,7 +2,9 @@
     cd bindings/python && python3 -m unittest -v
 """
 import array
+import hashlib
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -81,7 +83,7 @@ class PoolTest(unittest.TestCase):
         p.free(h)
 
     def test_fresh_block_reads_zero(self):
-        h = self.pool.alloc(100, speckv.OPAQUE, speckv.Hint(content_hash=b"\x09" * 16))
+        h = self.pool.alloc(100, speckv.OPAQUE, speckv.Hint(content_hash=b"\x09" * 32))
         self.assertEqual(bytes(self.pool.read(h, 0, 100)), bytes(100))
 
     def test_bad_input(self):
@@ -137,7 +139,7 @@ class PoolTest(unittest.TestCase):
             speckv.Config.bounds("no.such.key")
 
     def test_every_code_maps_to_a_class(self):
-        for code in range(-1, -18, -1):
+        for code in range(-1, -19, -1):
             e = speckv.error_for(code, "m")
             self.assertIsInstance(e, speckv.SpeckvError)
             self.assertIsNot(type(e), speckv.SpeckvError, code)
@@ -219,6 +221,169 @@ class PoolTest(unittest.TestCase):
         self.assertIn("trace line 2", str(cm.exception))
         with self.assertRaises(speckv.InvalidError):
             speckv.replay(self.pool, ["frobnicate"])
+
+
+# An independent encoder of the two block hashes, written from
+# docs/sharing.md with hashlib: the binding must give the same bytes.
+def _cbor_head(major, v):
+    if v < 24:
+        return bytes([major << 5 | v])
+    for info, fmt in ((24, ">B"), (25, ">H"), (26, ">I"), (27, ">Q")):
+        if v < 1 << (8 * struct.calcsize(fmt)):
+            return bytes([major << 5 | info]) + struct.pack(fmt, v)
+    raise ValueError(v)
+
+
+def ref_native(tenant, parent, tokens, extra):
+    m = b"speckv-block-v1\0" + struct.pack("<Q", tenant)
+    m += (b"\1" + parent) if parent is not None else b"\0"
+    m += struct.pack("<Q", len(tokens)) + b"".join(struct.pack("<I", t) for t in tokens)
+    extra = extra or b""
+    return hashlib.sha256(m + struct.pack("<Q", len(extra)) + extra).digest()
+
+
+def ref_vllm(parent, tokens, extra):
+    m = _cbor_head(4, 3)
+    m += (_cbor_head(2, len(parent)) + parent) if parent is not None else b"\xf6"
+    m += _cbor_head(4, len(tokens)) + b"".join(_cbor_head(0, t) for t in tokens)
+    return hashlib.sha256(m + (extra if extra is not None else b"\xf6")).digest()
+
+
+CBOR_LORA7 = bytes([0x82, 0x66]) + b"lora-7" + bytes([0x03])  # ["lora-7", 3]
+
+
+class SharingTest(unittest.TestCase):
+    def setUp(self):
+        self.pool = speckv.Pool("anon:?size=8M")
+
+    def tearDown(self):
+        self.pool.close()
+
+    def test_block_hash_matches_an_independent_encoder_and_chains(self):
+        toks = [(i * 2654435761) % 128256 for i in range(48)] + [0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1]
+        for algo, extra in ((speckv.HASH_NATIVE, None), (speckv.HASH_NATIVE, b"model"),
+                            (speckv.HASH_VLLM_CBOR, None), (speckv.HASH_VLLM_CBOR, CBOR_LORA7)):
+            parent = None
+            for b in range(0, len(toks), 16):
+                block = toks[b:b + 16]
+                h = speckv.block_hash(block, parent, extra=extra, algo=algo, tenant=7)
+                self.assertIsInstance(h, bytes)
+                self.assertEqual(len(h), speckv.HASH_BYTES)
+                want = ref_native(7, parent, block, extra) if algo == speckv.HASH_NATIVE else ref_vllm(parent, block, extra)
+                self.assertEqual(h.hex(), want.hex(), (algo, extra, b))
+                # deterministic, whatever the token container
+                self.assertEqual(speckv.block_hash(array.array("L", block), parent, extra=extra, algo=algo, tenant=7), h)
+                parent = h
+        # Known answers (the same constants as the Rust and Go tests).
+        n0 = speckv.block_hash([1, 2, 3], tenant=7)
+        self.assertEqual(n0.hex(), "47afdf9567455994c77156d8c56c7a1b3281af4f1263f73e7397381867b64f3c")
+        self.assertEqual(speckv.block_hash([4, 5, 6], n0, extra=b"model", tenant=7).hex(),
+                         "dc2a339e6ddaa8eeb190a8c5cf5b816330a1967e1c27fa9fc4028bbb0014d38d")
+        v0 = speckv.block_hash([1, 2, 3], algo=speckv.HASH_VLLM_CBOR)
+        self.assertEqual(v0.hex(), "9ca3c050dcab71b7d20d7e21acb28a035ce8f2f5470d3f9724580ec57b7c7da0")
+        self.assertEqual(speckv.block_hash([4, 5, 6], v0, extra=CBOR_LORA7, algo=speckv.HASH_VLLM_CBOR).hex(),
+                         "cc132b6b8db3b5db424d12733484912b37aade6cd8c2e2e83f5eb9a9fbbbf4e3")
+        # The tenant salts the native hash only; the parent always counts.
+        self.assertNotEqual(speckv.block_hash([1, 2, 3], tenant=8), n0)
+        self.assertEqual(speckv.block_hash([1, 2, 3], algo=speckv.HASH_VLLM_CBOR, tenant=8), v0)
+        self.assertNotEqual(speckv.block_hash([1, 2, 3], n0, tenant=7), n0)
+        self.assertEqual(len(speckv.block_hash([])), 32)
+        # Bad input.
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([1], extra=b"\x82\x01", algo=speckv.HASH_VLLM_CBOR)  # malformed CBOR
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([1], algo=9)
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([2**32])
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([-1])
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([1], parent=b"short")
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([1], parent=32)  # not 32 zero bytes
+        with self.assertRaises(speckv.InvalidError):
+            speckv.block_hash([1], extra="model")  # str: encode it yourself
+
+    def filled(self, tenant, seed):
+        h = self.pool.alloc(6000, speckv.FP16, speckv.Hint(tenant=tenant, token_count=16))
+        self.pool.write(h, 0, pattern(seed, 6000))
+        return h
+
+    def test_publish_lookup_and_references(self):
+        p = self.pool
+        hash_ = speckv.block_hash([10, 11, 12, 13], tenant=3)
+        self.assertIsNone(p.lookup(3, hash_))
+        a = self.filled(3, 1)
+        self.assertEqual(p.publish(a, hash_), speckv.Published(a, False))
+        # Published blocks are immutable, and publish only once.
+        with self.assertRaises(speckv.PermError):
+            p.write(a, 0, b"x")
+        with self.assertRaises(speckv.PermError):
+            p.publish(a, hash_)
+        # Same tenant: found, with the first block's bytes. Other tenant: never.
+        self.assertEqual(p.lookup(3, hash_), a)
+        self.assertEqual(bytes(p.read(a, 0, 6000)), pattern(1, 6000))
+        self.assertIsNone(p.lookup(4, hash_))
+        # A second writer of the same content gets the first block back.
+        b = self.filled(3, 1)
+        r = p.publish(b, bytearray(hash_))
+        self.assertTrue(r.existed)
+        self.assertEqual(r.handle, a)
+        p.free(b)  # still unpublished, still ours
+        with self.assertRaises(speckv.BadHandleError):
+            p.read(b, 0, 1)
+        st = p.stats()
+        self.assertEqual((st["blocks_published"], st["shared_bytes"]), (1, 6000))
+        self.assertEqual((st["lookups"], st["lookup_hits"], st["dedup_bytes"]), (3, 1, 2 * 6000))
+        self.assertEqual(p.stats_struct(), st)
+        # Three references (publish, lookup, collision): three frees; the
+        # block stays published and findable.
+        for _ in range(3):
+            p.free(a)
+        with self.assertRaises(speckv.BadHandleError):
+            p.free(a)
+        self.assertEqual(p.lookup(3, hash_), a)
+        p.free(a)
+        with self.assertRaises(speckv.InvalidError):
+            p.lookup(3, b"\0" * 16)
+
+    def test_published_block_is_found_from_another_pool(self):
+        with tempfile.TemporaryDirectory() as d:
+            uri = "file:%s?size=8M" % os.path.join(d, "share.pool")
+            hash_ = speckv.block_hash([1, 2, 3], extra=CBOR_LORA7, algo=speckv.HASH_VLLM_CBOR)
+            with speckv.Pool(uri) as p:
+                h = p.alloc(6000, speckv.FP16, speckv.Hint(tenant=9))
+                p.write(h, 0, pattern(4, 6000))
+                self.assertEqual(p.publish(h, hash_).handle, h)
+            # A separate process, as another engine would be.
+            code = ("import speckv, sys\n"
+                    "with speckv.Pool(sys.argv[1]) as p:\n"
+                    "    h = p.lookup(9, bytes.fromhex(sys.argv[2]))\n"
+                    "    print(h, p.lookup(1, bytes.fromhex(sys.argv[2])), bytes(p.read(h, 0, 8)).hex())\n")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+            r = subprocess.run([sys.executable, "-c", code, uri, hash_.hex()], capture_output=True, text=True, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.split(), [str(h), "None", pattern(4, 8).hex()])
+
+    def test_tenant_quota(self):
+        p = self.pool
+        page = p.stats()["page_size"]
+        self.assertEqual(p.tenant_usage(5), speckv.TenantUsage(0, 0))
+        p.set_tenant_quota(5, 2)
+        a = p.alloc(2 * page, speckv.OPAQUE, speckv.Hint(tenant=5))
+        with self.assertRaises(speckv.QuotaError) as cm:
+            p.alloc(1, speckv.OPAQUE, speckv.Hint(tenant=5))
+        self.assertEqual(cm.exception.code, -18)
+        self.assertIn("SPECKV_EQUOTA", str(cm.exception))
+        other = p.alloc(page, speckv.OPAQUE, speckv.Hint(tenant=6))  # other tenants are not capped
+        self.assertEqual(p.tenant_usage(5), (2, 2))
+        p.free(a)
+        p.set_tenant_quota(5, 0)  # no cap
+        big = p.alloc(3 * page, speckv.OPAQUE, speckv.Hint(tenant=5))
+        self.assertEqual(p.tenant_usage(5).pages_used, 3)
+        self.assertEqual(p.tenant_usage(5).max_pages, 0)
+        p.free(big)
+        p.free(other)
 
 
 class LoadTest(unittest.TestCase):

@@ -47,6 +47,7 @@ pub const SPECKV_EURI: c_int = -14;
 pub const SPECKV_ENOTSUP: c_int = -15;
 pub const SPECKV_ESTRUCT: c_int = -16;
 pub const SPECKV_EINTERNAL: c_int = -17;
+pub const SPECKV_EQUOTA: c_int = -18;
 
 pub const SPECKV_LOG_ERROR: c_int = 0;
 pub const SPECKV_LOG_WARN: c_int = 1;
@@ -59,6 +60,9 @@ pub const SPECKV_DTYPE_BF16: c_int = 2;
 pub const SPECKV_DTYPE_FP32: c_int = 3;
 
 pub const SPECKV_HINT_HAS_HASH: u32 = 0x1;
+pub const SPECKV_HASH_BYTES: usize = 32;
+pub const SPECKV_HASH_NATIVE: c_int = 0;
+pub const SPECKV_HASH_VLLM_CBOR: c_int = 1;
 pub const SPECKV_ACCESS_DEFAULT: u32 = 0;
 
 pub type speckv_handle = u64;
@@ -90,7 +94,7 @@ pub struct speckv_hint {
     pub flags: u32,
     pub token_pos: u64,
     pub token_count: u64,
-    pub content_hash: [u8; 16],
+    pub content_hash: [u8; SPECKV_HASH_BYTES],
 }
 
 #[repr(C)]
@@ -106,7 +110,7 @@ pub struct speckv_block_meta {
     pub reserved: u32,
     pub token_pos: u64,
     pub token_count: u64,
-    pub content_hash: [u8; 16],
+    pub content_hash: [u8; SPECKV_HASH_BYTES],
 }
 
 #[repr(C)]
@@ -129,6 +133,13 @@ pub struct speckv_pool_stats {
     pub checksum_failures: u64,
     pub prefetch_hints: u64,
     pub attached: u64,
+    pub blocks_published: u64,
+    pub shared_bytes: u64,
+    pub lookups: u64,
+    pub lookup_hits: u64,
+    pub dedup_bytes: u64,
+    pub evictions: u64,
+    pub reclaimed_blocks: u64,
 }
 
 // ------------------------------------------------------------ the functions
@@ -195,6 +206,27 @@ pub struct Api {
     ) -> c_int,
     pub speckv_unpin: unsafe extern "C" fn(pool: *mut speckv_pool, handle: speckv_handle) -> c_int,
     pub speckv_prefetch: unsafe extern "C" fn(pool: *mut speckv_pool, hint: *const speckv_hint) -> c_int,
+    pub speckv_block_hash: unsafe extern "C" fn(
+        algo: c_int,
+        tenant: u64,
+        parent: *const u8,
+        tokens: *const u32,
+        ntokens: usize,
+        extra: *const c_void,
+        extra_len: usize,
+        out: *mut u8,
+    ) -> c_int,
+    pub speckv_publish: unsafe extern "C" fn(
+        pool: *mut speckv_pool,
+        handle: speckv_handle,
+        hash: *const u8,
+        canonical: *mut speckv_handle,
+    ) -> c_int,
+    pub speckv_lookup:
+        unsafe extern "C" fn(pool: *mut speckv_pool, tenant: u64, hash: *const u8, out: *mut speckv_handle) -> c_int,
+    pub speckv_tenant_set_quota: unsafe extern "C" fn(pool: *mut speckv_pool, tenant: u64, max_pages: u64) -> c_int,
+    pub speckv_tenant_usage:
+        unsafe extern "C" fn(pool: *mut speckv_pool, tenant: u64, pages_used: *mut u64, max_pages: *mut u64) -> c_int,
     pub speckv_stats: unsafe extern "C" fn(pool: *mut speckv_pool, out: *mut speckv_pool_stats) -> c_int,
     pub speckv_stats_json:
         unsafe extern "C" fn(pool: *mut speckv_pool, buf: *mut c_char, cap: usize, needed: *mut usize) -> c_int,
@@ -324,6 +356,11 @@ pub fn load_from(path: &str) -> Result<&'static Api, LoadError> {
             speckv_pin,
             speckv_unpin,
             speckv_prefetch,
+            speckv_block_hash,
+            speckv_publish,
+            speckv_lookup,
+            speckv_tenant_set_quota,
+            speckv_tenant_usage,
             speckv_stats,
             speckv_stats_json
         )
@@ -355,8 +392,10 @@ mod tests {
 
     #[test]
     fn layouts_match_the_header() {
-        assert_eq!(std::mem::size_of::<speckv_hint>(), 64);
-        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 17 * 8);
+        // LP64 sizes of speckv.h 0.1 (content_hash is SPECKV_HASH_BYTES = 32).
+        assert_eq!(std::mem::size_of::<speckv_hint>(), 80);
+        assert_eq!(std::mem::size_of::<speckv_block_meta>(), 96);
+        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 24 * 8);
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub enum ErrorKind {
     NotSupported,
     Struct,
     Internal,
+    /// `SPECKV_EQUOTA`: the tenant's page quota would be exceeded.
+    Quota,
     /// A code this binding does not know (from a newer library).
     Other(i32),
 }
@@ -83,6 +85,7 @@ impl ErrorKind {
             sys::SPECKV_ENOTSUP => ErrorKind::NotSupported,
             sys::SPECKV_ESTRUCT => ErrorKind::Struct,
             sys::SPECKV_EINTERNAL => ErrorKind::Internal,
+            sys::SPECKV_EQUOTA => ErrorKind::Quota,
             c => ErrorKind::Other(c),
         }
     }
@@ -107,6 +110,7 @@ impl ErrorKind {
             ErrorKind::NotSupported => "SPECKV_ENOTSUP",
             ErrorKind::Struct => "SPECKV_ESTRUCT",
             ErrorKind::Internal => "SPECKV_EINTERNAL",
+            ErrorKind::Quota => "SPECKV_EQUOTA",
             ErrorKind::Other(_) => "SPECKV_E?",
         }
     }
@@ -370,8 +374,8 @@ pub struct Hint {
     pub layer: u32,
     pub token_pos: u64,
     pub token_count: u64,
-    /// The prefix-block hash (sets SPECKV_HINT_HAS_HASH).
-    pub content_hash: Option<[u8; 16]>,
+    /// The prefix-block hash (sets SPECKV_HINT_HAS_HASH), e.g. from [`block_hash`].
+    pub content_hash: Option<BlockHash>,
 }
 
 impl Hint {
@@ -384,7 +388,7 @@ impl Hint {
             flags: if self.content_hash.is_some() { sys::SPECKV_HINT_HAS_HASH } else { 0 },
             token_pos: self.token_pos,
             token_count: self.token_count,
-            content_hash: self.content_hash.unwrap_or([0; 16]),
+            content_hash: self.content_hash.unwrap_or([0; HASH_BYTES]),
         }
     }
 }
@@ -409,6 +413,122 @@ pub struct Stats {
     pub checksum_failures: u64,
     pub prefetch_hints: u64,
     pub attached: u64,
+    /// Sharing, pool-wide: published blocks in the pool now.
+    pub blocks_published: u64,
+    /// Bytes of those blocks.
+    pub shared_bytes: u64,
+    /// `lookup` calls, ever.
+    pub lookups: u64,
+    /// ... that found a block.
+    pub lookup_hits: u64,
+    /// Bytes not stored again thanks to sharing (lookup hits and publish collisions).
+    pub dedup_bytes: u64,
+    /// Unreferenced published blocks evicted for room.
+    pub evictions: u64,
+    /// Blocks of dead processes reclaimed.
+    pub reclaimed_blocks: u64,
+}
+
+// ------------------------------------------------------------------- sharing
+
+/// Bytes of a block content hash (`SPECKV_HASH_BYTES`).
+pub const HASH_BYTES: usize = sys::SPECKV_HASH_BYTES;
+
+/// A block content hash, as [`block_hash`] computes it.
+pub type BlockHash = [u8; HASH_BYTES];
+
+/// The algorithm of [`block_hash`] (docs/sharing.md gives the exact bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashAlgo {
+    /// SHA-256 of speckv's binary encoding, salted with the tenant.
+    Native,
+    /// SHA-256 of canonical CBOR `[parent, [tokens...], extra]`, as vLLM's
+    /// `sha256_cbor` prefix-cache hash (the tenant is not used).
+    VllmCbor,
+}
+
+impl HashAlgo {
+    fn raw(self) -> c_int {
+        match self {
+            HashAlgo::Native => sys::SPECKV_HASH_NATIVE,
+            HashAlgo::VllmCbor => sys::SPECKV_HASH_VLLM_CBOR,
+        }
+    }
+}
+
+/// The chained hash of one prefix block: `H(parent, tokens, extra)`. The
+/// same inputs give the same 32 bytes in every process, binding and machine.
+/// `parent` is the previous block's hash (`None` for the first block).
+/// `extra` is what else decides the KV (model, LoRA, ...): raw bytes for
+/// [`HashAlgo::Native`]; exactly one CBOR data item for
+/// [`HashAlgo::VllmCbor`], where `None` means CBOR null. `tenant` salts
+/// [`HashAlgo::Native`] only.
+///
+/// ```no_run
+/// use speckv::{block_hash, HashAlgo};
+/// let tokens: Vec<u32> = (0..32).collect();
+/// let h0 = block_hash(HashAlgo::Native, 7, None, &tokens[..16], None)?;
+/// let h1 = block_hash(HashAlgo::Native, 7, Some(&h0), &tokens[16..], None)?;
+/// # Ok::<(), speckv::Error>(())
+/// ```
+pub fn block_hash(
+    algo: HashAlgo,
+    tenant: u64,
+    parent: Option<&BlockHash>,
+    tokens: &[u32],
+    extra: Option<&[u8]>,
+) -> Result<BlockHash> {
+    let api = api()?;
+    let mut out = [0u8; HASH_BYTES];
+    let (ep, el) = extra.map_or((ptr::null(), 0), |e| (e.as_ptr() as *const c_void, e.len()));
+    // SAFETY: every pointer is NULL or points at a live slice of the length
+    // passed; `out` has HASH_BYTES bytes.
+    check(api, unsafe {
+        (api.speckv_block_hash)(
+            algo.raw(),
+            tenant,
+            parent.map_or(ptr::null(), |p| p.as_ptr()),
+            tokens.as_ptr(),
+            tokens.len(),
+            ep,
+            el,
+            out.as_mut_ptr(),
+        )
+    })?;
+    Ok(out)
+}
+
+/// What [`Pool::publish`] did. Either way the caller now holds a reference
+/// to [`Published::handle`], released with [`Pool::free`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The block was published under the hash.
+    New(Handle),
+    /// The tenant already had this block published (`SPECKV_EEXIST`): this is
+    /// that block. The block passed to `publish` stays unpublished: free it.
+    Existing(Handle),
+}
+
+impl Published {
+    /// The published block: the one to read from now on.
+    pub fn handle(self) -> Handle {
+        match self {
+            Published::New(h) | Published::Existing(h) => h,
+        }
+    }
+
+    /// True if another block was already published under the hash.
+    pub fn existed(self) -> bool {
+        matches!(self, Published::Existing(_))
+    }
+}
+
+/// A tenant's page use and cap ([`Pool::tenant_usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantUsage {
+    pub pages_used: u64,
+    /// The cap; 0 = none.
+    pub max_pages: u64,
 }
 
 /// An open pool. Closed on drop (use [`Pool::close`] to see the status).
@@ -475,6 +595,8 @@ impl Pool {
     }
 
     /// Frees a block. A double free is reported as `BadHandle`, never acted on.
+    /// For a published block it releases one reference this process holds
+    /// (from [`Pool::publish`] or [`Pool::lookup`]); the block stays published.
     pub fn free(&self, h: Handle) -> Result<()> {
         // SAFETY: live pool.
         check(self.api, unsafe { (self.api.speckv_free)(self.p(), h.0) })
@@ -540,6 +662,57 @@ impl Pool {
         check(self.api, unsafe { (self.api.speckv_prefetch)(self.p(), &h) })
     }
 
+    /// Publishes a written block under `hash` for its tenant (the tenant of
+    /// its alloc hint); the block becomes immutable and findable with
+    /// [`Pool::lookup`] from every process attached to the pool.
+    ///
+    /// [`Published::New`]: `h` is now published and this process holds a
+    /// reference to it. [`Published::Existing`]: the tenant already had a
+    /// block under `hash` (`SPECKV_EEXIST`); `h` stays unpublished and still
+    /// belongs to the caller (free it), and the returned handle is the
+    /// published block, on which this process now holds a reference. Either
+    /// way, release the reference with [`Pool::free`].
+    pub fn publish(&self, h: Handle, hash: &BlockHash) -> Result<Published> {
+        let mut canonical = 0u64;
+        // SAFETY: live pool, `hash` is HASH_BYTES long, out-pointer to a local.
+        let rc = unsafe { (self.api.speckv_publish)(self.p(), h.0, hash.as_ptr(), &mut canonical) };
+        match rc {
+            sys::SPECKV_OK => Ok(Published::New(Handle(canonical))),
+            sys::SPECKV_EEXIST => Ok(Published::Existing(Handle(canonical))),
+            rc => Err(Error::last(self.api, rc)),
+        }
+    }
+
+    /// The block `tenant` published under `hash`, with a reference taken on
+    /// it (release it with [`Pool::free`]); `None` if the tenant has none.
+    /// Other tenants' blocks are never found.
+    pub fn lookup(&self, tenant: u64, hash: &BlockHash) -> Result<Option<Handle>> {
+        let mut out = 0u64;
+        // SAFETY: live pool, `hash` is HASH_BYTES long, out-pointer to a local.
+        let rc = unsafe { (self.api.speckv_lookup)(self.p(), tenant, hash.as_ptr(), &mut out) };
+        match rc {
+            sys::SPECKV_OK => Ok(Some(Handle(out))),
+            sys::SPECKV_ENOENT => Ok(None),
+            rc => Err(Error::last(self.api, rc)),
+        }
+    }
+
+    /// Caps the pages `tenant`'s blocks may occupy, for every process of the
+    /// pool; 0 removes the cap. An alloc over the cap fails with
+    /// [`ErrorKind::Quota`].
+    pub fn set_tenant_quota(&self, tenant: u64, max_pages: u64) -> Result<()> {
+        // SAFETY: live pool.
+        check(self.api, unsafe { (self.api.speckv_tenant_set_quota)(self.p(), tenant, max_pages) })
+    }
+
+    /// The pages `tenant`'s blocks occupy now and its cap.
+    pub fn tenant_usage(&self, tenant: u64) -> Result<TenantUsage> {
+        let (mut used, mut max) = (0u64, 0u64);
+        // SAFETY: out-pointers to locals.
+        check(self.api, unsafe { (self.api.speckv_tenant_usage)(self.p(), tenant, &mut used, &mut max) })?;
+        Ok(TenantUsage { pages_used: used, max_pages: max })
+    }
+
     pub fn stats(&self) -> Result<Stats> {
         let mut s = sys::speckv_pool_stats {
             struct_size: std::mem::size_of::<sys::speckv_pool_stats>(),
@@ -564,6 +737,13 @@ impl Pool {
             checksum_failures: s.checksum_failures,
             prefetch_hints: s.prefetch_hints,
             attached: s.attached,
+            blocks_published: s.blocks_published,
+            shared_bytes: s.shared_bytes,
+            lookups: s.lookups,
+            lookup_hits: s.lookup_hits,
+            dedup_bytes: s.dedup_bytes,
+            evictions: s.evictions,
+            reclaimed_blocks: s.reclaimed_blocks,
         })
     }
 
@@ -639,7 +819,7 @@ mod tests {
 
     #[test]
     fn every_code_has_a_kind() {
-        for code in -17..=-1 {
+        for code in -18..=-1 {
             let k = ErrorKind::from_code(code);
             assert!(!matches!(k, ErrorKind::Other(_)), "code {} unmapped", code);
             assert_ne!(k.name(), "SPECKV_E?");

@@ -1,5 +1,5 @@
 //! Runs against the library named by SPECKV_LIB (ctest sets it to the fresh build).
-use speckv::{Config, DType, Error, ErrorKind, Handle, Hint, Pool};
+use speckv::{block_hash, BlockHash, Config, DType, Error, ErrorKind, Handle, HashAlgo, Hint, Pool, Published};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn anon() -> Pool {
@@ -65,7 +65,7 @@ fn write_read_roundtrip_and_stats() {
 #[test]
 fn fresh_block_reads_zero_and_hash_hint_is_accepted() {
     let pool = anon();
-    let hint = Hint { content_hash: Some([9; 16]), ..Default::default() };
+    let hint = Hint { content_hash: Some([9; 32]), ..Default::default() };
     let h = pool.alloc(100, DType::Opaque, Some(&hint)).unwrap();
     assert_eq!(pool.read_vec(h, 0, 100).unwrap(), vec![0u8; 100]);
 }
@@ -205,4 +205,142 @@ fn library_of_another_major_is_refused() {
         Err(e) => panic!("wrong error for a 1.0.0 library: {}", e),
         Ok(_) => panic!("a 1.0.0 library was accepted"),
     }
+}
+
+fn unhex(s: &str) -> BlockHash {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+// Known answers from an encoder written from docs/sharing.md with Python's
+// hashlib (tests/sharing/check_block_hash.py): the binding passes the tokens,
+// parent and extra exactly as the header defines them.
+const NATIVE_123: &str = "47afdf9567455994c77156d8c56c7a1b3281af4f1263f73e7397381867b64f3c";
+const NATIVE_456_CHAINED: &str = "dc2a339e6ddaa8eeb190a8c5cf5b816330a1967e1c27fa9fc4028bbb0014d38d";
+const VLLM_123: &str = "9ca3c050dcab71b7d20d7e21acb28a035ce8f2f5470d3f9724580ec57b7c7da0";
+const VLLM_456_CHAINED: &str = "cc132b6b8db3b5db424d12733484912b37aade6cd8c2e2e83f5eb9a9fbbbf4e3";
+const CBOR_LORA7: &[u8] = &[0x82, 0x66, b'l', b'o', b'r', b'a', b'-', b'7', 0x03];
+
+#[test]
+fn block_hash_is_deterministic_and_chains() {
+    let n0 = block_hash(HashAlgo::Native, 7, None, &[1, 2, 3], None).unwrap();
+    assert_eq!(n0, unhex(NATIVE_123));
+    assert_eq!(block_hash(HashAlgo::Native, 7, None, &[1, 2, 3], None).unwrap(), n0);
+    let n1 = block_hash(HashAlgo::Native, 7, Some(&n0), &[4, 5, 6], Some(b"model")).unwrap();
+    assert_eq!(n1, unhex(NATIVE_456_CHAINED));
+    // The parent, the tenant (native only) and the extra all count.
+    assert_ne!(block_hash(HashAlgo::Native, 7, None, &[4, 5, 6], Some(b"model")).unwrap(), n1);
+    assert_ne!(block_hash(HashAlgo::Native, 8, None, &[1, 2, 3], None).unwrap(), n0);
+    assert_ne!(block_hash(HashAlgo::Native, 7, Some(&n0), &[4, 5, 6], None).unwrap(), n1);
+
+    let v0 = block_hash(HashAlgo::VllmCbor, 7, None, &[1, 2, 3], None).unwrap();
+    assert_eq!(v0, unhex(VLLM_123));
+    assert_eq!(block_hash(HashAlgo::VllmCbor, 99, None, &[1, 2, 3], None).unwrap(), v0, "vLLM hash ignores the tenant");
+    let v1 = block_hash(HashAlgo::VllmCbor, 7, Some(&v0), &[4, 5, 6], Some(CBOR_LORA7)).unwrap();
+    assert_eq!(v1, unhex(VLLM_456_CHAINED));
+    assert_ne!(v0, n0);
+    // No tokens is a valid block; a malformed CBOR extra is not.
+    block_hash(HashAlgo::VllmCbor, 0, None, &[], None).unwrap();
+    let e = block_hash(HashAlgo::VllmCbor, 0, None, &[1], Some(&[0x82, 0x01])).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+}
+
+fn filled(pool: &Pool, tenant: u64, seed: u8) -> Handle {
+    let hint = Hint { tenant, token_count: 16, ..Default::default() };
+    let h = pool.alloc(6000, DType::Fp16, Some(&hint)).unwrap();
+    pool.write(h, 0, &pattern(seed, 6000)).unwrap();
+    h
+}
+
+#[test]
+fn publish_lookup_and_references() {
+    let pool = anon();
+    let hash = block_hash(HashAlgo::Native, 3, None, &[10, 11, 12, 13], None).unwrap();
+    assert_eq!(pool.lookup(3, &hash).unwrap(), None);
+
+    let a = filled(&pool, 3, 1);
+    assert_eq!(pool.publish(a, &hash).unwrap(), Published::New(a));
+    // Published blocks are immutable, and publish only once.
+    assert_eq!(pool.write(a, 0, &[0]).unwrap_err().kind(), ErrorKind::Permission);
+    assert_eq!(pool.publish(a, &hash).unwrap_err().kind(), ErrorKind::Permission);
+
+    // Same tenant: found, with the first block's bytes. Other tenant: never.
+    assert_eq!(pool.lookup(3, &hash).unwrap(), Some(a));
+    assert_eq!(pool.read_vec(a, 0, 6000).unwrap(), pattern(1, 6000));
+    assert_eq!(pool.lookup(4, &hash).unwrap(), None);
+
+    // A second writer of the same content gets the first block back.
+    let b = filled(&pool, 3, 1);
+    let p = pool.publish(b, &hash).unwrap();
+    assert_eq!(p, Published::Existing(a));
+    assert!(p.existed());
+    assert_eq!(p.handle(), a);
+    pool.free(b).unwrap(); // still unpublished, still ours
+    assert_eq!(pool.read_vec(b, 0, 1).unwrap_err().kind(), ErrorKind::BadHandle);
+
+    let st = pool.stats().unwrap();
+    assert_eq!(st.blocks_published, 1);
+    assert_eq!(st.shared_bytes, 6000);
+    assert_eq!((st.lookups, st.lookup_hits), (3, 1));
+    assert_eq!(st.dedup_bytes, 2 * 6000, "one lookup hit and one publish collision");
+    let js = pool.stats_json().unwrap();
+    assert!(js.contains("\"blocks_published\":1"), "{}", js);
+
+    // Three references (publish, lookup, collision): three frees release
+    // them; the block stays published and findable.
+    for _ in 0..3 {
+        pool.free(a).unwrap();
+    }
+    assert_eq!(pool.free(a).unwrap_err().kind(), ErrorKind::BadHandle);
+    assert_eq!(pool.lookup(3, &hash).unwrap(), Some(a));
+    assert_eq!(pool.read_vec(a, 0, 6000).unwrap(), pattern(1, 6000));
+    pool.free(a).unwrap();
+}
+
+#[test]
+fn published_block_is_found_from_another_pool_handle() {
+    let path = temp_pool_path();
+    let uri = format!("file:{}?size=8M", path.display());
+    let hash = block_hash(HashAlgo::VllmCbor, 0, None, &[1, 2, 3], Some(CBOR_LORA7)).unwrap();
+    let a = {
+        let pool = Pool::open(&uri).unwrap();
+        let a = filled(&pool, 9, 4);
+        assert_eq!(pool.publish(a, &hash).unwrap().handle(), a);
+        a
+    }; // closed: its reference is dropped, the block stays published
+    let pool = Pool::open(&uri).unwrap();
+    assert_eq!(pool.lookup(9, &hash).unwrap(), Some(a));
+    assert_eq!(pool.lookup(1, &hash).unwrap(), None);
+    assert_eq!(pool.read_vec(a, 0, 6000).unwrap(), pattern(4, 6000));
+    pool.free(a).unwrap();
+    pool.close().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn tenant_quota() {
+    let pool = anon();
+    let page = pool.stats().unwrap().page_size;
+    assert_eq!(pool.tenant_usage(5).unwrap(), speckv::TenantUsage { pages_used: 0, max_pages: 0 });
+    pool.set_tenant_quota(5, 2).unwrap();
+    let hint = Hint { tenant: 5, ..Default::default() };
+    let a = pool.alloc(2 * page, DType::Opaque, Some(&hint)).unwrap();
+    let e = pool.alloc(1, DType::Opaque, Some(&hint)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Quota);
+    assert_eq!(e.code, -18);
+    assert!(e.to_string().contains("SPECKV_EQUOTA"), "{}", e);
+    // Other tenants are not capped.
+    let other = pool.alloc(page, DType::Opaque, Some(&Hint { tenant: 6, ..Default::default() })).unwrap();
+    let u = pool.tenant_usage(5).unwrap();
+    assert_eq!((u.pages_used, u.max_pages), (2, 2));
+    pool.free(a).unwrap();
+    assert_eq!(pool.tenant_usage(5).unwrap().pages_used, 0);
+    pool.set_tenant_quota(5, 0).unwrap(); // no cap
+    let big = pool.alloc(3 * page, DType::Opaque, Some(&hint)).unwrap();
+    assert_eq!(pool.tenant_usage(5).unwrap(), speckv::TenantUsage { pages_used: 3, max_pages: 0 });
+    pool.free(big).unwrap();
+    pool.free(other).unwrap();
 }
