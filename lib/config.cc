@@ -20,6 +20,8 @@ const std::vector<KeySpec> &config_keys() {
          "per-process cache of verified pages (0 disables it; every read then checksums)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
         {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug"},
+        {"share.flush", 0, 1, 0,
+         "explicit cache-line write-back at publish and invalidation at lookup, for hosts sharing a pool without hardware coherence"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (-1 = unbound)"},
     };

@@ -19,6 +19,7 @@
 #include <fstream>
 
 #include "crc32c.h"
+#include "flush.h"
 #include "status.h"
 #include "uri.h"
 
@@ -305,6 +306,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
     p->log_level_ = static_cast<int>(cfg.get("log.level"));
     p->tenant_id_ = cfg.get("tenant.id");
+    p->flush_ = cfg.get("share.flush") != 0;
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     *out = std::move(p);
@@ -889,7 +891,8 @@ void Pool::index_insert_locked(uint64_t slot) {
 void Pool::index_remove_locked(uint64_t slot) {
     BlockRecord &r = blocks()[slot];
     SharedHeader *h = sh();
-    std::atomic_ref<uint64_t> head(buckets()[bucket_of(r.tenant, r.content_hash)]);
+    const uint64_t b = bucket_of(r.tenant, r.content_hash);
+    std::atomic_ref<uint64_t> head(buckets()[b]);
     h->index_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
     uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
     for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
@@ -897,6 +900,7 @@ void Pool::index_remove_locked(uint64_t slot) {
             uint64_t next = r.hash_next.load(std::memory_order_relaxed);
             if (prev) blocks()[prev - 1].hash_next.store(next, std::memory_order_release);
             else head.store(next, std::memory_order_release);
+            if (flush_) writeback_range(prev ? static_cast<const void *>(&blocks()[prev - 1]) : &buckets()[b], prev ? sizeof(BlockRecord) : 8);
             break;
         }
         prev = idx;
@@ -1059,7 +1063,19 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         unlock();
         return rc;
     }
-    index_insert_locked(static_cast<uint64_t>(r.handle.load() & ((1u << kSlotBits) - 1)) - 1);
+    uint64_t slot = static_cast<uint64_t>(r.handle.load() & ((1u << kSlotBits) - 1)) - 1;
+    if (flush_) {
+        // Without hardware coherence, another host must find the data, the
+        // page entries and the record in memory before it can find the link.
+        writeback_range(page_data(v.first_page), size_t(v.npages) << page_shift_);
+        writeback_range(&pages()[v.first_page], v.npages * sizeof(PageEntry));
+        writeback_range(&r, sizeof r);
+    }
+    index_insert_locked(slot);
+    if (flush_) {
+        writeback_range(&r, sizeof r);
+        writeback_range(&buckets()[bucket_of(r.tenant, r.content_hash)], 8);
+    }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     unlock();
@@ -1079,6 +1095,13 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     const uint64_t max = sb()->max_blocks;
     std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
+        if (flush_) {
+            // Read what the publishing host wrote back, not stale lines.
+            uint64_t first = relaxed_load(r.first_page);
+            uint32_t np = relaxed_load(r.npages);
+            invalidate_range(&pages()[first], np * sizeof(PageEntry));
+            invalidate_range(page_data(first), size_t(np) << page_shift_);
+        }
         me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
         me.dedup_bytes.fetch_add(relaxed_load(r.bytes), std::memory_order_relaxed);
         *out = hd;
@@ -1093,9 +1116,11 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             sched_yield();
             continue;
         }
+        if (flush_) invalidate_range(&buckets()[bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
+            if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
             if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && key_equal(r, hash) &&
                 acquire_ref(hd, true) == SPECKV_OK) {

@@ -178,6 +178,7 @@ class Pool {
     uint64_t bucket_mask_ = 0;
     unsigned char *data_ = nullptr;
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
+    bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References this process holds to published blocks, by slot: the
     // handle they are for and how many. The slot's holders bit is set iff

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "block_hash.h"
+#include "flush.h"
 #include "pool.h"
 #include "pool_format.h"
 #include "speckv.h"
@@ -397,5 +398,47 @@ TEST_CASE("check finds a damaged hash index and repair rebuilds it") {
         CHECK(rw->free(h) == SPECKV_OK);
     }
     rw->close();
+    check_clean(path);
+}
+
+TEST_CASE("share.flush: publish writes back, lookup invalidates; another process reads the same bytes") {
+    MESSAGE("write-back instruction on this CPU: ", std::string(speckv::writeback_insn()));
+    std::string path = fresh_pool("flush");
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(c, "share.flush", 1) == SPECKV_OK);
+    CHECK(speckv_config_set_int(c, "share.flush", 2) == SPECKV_EINVAL);
+    speckv_pool *p = nullptr;
+    REQUIRE(speckv_pool_open(("file:" + path + "?size=8M").c_str(), c, &p) == SPECKV_OK);
+    Hash k = key(77);
+    pid_t child = fork();
+    if (child == 0) {
+        speckv_pool *q = nullptr;
+        if (speckv_pool_open(("file:" + path).c_str(), c, &q) != SPECKV_OK) _exit(2);
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        speckv_handle h;
+        if (speckv_alloc(q, 3 * 4096 + 5, SPECKV_DTYPE_OPAQUE, &hint, &h) != SPECKV_OK) _exit(3);
+        std::vector<unsigned char> buf(3 * 4096 + 5);
+        for (size_t i = 0; i < buf.size(); i++) buf[i] = static_cast<unsigned char>(i * 7 + 1);
+        if (speckv_write(q, h, 0, buf.data(), buf.size()) != SPECKV_OK) _exit(4);
+        if (speckv_publish(q, h, k.b, nullptr) != SPECKV_OK) _exit(5);
+        if (speckv_free(q, h) != SPECKV_OK) _exit(6);
+        _exit(speckv_pool_close(q) == SPECKV_OK ? 0 : 7);
+    }
+    int st;
+    REQUIRE(waitpid(child, &st, 0) == child);
+    REQUIRE(WIFEXITED(st));
+    REQUIRE(WEXITSTATUS(st) == 0);
+    speckv_handle h;
+    REQUIRE(speckv_lookup(p, 0, k.b, &h) == SPECKV_OK);
+    std::vector<unsigned char> got(3 * 4096 + 5);
+    REQUIRE(speckv_access(p, h, 0, got.data(), got.size(), 0) == SPECKV_OK);
+    bool same = true;
+    for (size_t i = 0; i < got.size(); i++) same &= got[i] == static_cast<unsigned char>(i * 7 + 1);
+    CHECK(same);
+    REQUIRE(speckv_free(p, h) == SPECKV_OK);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    speckv_config_free(c);
     check_clean(path);
 }

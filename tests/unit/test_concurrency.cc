@@ -112,3 +112,71 @@ TEST_CASE("use after free racing with reads returns EBADHANDLE, never foreign by
     CHECK(bad.load() == 0);
     speckv_pool_close(p);
 }
+
+// Sharing under threads (TSan in CI): lock-free lookups race publishes,
+// releases and evictions. A published block must always read as what its
+// key implies; every failure status must be an expected one.
+TEST_CASE("threads publish, look up, read and release shared blocks under eviction pressure") {
+    std::string path = fresh_pool("sharethreads");
+    speckv_pool *p = nullptr;
+    // 48 slots for 64 keys: evictions happen all the time.
+    REQUIRE(speckv_pool_open(("file:" + path + "?size=4M&max_blocks=48").c_str(), nullptr, &p) == SPECKV_OK);
+    auto key_of = [](uint32_t k, uint8_t *out) {
+        uint32_t tok[2] = {k, 0xC0FFEEu};
+        return speckv_block_hash(SPECKV_HASH_NATIVE, 0, nullptr, tok, 2, nullptr, 0, out);
+    };
+    std::atomic<int> failures{0}, hits{0};
+    auto worker = [&](int id) {
+        uint64_t x = 0x9E3779B97F4A7C15ull * uint64_t(id + 1);
+        std::vector<unsigned char> buf(4096), back(4096);
+        std::vector<speckv_handle> held;
+        for (int it = 0; it < 1500; it++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint32_t k = uint32_t(x % 64);
+            uint8_t h[SPECKV_HASH_BYTES];
+            if (key_of(k, h) != SPECKV_OK) failures++;
+            std::memset(buf.data(), int(k + 1), buf.size());
+            speckv_handle blk;
+            int rc = speckv_lookup(p, 0, h, &blk);
+            if (rc == SPECKV_OK) {
+                hits++;
+                if (speckv_access(p, blk, 0, back.data(), back.size(), 0) != SPECKV_OK || back != buf) failures++;
+                held.push_back(blk);
+            } else if (rc == SPECKV_ENOENT) {
+                rc = speckv_alloc(p, buf.size(), 0, nullptr, &blk);
+                if (rc == SPECKV_ENOSPC) continue;  // every slot referenced right now
+                if (rc != SPECKV_OK || speckv_write(p, blk, 0, buf.data(), buf.size()) != SPECKV_OK) {
+                    failures++;
+                    continue;
+                }
+                speckv_handle canon;
+                rc = speckv_publish(p, blk, h, &canon);
+                if (rc == SPECKV_EEXIST) {
+                    if (speckv_free(p, blk) != SPECKV_OK) failures++;
+                } else if (rc != SPECKV_OK) {
+                    failures++;
+                    continue;
+                }
+                held.push_back(canon);
+            } else {
+                failures++;
+            }
+            while (held.size() > 3) {
+                if (speckv_free(p, held.front()) != SPECKV_OK) failures++;
+                held.erase(held.begin());
+            }
+        }
+        for (speckv_handle b : held)
+            if (speckv_free(p, b) != SPECKV_OK) failures++;
+    };
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 4; i++) ts.emplace_back(worker, i);
+    for (auto &t : ts) t.join();
+    CHECK(failures.load() == 0);
+    CHECK(hits.load() > 0);
+    speckv_pool_stats st{};
+    st.struct_size = sizeof st;
+    REQUIRE(speckv_stats(p, &st) == SPECKV_OK);
+    CHECK(st.evictions > 0);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+}
