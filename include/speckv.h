@@ -283,12 +283,29 @@ SPECKV_API int speckv_pin(speckv_pool *pool, speckv_handle handle, const void **
  * pinned). Since 0.1.0. */
 SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle);
 
-/* A prefetch hint: `hint->request` is about to run `hint->layer` at
- * `hint->token_pos`. Returns at once. In 0.1 the hint is validated and
- * counted (stats.prefetch_hints) but no prefetching happens yet: the
- * prefetcher arrives with the tier manager. Returns SPECKV_OK, SPECKV_EINVAL,
- * SPECKV_ESTRUCT. Since 0.1.0. */
+/* A prefetch hint: `hint->request` (of `hint->tenant`) is about to run
+ * `hint->layer` at `hint->token_pos`. Returns at once: a background thread of
+ * this pool handle (started by the first hint) learns from the hints and the
+ * accesses which blocks come next (layer-ahead, the order requests run in a
+ * continuous batch), chooses how far ahead to fetch (UCB over the observed
+ * payoff) and how aggressively (feedback from the L3->L2 link utilisation),
+ * and reads and verifies those blocks' pages into the prefetch buffer (L2),
+ * from where speckv_access then serves them. Blocks are found by their alloc
+ * hint (tenant, request, layer, token range): see speckv_translate. A hint
+ * for an unknown request or a freed block is ignored and counted; a full hint
+ * queue drops the hint and counts it. Reads never depend on a prefetch: a
+ * page that is not in L1 or L2 is read synchronously. docs/tiers.md.
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT. Since 0.1.0. */
 SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);
+
+/* Address translation: the block that holds token `token_pos` of (tenant,
+ * request, layer), among live blocks allocated with a hint whose
+ * [token_pos, token_pos + token_count) covers it, and the token's index inside
+ * that block (*token_offset may be NULL). A small per-process TLB sits in
+ * front of the pool's translation index (stats tlb_hits/tlb_misses).
+ * Returns SPECKV_OK, SPECKV_ENOENT (no such block), SPECKV_EINVAL. Since 0.1.0. */
+SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                                uint64_t token_pos, speckv_handle *out, uint64_t *token_offset);
 
 /* ---------------------------------------------------------------- sharing */
 /* Content-addressed blocks, shared by every process attached to a pool
@@ -393,6 +410,22 @@ typedef struct speckv_pool_stats {
                                   block bytes of every lookup hit and publish collision */
     uint64_t evictions;        /* unreferenced published blocks evicted for room */
     uint64_t reclaimed_blocks; /* blocks of dead processes reclaimed */
+    /* Tiers and prefetch (this process). DESIGN: hit rate = l2_hits /
+     * (l2_hits + sync_reads); precision = prefetch_used / (prefetch_used +
+     * prefetch_wasted); waste = prefetch_wasted_bytes. cache_hits are L1 hits. */
+    uint64_t l2_hits;          /* pages served from the prefetch buffer (L2) */
+    uint64_t sync_reads;       /* pages read synchronously from the pool (in neither L1 nor L2) */
+    uint64_t prefetch_pages;   /* pages the prefetcher brought into L2 */
+    uint64_t prefetch_used;    /* prefetched pages read before they left L2 */
+    uint64_t prefetch_wasted;  /* prefetched pages that left L2 unread */
+    uint64_t prefetch_wasted_bytes;
+    uint64_t prefetch_ignored; /* hints naming no known block (unknown request, freed block) */
+    uint64_t prefetch_dropped; /* hints dropped: the hint queue was full */
+    uint64_t link_bytes;       /* bytes moved L3 -> L2 by the prefetcher */
+    uint64_t tlb_hits;
+    uint64_t tlb_misses;
+    uint32_t prefetch_beta_ppm; /* aggressiveness beta, parts per million (1000000 = full) */
+    uint32_t prefetch_depth;    /* depth k (units ahead) of the last plan */
 } speckv_pool_stats;
 
 /* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,

@@ -230,6 +230,14 @@ SPECKV_API int speckv_tenant_usage(speckv_pool *pool, uint64_t tenant, uint64_t 
     });
 }
 
+SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                                uint64_t token_pos, speckv_handle *out, uint64_t *token_offset) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->translate(tenant, request, layer, token_pos, out, token_offset);
+    });
+}
+
 SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
     return guard([&] {
         NEED_POOL();

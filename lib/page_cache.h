@@ -30,6 +30,14 @@ class PageCache {
     bool get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst);
     // Stores a verified copy of a whole page.
     void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src);
+    // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
+    bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
+        if (!nframes_) return false;
+        const Frame &f = frames_[page & (nframes_ - 1)];
+        uint64_t v = f.version.load(std::memory_order_acquire);
+        return v && !(v & 1) && f.page.load(std::memory_order_relaxed) == page &&
+               f.seq.load(std::memory_order_relaxed) == seq && f.epoch.load(std::memory_order_relaxed) == epoch;
+    }
 
   private:
     struct Frame {

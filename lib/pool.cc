@@ -113,7 +113,8 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
         s.index_buckets = 64;
         while (s.index_buckets < mb) s.index_buckets <<= 1;
         s.index_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
-        s.bitmap_off = align_up(s.index_off + s.index_buckets * 8, 64);
+        s.xlate_off = align_up(s.index_off + s.index_buckets * 8, 64);
+        s.bitmap_off = align_up(s.xlate_off + s.index_buckets * 8, 64);
         uint64_t meta_end = s.bitmap_off + (n + 63) / 64 * 8;
         s.data_off = align_up(meta_end, kDataAlign);
         s.max_blocks = mb;
@@ -197,7 +198,7 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
     if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan) != SPECKV_OK || plan.n_pages != s.n_pages ||
         plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
         plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off || plan.tenant_off != s.tenant_off ||
-        plan.index_off != s.index_off || plan.index_buckets != s.index_buckets)
+        plan.index_off != s.index_off || plan.index_buckets != s.index_buckets || plan.xlate_off != s.xlate_off)
         return fail(SPECKV_ECORRUPT, "%s: superblock geometry is inconsistent", where);
     return SPECKV_OK;
 }
@@ -214,6 +215,7 @@ void Pool::bind_layout() {
     blocks_ = reinterpret_cast<BlockRecord *>(b + s.block_table_off);
     bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
     buckets_ = reinterpret_cast<uint64_t *>(b + s.index_off);
+    xlate_ = reinterpret_cast<uint64_t *>(b + s.xlate_off);
     bucket_mask_ = s.index_buckets - 1;
     tenants_ = reinterpret_cast<TenantEntry *>(b + s.tenant_off);
     data_ = b + s.data_off;
@@ -308,6 +310,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->tenant_id_ = cfg.get("tenant.id");
     p->flush_ = cfg.get("share.flush") != 0;
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
+    if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     *out = std::move(p);
     return SPECKV_OK;
@@ -352,6 +355,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
 Pool::~Pool() { close(); }
 
 int Pool::close() {
+    stop_prefetcher();
     if (attach_slot_ >= 0 && map_.base()) {
         bool rec;
         if (lock(&rec) == SPECKV_OK) {
@@ -584,8 +588,9 @@ void Pool::recover_locked(const char *why) {
     h->shared_bytes.store(shared);
     h->reclaimed.fetch_add(reclaimed);
     h->alloc_cursor = 0;
-    // 4. The hash index is derived from the published records.
+    // 4. The hash and translation indexes are derived from the records.
     rebuild_index_locked();
+    rebuild_xlate_locked();
     h->epoch.fetch_add(1);
     h->recoveries.fetch_add(1);
 }
@@ -703,11 +708,12 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     relaxed_store(r.dtype, static_cast<uint8_t>(dtype));
     relaxed_store(r.tenant, tenant);
     relaxed_store(r.state, uint32_t(0));
-    r.request = hint ? hint->request : 0;
-    r.layer = hint ? hint->layer : 0;
+    // Read lock-free by translation and the prefetcher: stored atomically.
+    relaxed_store(r.request, hint ? hint->request : uint64_t(0));
+    relaxed_store(r.layer, hint ? hint->layer : uint32_t(0));
     r.hint_flags = hint ? hint->flags : 0;
-    r.token_pos = hint ? hint->token_pos : 0;
-    r.token_count = hint ? hint->token_count : 0;
+    relaxed_store(r.token_pos, hint ? hint->token_pos : uint64_t(0));
+    relaxed_store(r.token_count, hint ? hint->token_count : uint64_t(0));
     SEQLOCK_IGNORE_BEGIN();  // lookups compare keys optimistically, then re-check under a reference
     std::memset(r.content_hash, 0, sizeof r.content_hash);
     if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, sizeof r.content_hash);
@@ -718,11 +724,13 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     r.next_free = 0;
     r.holders.store(0, std::memory_order_relaxed);
     r.hash_next.store(0, std::memory_order_relaxed);
-    r.last_use.store(now_ns(CLOCK_MONOTONIC_COARSE), std::memory_order_relaxed);
+    r.last_use.store(h->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
     r.owner = attach_id_;
+    r.xlate_next.store(0, std::memory_order_relaxed);
     r.crc = record_crc(r);
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
+    if (r.token_count) xlate_insert_locked(slot);
     h->blocks_live.fetch_add(1, std::memory_order_relaxed);
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
@@ -753,6 +761,8 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
     *out = v;
     return SPECKV_OK;
 }
+
+int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
 
 bool Pool::pinned(uint64_t handle) {
     if (pin_total_.load(std::memory_order_acquire) == 0) return false;
@@ -811,6 +821,7 @@ int Pool::free(uint64_t handle) {
 
 void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     SharedHeader *h = sh();
+    if (r.token_count) xlate_remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
     // Writers lock a page, then re-check the handle; wait for any that got in first.
     bool stuck = false;
@@ -1000,8 +1011,9 @@ int Pool::release_ref(uint64_t handle) {
     if (--it->second.second == 0) {
         refs_.erase(it);
         BlockRecord &r = blocks()[slot];
-        uint64_t t = now_ns(CLOCK_MONOTONIC_COARSE);
-        if (r.last_use.load(std::memory_order_relaxed) != t) r.last_use.store(t, std::memory_order_relaxed);
+        // A logical clock, not time: eviction order is then a function of
+        // the order of operations alone (replays are deterministic).
+        r.last_use.store(sh()->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
         r.holders.fetch_and(~(uint64_t(1) << attach_slot_), std::memory_order_release);
     }
     return SPECKV_OK;
@@ -1259,6 +1271,10 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
         uint32_t nfl = fl & ~kPageZero;
         if (whole) nfl &= ~kPageQuarantined;
         pe.flags.store(nfl, std::memory_order_relaxed);
+        // Write-allocate into L1: a KV page just written is read next (the
+        // engine's attention over the row it appended). Done while the page
+        // is still locked, so the copy is exactly version q + 2.
+        if (!(nfl & kPageQuarantined)) cache_->put(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), d);
         pe.seq.store(q + 2, std::memory_order_release);
         done += plen;
     }
@@ -1266,8 +1282,8 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
     return SPECKV_OK;
 }
 
-int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst, bool *hit) {
-    *hit = false;
+int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst, int *src) {
+    *src = 2;
     PageEntry &pe = pages()[page];
     for (;;) {
         uint64_t s1 = pe.seq.load(std::memory_order_acquire);
@@ -1278,7 +1294,7 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
         // page, so the hit path needs neither the flags nor the media.
         uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
         if (cache_->get(page, s1, epoch, poff, plen, dst)) [[likely]] {
-            *hit = true;
+            *src = 0;
             return SPECKV_OK;
         }
         uint32_t fl = pe.flags.load(std::memory_order_acquire);
@@ -1293,6 +1309,14 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
         if (plen != page_size_) {
             if (t_scratch.size() < page_size_) t_scratch.resize(page_size_);
             buf = t_scratch.data();
+        }
+        // L2: a copy the prefetcher verified, of exactly this version (the
+        // tag holds seq and epoch). It moves up to L1.
+        if (l2_ && l2_->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
+            cache_->put(page, s1, epoch, buf);
+            if (buf != dst) std::memcpy(dst, buf + poff, plen);
+            *src = 1;
+            return SPECKV_OK;
         }
         copy_from_pool(buf, page_data(page), page_size_);
         uint32_t stored = pe.crc.load(std::memory_order_relaxed);
@@ -1322,7 +1346,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
                     off, r.bytes);
     auto *out = static_cast<unsigned char *>(dst);
     size_t done = 0;
-    uint64_t hits = 0, misses = 0;
+    uint64_t hits = 0, misses = 0, l2 = 0;
     int rc = SPECKV_OK;
     // Fast path: a range inside one page whose verified copy is cached.
     if (size_t poff = off & (page_size_ - 1); len && len <= page_size_ - poff) {
@@ -1339,10 +1363,11 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         uint64_t page = r.first_page + (pos >> page_shift_);  // page size is a power of two: no division
         size_t poff = pos & (page_size_ - 1);
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
-        bool hit;
-        if ((rc = read_page(page, poff, plen, out + done, &hit)) != SPECKV_OK) break;
-        hits += hit;
-        misses += !hit;
+        int src;
+        if ((rc = read_page(page, poff, plen, out + done, &src)) != SPECKV_OK) break;
+        hits += src == 0;
+        misses += src != 0;
+        l2 += src == 1;
         done += plen;
     }
     if (rc == SPECKV_OK && r.rec->handle.load(std::memory_order_acquire) != handle)
@@ -1355,7 +1380,13 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     };
     bool own = c != shards_[kShards].v;
     if (hits) add(c[kHits], hits, own);
-    if (misses) add(c[kMisses], misses, own);
+    if (misses) {
+        add(c[kMisses], misses, own);
+        if (l2) add(c[kL2Hits], l2, own);
+        if (misses != l2) add(c[kSyncReads], misses - l2, own);
+    }
+    if (ctl_.load(std::memory_order_relaxed)) [[unlikely]]
+        note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
     if (rc == SPECKV_OK) {
         add(c[kReads], 1, own);
         add(c[kRBytes], len, own);
@@ -1481,6 +1512,19 @@ int Pool::prefetch(const speckv_hint *hint) {
         return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
                     sizeof(speckv_hint));
     bump(kPrefetch);
+    if (!pf_enabled_ || read_only()) return SPECKV_OK;
+    std::unique_lock g(pf_mu_);
+    if (!pf_started_) {
+        if (int rc = start_prefetcher(); rc != SPECKV_OK) return rc;
+    }
+    if (pf_q_.size() >= pf_cap_) {
+        g.unlock();
+        bump(kPfDropped);
+        return SPECKV_OK;
+    }
+    pf_q_.push_back(*hint);
+    g.unlock();
+    pf_cv_.notify_one();
     return SPECKV_OK;
 }
 
@@ -1536,13 +1580,38 @@ void Pool::stats(speckv_pool_stats *st) const {
     v.shared_bytes = h->shared_bytes.load(std::memory_order_relaxed);
     v.evictions = h->evictions.load(std::memory_order_relaxed);
     v.reclaimed_blocks = h->reclaimed.load(std::memory_order_relaxed);
+    v.l2_hits = total(kL2Hits);
+    v.sync_reads = total(kSyncReads);
+    v.prefetch_ignored = total(kPfIgnored);
+    v.prefetch_dropped = total(kPfDropped);
+    v.link_bytes = total(kLinkBytes);
+    v.prefetch_pages = total(kPfPages);
+    if (l2_) {
+        BufferStats b = l2_->stats();
+        v.prefetch_used = b.used;
+        v.prefetch_wasted = b.wasted;
+        v.prefetch_wasted_bytes = b.bytes_wasted;
+    }
+    if (tlb_) {
+        TlbStats t = tlb_->stats();
+        v.tlb_hits = t.hits;
+        v.tlb_misses = t.misses;
+    }
+    if (PrefetchController *c = ctl_.load(std::memory_order_acquire)) {
+        v.prefetch_beta_ppm = static_cast<uint32_t>(c->beta() * 1e6 + 0.5);
+        PrefetchStats ps = c->stats();
+        v.prefetch_depth = ps.history.empty() ? 0 : static_cast<uint32_t>(ps.history.back().mean_depth + 0.5);
+    } else {
+        v.prefetch_beta_ppm = static_cast<uint32_t>(pf_params_.beta_max * 1e6 + 0.5);
+    }
     *st = v;
 }
 
 std::string Pool::stats_json() const {
     speckv_pool_stats s;
     stats(&s);
-    char buf[1536];
+    auto ratio = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
+    char buf[2560];
     std::snprintf(buf, sizeof buf,
                   "{\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"pages_total\":%" PRIu64
                   ",\"pages_used\":%" PRIu64 ",\"blocks_live\":%" PRIu64 ",\"blocks_max\":%" PRIu64
@@ -1551,11 +1620,20 @@ std::string Pool::stats_json() const {
                   ",\"checksum_failures\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"attached\":%" PRIu64
                   ",\"blocks_published\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
                   ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
-                  ",\"reclaimed_blocks\":%" PRIu64 "}",
+                  ",\"reclaimed_blocks\":%" PRIu64 ",\"l2_hits\":%" PRIu64 ",\"sync_reads\":%" PRIu64
+                  ",\"prefetch_pages\":%" PRIu64 ",\"prefetch_used\":%" PRIu64 ",\"prefetch_wasted\":%" PRIu64
+                  ",\"prefetch_wasted_bytes\":%" PRIu64 ",\"prefetch_ignored\":%" PRIu64 ",\"prefetch_dropped\":%" PRIu64
+                  ",\"link_bytes\":%" PRIu64 ",\"tlb_hits\":%" PRIu64 ",\"tlb_misses\":%" PRIu64
+                  ",\"prefetch_beta\":%.6f,\"prefetch_depth\":%u,\"hit_rate\":%.6f,\"precision\":%.6f"
+                  ",\"tlb_hit_rate\":%.6f}",
                   s.pool_bytes, s.page_size, s.pages_total, s.pages_used, s.blocks_live, s.blocks_max, s.allocs, s.frees,
                   s.bytes_written, s.bytes_read, s.reads, s.cache_hits, s.cache_misses, s.checksum_failures,
                   s.prefetch_hints, s.attached, s.blocks_published, s.shared_bytes, s.lookups, s.lookup_hits,
-                  s.dedup_bytes, s.evictions, s.reclaimed_blocks);
+                  s.dedup_bytes, s.evictions, s.reclaimed_blocks, s.l2_hits, s.sync_reads, s.prefetch_pages,
+                  s.prefetch_used, s.prefetch_wasted, s.prefetch_wasted_bytes, s.prefetch_ignored, s.prefetch_dropped,
+                  s.link_bytes, s.tlb_hits, s.tlb_misses, s.prefetch_beta_ppm / 1e6, s.prefetch_depth,
+                  ratio(s.l2_hits, s.l2_hits + s.sync_reads), ratio(s.prefetch_used, s.prefetch_used + s.prefetch_wasted),
+                  ratio(s.tlb_hits, s.tlb_hits + s.tlb_misses));
     return buf;
 }
 
@@ -1768,6 +1846,7 @@ int Pool::check(CheckReport *rep) const {
     }
     if (entries != published)
         problem("the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
+    check_xlate(rep, hwm);
     if (h->blocks_published.load() != published || h->shared_bytes.load() != shared)
         problem("published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
                 h->blocks_published.load(), h->shared_bytes.load(), published, shared);
@@ -1856,9 +1935,10 @@ int Pool::reset_mapping(Mapping &&m, const std::string &path, bool even_if_attac
     }
     std::memset(p->bitmap(), 0, (s.n_pages + 63) / 64 * 8);
     std::memset(p->buckets(), 0, s.index_buckets * 8);
+    std::memset(p->xlate_, 0, s.index_buckets * 8);
     std::memset(static_cast<void *>(p->tenants()), 0, kMaxTenants * sizeof(TenantEntry));
     uint64_t epoch = h->epoch.load() + 1, recoveries = h->recoveries.load();
-    uint64_t next_id = h->next_attach_id, iseq = (h->index_seq.load() | 1) + 1;
+    uint64_t next_id = h->next_attach_id, iseq = (h->index_seq.load() | 1) + 1, xseq = (h->xlate_seq.load() | 1) + 1;
     // The attached processes' records, as bytes (they hold atomics).
     std::vector<std::pair<uint32_t, std::array<unsigned char, sizeof(AttachRecord)>>> keep;
     for (uint32_t i = 0; i < kMaxAttach; i++) {
@@ -1887,6 +1967,7 @@ int Pool::reset_mapping(Mapping &&m, const std::string &path, bool even_if_attac
     h->recoveries.store(recoveries);
     h->next_attach_id = next_id;  // attach ids are never reused: they own blocks
     h->index_seq.store(iseq);
+    h->xlate_seq.store(xseq);
     for (auto &[i, a] : keep) {
         std::memcpy(static_cast<void *>(&h->attach[i]), a.data(), sizeof(AttachRecord));
         h->attach[i].lookups.store(0);

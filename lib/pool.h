@@ -2,9 +2,12 @@
 // (docs/pool-format.md), attached by one or more processes.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -13,7 +16,10 @@
 #include "config.h"
 #include "page_cache.h"
 #include "pool_format.h"
+#include "prefetch_ctl.h"
 #include "speckv.h"
+#include "tier_buffers.h"
+#include "tlb.h"
 
 namespace speckv {
 
@@ -89,6 +95,10 @@ class Pool {
     // derived tables): `speckv pool check --repair`.
     int repair();
 
+    // Tiers (docs/tiers.md): address translation and the prefetcher.
+    int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
+                  uint64_t *offset);
+
     void stats(speckv_pool_stats *s) const;
     std::string stats_json() const;
     void info(PoolInfo *out) const;
@@ -137,6 +147,25 @@ class Pool {
     int acquire_ref(uint64_t handle, bool need_published);
     int release_ref(uint64_t handle);
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
+    // Translation index (lib/pool_tiers.cc), under the lock unless said otherwise.
+    uint64_t xlate_bucket(uint64_t tenant, uint64_t request, uint32_t layer) const;
+    void xlate_insert_locked(uint64_t slot);
+    void xlate_remove_locked(uint64_t slot);
+    void rebuild_xlate_locked();
+    // Lock-free: live blocks of (tenant, request, layer); with pos != ~0 only
+    // the one covering pos. Retries while the index changes.
+    void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
+    void check_xlate(CheckReport *rep, uint64_t hwm) const;
+    // Prefetcher (lib/pool_tiers.cc).
+    int init_tiers(const Config &cfg);
+    int start_prefetcher();
+    void stop_prefetcher();
+    void prefetch_worker();
+    void prefetch_hint(const speckv_hint &h);
+    uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from);
+    void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
+    static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
+    uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
     // A consistent snapshot of a live block's placement, taken without the
     // lock: fields are read atomically and validated, so a slot freed and
     // reused meanwhile can never send us out of bounds (callers re-check
@@ -148,8 +177,10 @@ class Pool {
         uint8_t dtype;
     };
     int resolve(uint64_t handle, BlockView *out) const;
+    int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
     int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq);
-    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, bool *hit);
+    // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
+    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
     int verify_page_inplace(uint64_t page);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
     bool pinned(uint64_t handle);
@@ -174,6 +205,7 @@ class Pool {
     fmt::BlockRecord *blocks_ = nullptr;
     uint64_t *bitmap_ = nullptr;
     uint64_t *buckets_ = nullptr;
+    uint64_t *xlate_ = nullptr;   // translation-index bucket heads (index_buckets of them)
     fmt::TenantEntry *tenants_ = nullptr;
     uint64_t bucket_mask_ = 0;
     unsigned char *data_ = nullptr;
@@ -185,6 +217,22 @@ class Pool {
     // the count is > 0.
     std::mutex refs_mu_;
     std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> refs_;
+    // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
+    // is non-null once the thread runs (the first hint starts it).
+    std::unique_ptr<PrefetchBuffer> l2_;
+    std::unique_ptr<Tlb> tlb_;
+    PrefetchParams pf_params_;
+    std::unique_ptr<PrefetchController> ctl_owner_;
+    std::atomic<PrefetchController *> ctl_{nullptr};
+    bool pf_enabled_ = false;
+    size_t pf_cap_ = 0;
+    std::mutex pf_mu_;
+    std::condition_variable pf_cv_;
+    std::deque<speckv_hint> pf_q_;
+    bool pf_stop_ = false, pf_started_ = false;
+    std::thread pf_thread_;
+    // request -> (tenant, last hinted token position), from hints (worker thread only)
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
     int lock_timeout_ms_ = 5000;
     int log_level_ = 1;
     // Pins are per process: a pinned block can't be written or freed here.
@@ -193,7 +241,10 @@ class Pool {
     std::atomic<uint64_t> pin_total_{0};
     // Process-local counters, sharded per thread so the hot paths do no
     // locked read-modify-write: shard i < kShards belongs to one thread only.
-    enum Counter { kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch, kNumCounters };
+    enum Counter {
+        kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
+        kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages, kNumCounters
+    };
     static constexpr int kShards = 64;
     struct alignas(64) Shard {
         std::atomic<uint64_t> v[kNumCounters];

@@ -11,7 +11,7 @@
 namespace speckv::fmt {
 
 inline constexpr uint64_t kMagic = 0x314C4F4F50564B53ULL;  // "SKVPOOL1" little-endian
-inline constexpr uint32_t kFormatVersion = 2;  // 2: sharing (hash index, tenants, references)
+inline constexpr uint32_t kFormatVersion = 3;  // 2: sharing; 3: translation index
 inline constexpr uint64_t kDataAlign = 2u << 20;  // devdax alignment
 // Attach records; a block's `holders` word has one bit per record (bit 63 is
 // kHoldersDying), so there can be at most 63.
@@ -40,7 +40,8 @@ struct Superblock {
     uint64_t tenant_off;     // kMaxTenants x TenantEntry
     uint64_t index_off;      // index_buckets x uint64_t: hash-index bucket heads
     uint64_t index_buckets;  // a power of two >= max_blocks
-    uint8_t reserved[372];
+    uint64_t xlate_off;      // index_buckets x uint64_t: translation-index bucket heads
+    uint8_t reserved[364];
     uint32_t checksum;       // CRC32C of every byte before this field
 };
 static_assert(sizeof(Superblock) == 512);
@@ -79,6 +80,8 @@ struct SharedHeader {
     // Sharing (docs/sharing.md).
     uint64_t next_attach_id;             // last attach id handed out
     std::atomic<uint64_t> index_seq;     // hash index seqlock: odd while a chain changes
+    std::atomic<uint64_t> xlate_seq;     // translation index seqlock, likewise
+    std::atomic<uint64_t> lru_clock;     // logical clock of BlockRecord::last_use (deterministic LRU)
     std::atomic<uint64_t> blocks_published, shared_bytes;
     std::atomic<uint64_t> lookups, lookup_hits, dedup_bytes;  // of detached processes
     std::atomic<uint64_t> evictions, reclaimed;
@@ -142,9 +145,10 @@ struct BlockRecord {
     uint64_t next_free;    // slot + 1 of the next free slot (free-list link)
     std::atomic<uint64_t> holders;    // bit i: attach record i holds references; kHoldersDying
     std::atomic<uint64_t> hash_next;  // slot + 1 of the next block in this hash chain
-    std::atomic<uint64_t> last_use;   // CLOCK_MONOTONIC_COARSE ns of the last lookup or release
+    std::atomic<uint64_t> last_use;   // SharedHeader::lru_clock when last allocated, published or released
     uint64_t owner;        // attach id of the allocating process while unpublished; 0 = the pool's
-    uint64_t reserved[2];
+    std::atomic<uint64_t> xlate_next;  // slot + 1 of the next block in this translation chain
+    uint64_t reserved[1];
 };
 static_assert(sizeof(BlockRecord) == 192);
 inline constexpr uint32_t kBlockPublished = 1;

@@ -30,7 +30,7 @@ run() {  # run PRESET "BUILD TARGETS (empty: all)" [ctest args...]
 }
 run release ""
 run asan "" -LE 'install|bindings|fpga|readme'
-run tsan "concurrency_tests c_api_test"
+run tsan "concurrency_tests c_api_test tiers_concurrency_tests"
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

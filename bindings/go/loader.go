@@ -116,7 +116,15 @@ func check(op string, rc C.int, msg *msgBuf) error {
 }
 
 // layoutSizes reports the sizes of the hand-declared structs (for tests:
-// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 192).
+// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 288).
 func layoutSizes() (hint, meta, stats uintptr) {
 	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_block_meta{}), unsafe.Sizeof(C.skv_pool_stats{})
+}
+
+// statsOffsets reports where the fields added last sit in the hand-declared
+// speckv_pool_stats (for tests: on LP64 192, 272, 280, 284).
+func statsOffsets() (l2Hits, tlbMisses, betaPPM, depth uintptr) {
+	var s C.skv_pool_stats
+	return unsafe.Offsetof(s.l2_hits), unsafe.Offsetof(s.tlb_misses), unsafe.Offsetof(s.prefetch_beta_ppm),
+		unsafe.Offsetof(s.prefetch_depth)
 }

@@ -79,7 +79,42 @@ type Stats struct {
 	// blocks evicted for room; blocks of dead processes reclaimed.
 	BlocksPublished, SharedBytes, Lookups, LookupHits, DedupBytes uint64
 	Evictions, ReclaimedBlocks                                    uint64
+
+	// Tiers and prefetch, this process. L2Hits: pages served from the
+	// prefetch buffer (CacheHits are the L1 hits); SyncReads: pages read
+	// synchronously from the pool (in neither L1 nor L2); PrefetchPages:
+	// pages the prefetcher brought into L2, PrefetchUsed of them read before
+	// they left L2, PrefetchWasted not (PrefetchWastedBytes bytes);
+	// PrefetchIgnored: hints naming no known block (unknown request, freed
+	// block); PrefetchDropped: hints dropped on a full queue; LinkBytes:
+	// bytes moved L3 -> L2 by the prefetcher; TLBHits, TLBMisses: Translate
+	// answered from the per-process TLB or from the pool's index.
+	L2Hits, SyncReads, PrefetchPages, PrefetchUsed, PrefetchWasted, PrefetchWastedBytes uint64
+	PrefetchIgnored, PrefetchDropped, LinkBytes, TLBHits, TLBMisses                     uint64
+	// PrefetchBetaPPM is the prefetcher's aggressiveness beta in parts per
+	// million (1000000 = full); PrefetchDepth the depth k (units ahead) of
+	// its last plan.
+	PrefetchBetaPPM, PrefetchDepth uint32
 }
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// HitRate is L2Hits / (L2Hits + SyncReads); 0 before any read.
+func (s Stats) HitRate() float64 { return ratio(s.L2Hits, s.L2Hits+s.SyncReads) }
+
+// PrefetchPrecision is PrefetchUsed / (PrefetchUsed + PrefetchWasted); 0
+// before any prefetch.
+func (s Stats) PrefetchPrecision() float64 {
+	return ratio(s.PrefetchUsed, s.PrefetchUsed+s.PrefetchWasted)
+}
+
+// TLBHitRate is TLBHits / (TLBHits + TLBMisses); 0 before any translation.
+func (s Stats) TLBHitRate() float64 { return ratio(s.TLBHits, s.TLBHits+s.TLBMisses) }
 
 // Config holds settings used when opening a pool (keys as in the TOML file).
 // Not safe for concurrent use. Close it when done; a pool opened with it
@@ -366,6 +401,29 @@ func (p *Pool) Prefetch(hint Hint) error {
 	return check("prefetch", C.skv_prefetch(cp, &h, msg.ptr()), &msg)
 }
 
+// Translate returns the live block allocated with a hint of (tenant,
+// request, layer) whose token range [TokenPos, TokenPos+TokenCount) covers
+// tokenPos, and the token's index inside that block. When no block covers it
+// (never allocated with such a hint, or freed; a pool opened with "tenant.id"
+// sees only its own tenant's blocks) the error is ErrNotFound (also
+// fs.ErrNotExist). No reference is taken. A per-process TLB answers repeated
+// questions (Stats.TLBHits, TLBMisses).
+func (p *Pool) Translate(tenant, request uint64, layer uint32, tokenPos uint64) (Handle, uint64, error) {
+	cp, err := p.live()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	var out, off C.uint64_t
+	rc := C.skv_translate(cp, C.uint64_t(tenant), C.uint64_t(request), C.uint32_t(layer), C.uint64_t(tokenPos),
+		&out, &off, msg.ptr())
+	if err := check("translate", rc, &msg); err != nil {
+		return 0, 0, err
+	}
+	return Handle(out), uint64(off), nil
+}
+
 // Stats returns the pool's counters.
 func (p *Pool) Stats() (Stats, error) {
 	cp, err := p.live()
@@ -391,6 +449,12 @@ func (p *Pool) Stats() (Stats, error) {
 		BlocksPublished: uint64(s.blocks_published), SharedBytes: uint64(s.shared_bytes),
 		Lookups: uint64(s.lookups), LookupHits: uint64(s.lookup_hits), DedupBytes: uint64(s.dedup_bytes),
 		Evictions: uint64(s.evictions), ReclaimedBlocks: uint64(s.reclaimed_blocks),
+		L2Hits: uint64(s.l2_hits), SyncReads: uint64(s.sync_reads),
+		PrefetchPages: uint64(s.prefetch_pages), PrefetchUsed: uint64(s.prefetch_used),
+		PrefetchWasted: uint64(s.prefetch_wasted), PrefetchWastedBytes: uint64(s.prefetch_wasted_bytes),
+		PrefetchIgnored: uint64(s.prefetch_ignored), PrefetchDropped: uint64(s.prefetch_dropped),
+		LinkBytes: uint64(s.link_bytes), TLBHits: uint64(s.tlb_hits), TLBMisses: uint64(s.tlb_misses),
+		PrefetchBetaPPM: uint32(s.prefetch_beta_ppm), PrefetchDepth: uint32(s.prefetch_depth),
 	}, nil
 }
 

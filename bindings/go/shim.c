@@ -28,6 +28,7 @@ static struct {
 	int (*pin)(skv_pool *, uint64_t, const void **, size_t *);
 	int (*unpin)(skv_pool *, uint64_t);
 	int (*prefetch)(skv_pool *, const skv_hint *);
+	int (*translate)(skv_pool *, uint64_t, uint64_t, uint32_t, uint64_t, uint64_t *, uint64_t *);
 	int (*block_hash)(int, uint64_t, const uint8_t *, const uint32_t *, size_t, const void *, size_t, uint8_t *);
 	int (*publish)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
 	int (*lookup)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
@@ -59,7 +60,7 @@ int skv_resolve(char *err) {
 	SYM(config_new); SYM(config_free); SYM(config_set_int); SYM(config_set_str);
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
-	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(stats); SYM(stats_json);
+	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(translate); SYM(stats); SYM(stats_json);
 	SYM(block_hash); SYM(publish); SYM(lookup); SYM(tenant_set_quota); SYM(tenant_usage);
 #undef SYM
 	return 0;
@@ -97,6 +98,10 @@ int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m) { return skv_done(skv.pin(p, h, ptr, n), m); }
 int skv_unpin(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.unpin(p, h), m); }
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m) { return skv_done(skv.prefetch(p, h), m); }
+int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
+                  uint64_t *off, char *m) {
+	return skv_done(skv.translate(p, tenant, request, layer, pos, o, off), m);
+}
 // Go cannot take the address of an empty slice's first byte, so an empty but
 // present extra (not the same as none: NULL is CBOR null) points here.
 static const uint8_t skv_empty[1];

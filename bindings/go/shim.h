@@ -22,7 +22,10 @@ typedef struct skv_pool_stats {
 	uint64_t pool_bytes, page_size, pages_total, pages_used, blocks_live, blocks_max,
 		allocs, frees, bytes_written, bytes_read, reads, cache_hits, cache_misses,
 		checksum_failures, prefetch_hints, attached,
-		blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed_blocks;
+		blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed_blocks,
+		l2_hits, sync_reads, prefetch_pages, prefetch_used, prefetch_wasted, prefetch_wasted_bytes,
+		prefetch_ignored, prefetch_dropped, link_bytes, tlb_hits, tlb_misses;
+	uint32_t prefetch_beta_ppm, prefetch_depth;
 } skv_pool_stats;
 
 typedef struct skv_block_meta {
@@ -61,6 +64,8 @@ int skv_block_info(skv_pool *p, uint64_t h, skv_block_meta *o, char *m);
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m);
 int skv_unpin(skv_pool *p, uint64_t h, char *m);
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);
+int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
+                  uint64_t *off, char *m);
 int skv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tok, size_t n,
                    const void *extra, size_t elen, int has_extra, uint8_t *out, char *m);
 int skv_publish(skv_pool *p, uint64_t h, const uint8_t *hash, uint64_t *canonical, char *m);

@@ -180,3 +180,73 @@ TEST_CASE("threads publish, look up, read and release shared blocks under evicti
     CHECK(st.evictions > 0);
     REQUIRE(speckv_pool_close(p) == SPECKV_OK);
 }
+
+// The prefetch thread reads pages while other threads allocate, write,
+// read, translate and free them (TSan in CI). Every read must return the
+// bytes last written; nothing may crash or hang.
+TEST_CASE("threads access, prefetch, translate, alloc and free at once") {
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(c, "cache.bytes", 8 * 4096) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(c, "prefetch.l2_bytes", 32 * 4096) == SPECKV_OK);
+    speckv_pool *p = nullptr;
+    REQUIRE(speckv_pool_open("anon:?size=16M", c, &p) == SPECKV_OK);
+    speckv_config_free(c);
+    std::atomic<int> failures{0};
+    std::atomic<bool> done{false};
+    auto engine = [&](int id) {
+        std::vector<unsigned char> buf(2 * 4096), back(2 * 4096);
+        for (int it = 0; it < 200; it++) {
+            uint64_t req = uint64_t(id) * 1000 + uint64_t(it % 5);
+            std::vector<speckv_handle> hs;
+            for (uint32_t l = 0; l < 4; l++) {
+                speckv_hint h{};
+                h.struct_size = sizeof h;
+                h.request = req;
+                h.layer = l;
+                h.token_count = 16;
+                speckv_handle b;
+                if (speckv_alloc(p, buf.size(), SPECKV_DTYPE_FP16, &h, &b) != SPECKV_OK) {
+                    failures++;
+                    continue;
+                }
+                std::memset(buf.data(), int((req + l + it) & 0xFF), buf.size());
+                if (speckv_write(p, b, 0, buf.data(), buf.size()) != SPECKV_OK) failures++;
+                hs.push_back(b);
+            }
+            for (uint32_t l = 0; l < hs.size(); l++) {
+                speckv_hint h{};
+                h.struct_size = sizeof h;
+                h.request = req;
+                h.layer = (l + 1) % 4;
+                if (speckv_prefetch(p, &h) != SPECKV_OK) failures++;
+                if (speckv_access(p, hs[l], 0, back.data(), back.size(), 0) != SPECKV_OK) failures++;
+                else if (back[0] != static_cast<unsigned char>((req + l + it) & 0xFF) ||
+                         std::memcmp(back.data(), back.data() + 1, back.size() - 1) != 0)
+                    failures++;
+                speckv_handle t;
+                if (speckv_translate(p, 0, req, l, 3, &t, nullptr) != SPECKV_OK || t != hs[l]) failures++;
+            }
+            for (speckv_handle b : hs)
+                if (speckv_free(p, b) != SPECKV_OK) failures++;
+        }
+    };
+    std::thread hinter([&] {  // hints for whatever may or may not exist right now
+        uint64_t x = 88172645463325252ull;
+        while (!done.load()) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            speckv_hint h{};
+            h.struct_size = sizeof h;
+            h.request = (x % 2) * 1000 + (x >> 8) % 5;
+            h.layer = uint32_t((x >> 16) % 4);
+            speckv_prefetch(p, &h);
+        }
+    });
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; i++) ts.emplace_back(engine, i);
+    for (auto &t : ts) t.join();
+    done = true;
+    hinter.join();
+    CHECK(failures.load() == 0);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+}

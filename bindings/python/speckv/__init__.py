@@ -12,6 +12,9 @@
 Prefix sharing: h0 = speckv.block_hash(tokens[:16]); h1 = speckv.block_hash(
 tokens[16:32], parent=h0); pool.publish(handle, h1); pool.lookup(tenant, h1).
 
+Address translation: pool.translate(tenant, request, layer, token_pos) ->
+(handle, offset) of the block whose alloc hint covers the token, or None.
+
 The library is loaded at run time from $SPECKV_LIB or the soname
 libspeckv.so.0; one of another major version is refused (VersionError, code
 SPECKV_EVERSION) with a message naming both versions. Every failure raises a
@@ -24,6 +27,7 @@ import collections
 import contextlib
 import ctypes
 import json
+import operator
 import os
 import threading
 
@@ -132,11 +136,17 @@ _STATS_FIELDS = (
     # sharing, pool-wide
     "blocks_published", "shared_bytes", "lookups", "lookup_hits", "dedup_bytes", "evictions",
     "reclaimed_blocks",
+    # tiers and prefetch, this process
+    "l2_hits", "sync_reads", "prefetch_pages", "prefetch_used", "prefetch_wasted",
+    "prefetch_wasted_bytes", "prefetch_ignored", "prefetch_dropped", "link_bytes", "tlb_hits",
+    "tlb_misses",
 )
+_STATS_FIELDS_U32 = ("prefetch_beta_ppm", "prefetch_depth")
 
 
 class _Stats(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
+    _fields_ = ([("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
+                + [(f, ctypes.c_uint32) for f in _STATS_FIELDS_U32])
 
 
 class _BlockMeta(ctypes.Structure):
@@ -176,6 +186,7 @@ _SIGS = {
     "speckv_pin": (_I, [_P, _U64, ctypes.POINTER(_P), ctypes.POINTER(_SZ)]),
     "speckv_unpin": (_I, [_P, _U64]),
     "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
+    "speckv_translate": (_I, [_P, _U64, _U64, ctypes.c_uint32, _U64, ctypes.POINTER(_U64), ctypes.POINTER(_U64)]),
     "speckv_block_hash": (_I, [_I, _U64, _P, _P, _SZ, _P, _SZ, _P]),
     "speckv_publish": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
     "speckv_lookup": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
@@ -294,6 +305,17 @@ def _hash_arg(h, what="hash"):
     if len(b) != HASH_BYTES:
         raise InvalidError(-1, "%s must be %d bytes, not %d" % (what, HASH_BYTES, len(b)))
     return b
+
+
+def _uint(v, bits, what):
+    """v as an int in [0, 2**bits) (numpy integers too), else InvalidError."""
+    try:
+        n = operator.index(v)
+    except TypeError:
+        n = None
+    if n is None or not 0 <= n < 1 << bits:
+        raise InvalidError(-1, "%s must be an integer in [0, 2**%d), not %r" % (what, bits, v))
+    return n
 
 
 def _u32_array(tokens):
@@ -620,9 +642,36 @@ class Pool:
         with self._use() as p:
             _check(self._lib, self._lib.speckv_prefetch(p, ctypes.byref(h)), "prefetch")
 
+    def translate(self, tenant, request, layer, token_pos):
+        """Address translation: (handle, offset) of the live block allocated
+        with a hint of (tenant, request, layer) whose token range
+        [token_pos, token_pos + token_count) covers `token_pos`, `offset`
+        being the token's index inside that block; None when no block covers
+        it (never allocated with such a hint, or freed; a pool opened with
+        "tenant.id" sees only its own tenant's blocks). No reference is
+        taken. A per-process TLB answers repeated questions (stats keys
+        tlb_hits, tlb_misses)."""
+        # ctypes would truncate an out-of-range value silently and answer for another block.
+        tenant, request = _uint(tenant, 64, "tenant"), _uint(request, 64, "request")
+        layer, token_pos = _uint(layer, 32, "layer"), _uint(token_pos, 64, "token_pos")
+        out, off = _U64(), _U64()
+        with self._use() as p:
+            rc = self._lib.speckv_translate(p, tenant, request, layer, token_pos, ctypes.byref(out),
+                                            ctypes.byref(off))
+            if rc == -4:  # SPECKV_ENOENT
+                return None
+            _check(self._lib, rc, "translate")
+        return out.value, off.value
+
     def stats(self):
-        """The counters as a dict (from speckv_stats_json)."""
-        return json.loads(self.stats_json())
+        """The counters as a dict (from speckv_stats_json): every field of
+        speckv_pool_stats, plus the library's derived values (prefetch_beta
+        as a fraction, hit_rate, precision, tlb_hit_rate)."""
+        d = json.loads(self.stats_json())
+        if "prefetch_beta" in d and "prefetch_beta_ppm" not in d:
+            # The JSON has beta with 6 decimals: exactly the struct's ppm.
+            d["prefetch_beta_ppm"] = int(round(d["prefetch_beta"] * 1e6))
+        return d
 
     def stats_json(self):
         need = _SZ()
@@ -642,7 +691,7 @@ class Pool:
         s.struct_size = ctypes.sizeof(_Stats)
         with self._use() as p:
             _check(self._lib, self._lib.speckv_stats(p, ctypes.byref(s)), "stats")
-        return {f: getattr(s, f) for f in _STATS_FIELDS}
+        return {f: getattr(s, f) for f in _STATS_FIELDS + _STATS_FIELDS_U32}
 
 
 # ------------------------------------------------------------------ replay

@@ -2,6 +2,7 @@
     cd bindings/python && python3 -m unittest -v
 """
 import array
+import ctypes
 import hashlib
 import os
 import struct
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import speckv
@@ -18,7 +20,29 @@ def pattern(seed, n):
     return bytes((seed + i * 7) & 0xFF for i in range(n))
 
 
-class PoolTest(unittest.TestCase):
+class StatsAgree:
+    # Counted by this process's prefetcher thread too (asynchronously), or not
+    # counters: they may move between two stats calls.
+    _ASYNC = {"l2_hits", "sync_reads", "prefetch_pages", "prefetch_used", "prefetch_wasted",
+              "prefetch_wasted_bytes", "prefetch_ignored", "prefetch_dropped", "link_bytes"}
+    _GAUGES = {"prefetch_beta_ppm", "prefetch_depth"}
+
+    def assert_stats_agree(self, js, struct):
+        """stats() (the JSON, taken first) and stats_struct() (taken after)
+        carry every speckv_pool_stats field with the same values."""
+        self.assertEqual(set(struct), set(speckv._STATS_FIELDS + speckv._STATS_FIELDS_U32))
+        for k, v in struct.items():
+            self.assertIn(k, js)
+            if k in self._ASYNC:
+                self.assertLessEqual(js[k], v, k)
+            elif k not in self._GAUGES:
+                self.assertEqual(js[k], v, k)
+        self.assertLessEqual(struct["prefetch_beta_ppm"], 1000000)
+        self.assertLessEqual(js["prefetch_beta_ppm"], 1000000)
+        self.assertAlmostEqual(js["prefetch_beta"] * 1e6, js["prefetch_beta_ppm"], places=3)
+
+
+class PoolTest(StatsAgree, unittest.TestCase):
     def setUp(self):
         self.pool = speckv.Pool("anon:?size=8M")
 
@@ -79,7 +103,7 @@ class PoolTest(unittest.TestCase):
         self.assertEqual(st["allocs"], 1)
         self.assertEqual(st["prefetch_hints"], 1)
         self.assertEqual(st["blocks_live"], 1)
-        self.assertEqual(p.stats_struct(), st)
+        self.assert_stats_agree(st, p.stats_struct())
         p.free(h)
 
     def test_fresh_block_reads_zero(self):
@@ -252,7 +276,7 @@ def ref_vllm(parent, tokens, extra):
 CBOR_LORA7 = bytes([0x82, 0x66]) + b"lora-7" + bytes([0x03])  # ["lora-7", 3]
 
 
-class SharingTest(unittest.TestCase):
+class SharingTest(StatsAgree, unittest.TestCase):
     def setUp(self):
         self.pool = speckv.Pool("anon:?size=8M")
 
@@ -335,7 +359,7 @@ class SharingTest(unittest.TestCase):
         st = p.stats()
         self.assertEqual((st["blocks_published"], st["shared_bytes"]), (1, 6000))
         self.assertEqual((st["lookups"], st["lookup_hits"], st["dedup_bytes"]), (3, 1, 2 * 6000))
-        self.assertEqual(p.stats_struct(), st)
+        self.assert_stats_agree(st, p.stats_struct())
         # Three references (publish, lookup, collision): three frees; the
         # block stays published and findable.
         for _ in range(3):
@@ -406,6 +430,73 @@ class LoadTest(unittest.TestCase):
                 "except speckv.NotFoundError as e:\n    sys.exit(3)\n")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+
+
+class TierTest(StatsAgree, unittest.TestCase):
+    def setUp(self):
+        self.pool = speckv.Pool("anon:?size=8M")
+
+    def tearDown(self):
+        self.pool.close()
+
+    def test_translate(self):
+        p = self.pool
+        h = p.alloc(16 * 256, speckv.FP16,
+                    speckv.Hint(tenant=4, request=11, layer=2, token_pos=16, token_count=16))
+        self.assertEqual(p.translate(4, 11, 2, 20), (h, 4))
+        self.assertEqual(p.translate(4, 11, 2, 20), (h, 4))  # again: from the TLB
+        self.assertEqual(p.translate(4, 11, 2, 16), (h, 0))
+        self.assertEqual(p.translate(4, 11, 2, 31), (h, 15))
+        # Outside the token range, or another tenant, request or layer: None.
+        for args in ((4, 11, 2, 40), (4, 11, 2, 32), (4, 11, 2, 15), (5, 11, 2, 20), (4, 12, 2, 20),
+                     (4, 11, 3, 20)):
+            self.assertIsNone(p.translate(*args), args)
+        # Out-of-range arguments are refused, not truncated into another block's.
+        for args in ((4, 11, 2 + (1 << 32), 20), (-1, 11, 2, 20), (4, 11, 2, 1 << 64), (4, 11, 2.0, 20)):
+            with self.assertRaises(speckv.InvalidError):
+                p.translate(*args)
+        st = p.stats()
+        self.assertGreaterEqual(st["tlb_hits"], 1, st)
+        self.assertGreaterEqual(st["tlb_misses"], 1, st)
+        self.assertTrue(0 < st["tlb_hit_rate"] < 1, st)
+        self.assert_stats_agree(st, p.stats_struct())
+        # A freed block is never returned, not even from the TLB.
+        p.free(h)
+        self.assertIsNone(p.translate(4, 11, 2, 20))
+        self.assertIsNone(p.translate(4, 11, 2, 16))
+        p.close()
+        with self.assertRaises(speckv.SpeckvError):
+            p.translate(4, 11, 2, 20)
+
+    def test_tier_and_prefetch_stats(self):
+        p = self.pool
+        hint = speckv.Hint(request=1, token_count=16)
+        h = p.alloc(3 * 4096, speckv.FP16, hint)
+        data = pattern(3, 3 * 4096)
+        p.write(h, 0, data)
+        p.prefetch(hint)
+        p.prefetch(speckv.Hint(request=999, layer=5))  # nothing allocated for it: ignored, counted
+        self.assertEqual(bytes(p.read(h, 0, len(data))), data)
+        self.assertEqual(p.translate(0, 1, 0, 3), (h, 3))
+        # The prefetcher runs on its own thread: wait until it saw both hints.
+        for _ in range(200):
+            st = p.stats()
+            if st["prefetch_ignored"] >= 1:
+                break
+            time.sleep(0.01)
+        self.assertGreaterEqual(st["prefetch_ignored"], 1, st)
+        self.assertEqual(st["prefetch_hints"], 2)
+        self.assertGreaterEqual(st["cache_hits"] + st["l2_hits"] + st["sync_reads"], 3, st)
+        for k in ("hit_rate", "precision", "tlb_hit_rate"):
+            self.assertTrue(0 <= st[k] <= 1, (k, st))
+        self.assert_stats_agree(st, p.stats_struct())
+
+    def test_stats_struct_layout(self):
+        # speckv_pool_stats on LP64: struct_size, 34 uint64_t, 2 uint32_t.
+        S = speckv._Stats
+        self.assertEqual(ctypes.sizeof(S), 288)
+        self.assertEqual((S.l2_hits.offset, S.tlb_misses.offset), (192, 272))
+        self.assertEqual((S.prefetch_beta_ppm.offset, S.prefetch_depth.offset), (280, 284))
 
 
 class FilePoolTest(unittest.TestCase):

@@ -140,6 +140,19 @@ pub struct speckv_pool_stats {
     pub dedup_bytes: u64,
     pub evictions: u64,
     pub reclaimed_blocks: u64,
+    pub l2_hits: u64,
+    pub sync_reads: u64,
+    pub prefetch_pages: u64,
+    pub prefetch_used: u64,
+    pub prefetch_wasted: u64,
+    pub prefetch_wasted_bytes: u64,
+    pub prefetch_ignored: u64,
+    pub prefetch_dropped: u64,
+    pub link_bytes: u64,
+    pub tlb_hits: u64,
+    pub tlb_misses: u64,
+    pub prefetch_beta_ppm: u32,
+    pub prefetch_depth: u32,
 }
 
 // ------------------------------------------------------------ the functions
@@ -206,6 +219,15 @@ pub struct Api {
     ) -> c_int,
     pub speckv_unpin: unsafe extern "C" fn(pool: *mut speckv_pool, handle: speckv_handle) -> c_int,
     pub speckv_prefetch: unsafe extern "C" fn(pool: *mut speckv_pool, hint: *const speckv_hint) -> c_int,
+    pub speckv_translate: unsafe extern "C" fn(
+        pool: *mut speckv_pool,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        token_pos: u64,
+        out: *mut speckv_handle,
+        token_offset: *mut u64,
+    ) -> c_int,
     pub speckv_block_hash: unsafe extern "C" fn(
         algo: c_int,
         tenant: u64,
@@ -356,6 +378,7 @@ pub fn load_from(path: &str) -> Result<&'static Api, LoadError> {
             speckv_pin,
             speckv_unpin,
             speckv_prefetch,
+            speckv_translate,
             speckv_block_hash,
             speckv_publish,
             speckv_lookup,
@@ -395,7 +418,17 @@ mod tests {
         // LP64 sizes of speckv.h 0.1 (content_hash is SPECKV_HASH_BYTES = 32).
         assert_eq!(std::mem::size_of::<speckv_hint>(), 80);
         assert_eq!(std::mem::size_of::<speckv_block_meta>(), 96);
-        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 24 * 8);
+        // speckv_pool_stats: struct_size, 34 uint64_t counters, 2 uint32_t.
+        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 288);
+        assert_eq!(std::mem::align_of::<speckv_pool_stats>(), 8);
+        let s = speckv_pool_stats::default();
+        let base = &s as *const _ as usize;
+        let off = |p: *const u8| p as usize - base;
+        assert_eq!(off(&s.reclaimed_blocks as *const u64 as *const u8), 184);
+        assert_eq!(off(&s.l2_hits as *const u64 as *const u8), 192);
+        assert_eq!(off(&s.tlb_misses as *const u64 as *const u8), 272);
+        assert_eq!(off(&s.prefetch_beta_ppm as *const u32 as *const u8), 280);
+        assert_eq!(off(&s.prefetch_depth as *const u32 as *const u8), 284);
     }
 
     #[test]

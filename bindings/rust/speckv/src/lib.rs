@@ -427,6 +427,58 @@ pub struct Stats {
     pub evictions: u64,
     /// Blocks of dead processes reclaimed.
     pub reclaimed_blocks: u64,
+    /// Tiers and prefetch, this process: pages served from the prefetch
+    /// buffer (L2). `cache_hits` are the L1 hits.
+    pub l2_hits: u64,
+    /// Pages read synchronously from the pool (in neither L1 nor L2).
+    pub sync_reads: u64,
+    /// Pages the prefetcher brought into L2.
+    pub prefetch_pages: u64,
+    /// Prefetched pages read before they left L2.
+    pub prefetch_used: u64,
+    /// Prefetched pages that left L2 unread.
+    pub prefetch_wasted: u64,
+    /// Bytes of those pages.
+    pub prefetch_wasted_bytes: u64,
+    /// Hints naming no known block (unknown request, freed block).
+    pub prefetch_ignored: u64,
+    /// Hints dropped because the hint queue was full.
+    pub prefetch_dropped: u64,
+    /// Bytes moved L3 -> L2 by the prefetcher.
+    pub link_bytes: u64,
+    /// [`Pool::translate`] answers from the per-process TLB ...
+    pub tlb_hits: u64,
+    /// ... and from the pool's translation index.
+    pub tlb_misses: u64,
+    /// The prefetcher's aggressiveness beta in parts per million (1000000 = full).
+    pub prefetch_beta_ppm: u32,
+    /// Depth k (units ahead) of the prefetcher's last plan.
+    pub prefetch_depth: u32,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl Stats {
+    /// `l2_hits / (l2_hits + sync_reads)`; 0 before any read.
+    pub fn hit_rate(&self) -> f64 {
+        ratio(self.l2_hits, self.l2_hits + self.sync_reads)
+    }
+
+    /// `prefetch_used / (prefetch_used + prefetch_wasted)`; 0 before any prefetch.
+    pub fn prefetch_precision(&self) -> f64 {
+        ratio(self.prefetch_used, self.prefetch_used + self.prefetch_wasted)
+    }
+
+    /// `tlb_hits / (tlb_hits + tlb_misses)`; 0 before any translation.
+    pub fn tlb_hit_rate(&self) -> f64 {
+        ratio(self.tlb_hits, self.tlb_hits + self.tlb_misses)
+    }
 }
 
 // ------------------------------------------------------------------- sharing
@@ -662,6 +714,34 @@ impl Pool {
         check(self.api, unsafe { (self.api.speckv_prefetch)(self.p(), &h) })
     }
 
+    /// Address translation: the live block allocated with a hint of
+    /// (`tenant`, `request`, `layer`) whose token range
+    /// `[token_pos, token_pos + token_count)` covers `token_pos`, and the
+    /// token's index inside that block; `None` when no block covers it
+    /// (`SPECKV_ENOENT`: never allocated with such a hint, or freed; a pool
+    /// opened with "tenant.id" sees only its own tenant's blocks).
+    /// No reference is taken. A per-process TLB answers repeated questions
+    /// (`Stats::tlb_hits`, `tlb_misses`).
+    ///
+    /// ```no_run
+    /// # let pool = speckv::Pool::open("anon:?size=8M")?;
+    /// if let Some((h, off)) = pool.translate(0, 7, 3, 20)? {
+    ///     // token 20 of request 7, layer 3 is token `off` of block `h`
+    /// #   let _ = (h, off);
+    /// }
+    /// # Ok::<(), speckv::Error>(())
+    /// ```
+    pub fn translate(&self, tenant: u64, request: u64, layer: u32, token_pos: u64) -> Result<Option<(Handle, u64)>> {
+        let (mut h, mut off) = (0u64, 0u64);
+        // SAFETY: live pool, out-pointers to locals.
+        let rc = unsafe { (self.api.speckv_translate)(self.p(), tenant, request, layer, token_pos, &mut h, &mut off) };
+        match rc {
+            sys::SPECKV_OK => Ok(Some((Handle(h), off))),
+            sys::SPECKV_ENOENT => Ok(None),
+            rc => Err(Error::last(self.api, rc)),
+        }
+    }
+
     /// Publishes a written block under `hash` for its tenant (the tenant of
     /// its alloc hint); the block becomes immutable and findable with
     /// [`Pool::lookup`] from every process attached to the pool.
@@ -744,6 +824,19 @@ impl Pool {
             dedup_bytes: s.dedup_bytes,
             evictions: s.evictions,
             reclaimed_blocks: s.reclaimed_blocks,
+            l2_hits: s.l2_hits,
+            sync_reads: s.sync_reads,
+            prefetch_pages: s.prefetch_pages,
+            prefetch_used: s.prefetch_used,
+            prefetch_wasted: s.prefetch_wasted,
+            prefetch_wasted_bytes: s.prefetch_wasted_bytes,
+            prefetch_ignored: s.prefetch_ignored,
+            prefetch_dropped: s.prefetch_dropped,
+            link_bytes: s.link_bytes,
+            tlb_hits: s.tlb_hits,
+            tlb_misses: s.tlb_misses,
+            prefetch_beta_ppm: s.prefetch_beta_ppm,
+            prefetch_depth: s.prefetch_depth,
         })
     }
 

@@ -344,3 +344,87 @@ fn tenant_quota() {
     pool.free(big).unwrap();
     pool.free(other).unwrap();
 }
+
+/// The integer value of `"key":N` in the stats JSON.
+fn json_u64(js: &str, key: &str) -> u64 {
+    let pat = format!("\"{}\":", key);
+    let at = js.find(&pat).unwrap_or_else(|| panic!("{} not in {}", key, js)) + pat.len();
+    js[at..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
+}
+
+#[test]
+fn translate_finds_the_block_of_a_token() {
+    let pool = anon();
+    let hint = Hint { tenant: 4, request: 11, layer: 2, token_pos: 16, token_count: 16, content_hash: None };
+    let h = pool.alloc(16 * 256, DType::Fp16, Some(&hint)).unwrap();
+    assert_eq!(pool.translate(4, 11, 2, 20).unwrap(), Some((h, 4)));
+    assert_eq!(pool.translate(4, 11, 2, 20).unwrap(), Some((h, 4))); // again: from the TLB
+    assert_eq!(pool.translate(4, 11, 2, 16).unwrap(), Some((h, 0)));
+    assert_eq!(pool.translate(4, 11, 2, 31).unwrap(), Some((h, 15)));
+    // Outside the token range, or another tenant, request or layer: nothing.
+    assert_eq!(pool.translate(4, 11, 2, 40).unwrap(), None);
+    assert_eq!(pool.translate(4, 11, 2, 32).unwrap(), None);
+    assert_eq!(pool.translate(4, 11, 2, 15).unwrap(), None);
+    assert_eq!(pool.translate(5, 11, 2, 20).unwrap(), None);
+    assert_eq!(pool.translate(4, 12, 2, 20).unwrap(), None);
+    assert_eq!(pool.translate(4, 11, 3, 20).unwrap(), None);
+
+    let st = pool.stats().unwrap();
+    assert!(st.tlb_hits >= 1, "a repeated translation is a TLB hit: {:?}", st);
+    assert!(st.tlb_misses >= 1, "{:?}", st);
+    assert!(st.tlb_hit_rate() > 0.0 && st.tlb_hit_rate() < 1.0, "{:?}", st);
+    assert!(st.prefetch_beta_ppm <= 1_000_000, "{:?}", st);
+
+    // A freed block is never returned, not even from the TLB.
+    pool.free(h).unwrap();
+    assert_eq!(pool.translate(4, 11, 2, 20).unwrap(), None);
+    assert_eq!(pool.translate(4, 11, 2, 16).unwrap(), None);
+    pool.close().unwrap();
+}
+
+#[test]
+fn tier_and_prefetch_stats_match_the_json() {
+    let pool = anon();
+    let hint = Hint { request: 1, layer: 0, token_pos: 0, token_count: 16, ..Default::default() };
+    let h = pool.alloc(3 * 4096, DType::Fp16, Some(&hint)).unwrap();
+    pool.write(h, 0, &pattern(3, 3 * 4096)).unwrap();
+    pool.prefetch(&hint).unwrap();
+    // A hint for a request nothing was allocated for is ignored (and counted).
+    pool.prefetch(&Hint { request: 999, layer: 5, ..Default::default() }).unwrap();
+    assert_eq!(pool.read_vec(h, 0, 3 * 4096).unwrap(), pattern(3, 3 * 4096));
+    assert_eq!(pool.translate(0, 1, 0, 3).unwrap(), Some((h, 3)));
+    // The prefetcher runs on its own thread: wait until it saw both hints.
+    let mut st = pool.stats().unwrap();
+    for _ in 0..200 {
+        if st.prefetch_ignored >= 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        st = pool.stats().unwrap();
+    }
+    assert!(st.prefetch_ignored >= 1, "{:?}", st);
+    assert_eq!(st.prefetch_hints, 2);
+    let js = pool.stats_json().unwrap();
+    let st = pool.stats().unwrap(); // taken after the JSON: counters only grow
+    for (key, v) in [
+        ("l2_hits", st.l2_hits),
+        ("sync_reads", st.sync_reads),
+        ("prefetch_pages", st.prefetch_pages),
+        ("prefetch_used", st.prefetch_used),
+        ("prefetch_wasted", st.prefetch_wasted),
+        ("prefetch_wasted_bytes", st.prefetch_wasted_bytes),
+        ("prefetch_ignored", st.prefetch_ignored),
+        ("prefetch_dropped", st.prefetch_dropped),
+        ("link_bytes", st.link_bytes),
+        ("tlb_hits", st.tlb_hits),
+        ("tlb_misses", st.tlb_misses),
+    ] {
+        assert!(json_u64(&js, key) <= v, "{}: JSON {} > struct {} ({})", key, json_u64(&js, key), v, js);
+    }
+    // Every page was read from somewhere: L1, L2 or the pool.
+    assert!(st.cache_hits + st.l2_hits + st.sync_reads >= 3, "{:?}", st);
+    assert!(st.tlb_misses >= 1, "{:?}", st);
+    assert!(st.prefetch_beta_ppm <= 1_000_000, "{:?}", st);
+    assert!((0.0..=1.0).contains(&st.hit_rate()) && (0.0..=1.0).contains(&st.prefetch_precision()));
+    pool.free(h).unwrap();
+}

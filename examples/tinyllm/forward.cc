@@ -1,0 +1,146 @@
+#include "forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tinyllm {
+
+namespace {
+
+// The three kernels of run.c. Same operation order as tools/llama2 (token
+// identity with the plain run depends on it): no reassociation, no FMA
+// reordering beyond what the compiler does to both alike.
+void rmsnorm(float *o, const float *x, const float *w, int n) {
+    float ss = 0;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= float(n);
+    ss += 1e-5f;
+    ss = 1.0f / std::sqrt(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
+
+void softmax(float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = std::max(mx, x[i]);
+    float sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+// W (d, n) @ x (n) -> out (d)
+void matmul(float *out, const float *x, const float *w, int n, int d) {
+    for (int i = 0; i < d; i++) {
+        float val = 0;
+        const float *row = w + size_t(i) * n;
+        for (int j = 0; j < n; j++) val += row[j] * x[j];
+        out[i] = val;
+    }
+}
+
+}  // namespace
+
+PooledForward::PooledForward(const llama2::Model &m, PagedKv &kv) : m_(m), kv_(kv) {
+    const llama2::Config &c = m.c;
+    x_.resize(size_t(c.dim));
+    xb_.resize(size_t(c.dim));
+    xb2_.resize(size_t(c.dim));
+    hb_.resize(size_t(c.hidden_dim));
+    hb2_.resize(size_t(c.hidden_dim));
+    q_.resize(size_t(c.dim));
+    k_.resize(size_t(c.kv_dim()));
+    v_.resize(size_t(c.kv_dim()));
+    att_.resize(size_t(c.n_heads) * c.seq_len);
+    logits_.resize(size_t(c.vocab_size));
+    kc_.resize(size_t(c.seq_len) * c.kv_dim());
+    vc_.resize(size_t(c.seq_len) * c.kv_dim());
+}
+
+// Multi-head (grouped-query) attention of q_ over positions [0, npos) of the
+// K/V gathered from the pool into kc_/vc_; result in xb_.
+void PooledForward::attention(int npos) {
+    const llama2::Config &c = m_.c;
+    const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+    for (int h = 0; h < c.n_heads; h++) {
+        const float *q = q_.data() + h * hs;
+        float *att = att_.data() + size_t(h) * c.seq_len;
+        for (int t = 0; t < npos; t++) {
+            const float *k = kc_.data() + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            float score = 0;
+            for (int i = 0; i < hs; i++) score += q[i] * k[i];
+            att[t] = score / std::sqrt(float(hs));
+        }
+        softmax(att, npos);
+        float *xb = xb_.data() + h * hs;
+        std::fill(xb, xb + hs, 0.f);
+        for (int t = 0; t < npos; t++) {
+            const float *v = vc_.data() + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            for (int i = 0; i < hs; i++) xb[i] += att[t] * v[i];
+        }
+    }
+}
+
+int PooledForward::forward(uint64_t request, int token, int pos, const NextUnit &next, const float **logits) {
+    const llama2::Config &c = m_.c;
+    const int dim = c.dim, kv_dim = c.kv_dim(), hd = c.hidden_dim, hs = c.head_size();
+    if (token < 0 || token >= c.vocab_size || pos < 0 || pos >= c.seq_len) {
+        return SPECKV_EINVAL;
+    }
+    float *x = x_.data();
+    std::memcpy(x, m_.tok_emb + size_t(token) * dim, size_t(dim) * sizeof(float));
+    for (int l = 0; l < c.n_layers; l++) {
+        // What runs after this layer: the next layer of this request, or the
+        // first layer of the next request in the batch.
+        int rc = l + 1 < c.n_layers ? kv_.hint(request, l + 1, pos)
+                 : next.valid       ? kv_.hint(next.request, 0, next.pos)
+                                    : SPECKV_OK;
+        if (rc != SPECKV_OK) return rc;
+
+        rmsnorm(xb_.data(), x, m_.rms_att + size_t(l) * dim, dim);
+        float *k = k_.data(), *v = v_.data();
+        matmul(q_.data(), xb_.data(), m_.wq + size_t(l) * dim * dim, dim, dim);
+        matmul(k, xb_.data(), m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
+        matmul(v, xb_.data(), m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
+        // RoPE on adjacent pairs (run.c): q in every head, k in the KV heads.
+        for (int i = 0; i < dim; i += 2) {
+            int head_dim = i % hs;
+            float freq = 1.0f / std::pow(10000.0f, float(head_dim) / float(hs));
+            float val = float(pos) * freq;
+            float fcr = std::cos(val), fci = std::sin(val);
+            int rotn = i < kv_dim ? 2 : 1;
+            for (int vv = 0; vv < rotn; vv++) {
+                float *vec = vv == 0 ? q_.data() : k;
+                float v0 = vec[i], v1 = vec[i + 1];
+                vec[i] = v0 * fcr - v1 * fci;
+                vec[i + 1] = v0 * fci + v1 * fcr;
+            }
+        }
+        // The cache lives in the pool: append this position, then read the
+        // whole history [0, pos] back for attention.
+        if ((rc = kv_.append(request, l, pos, k, v)) != SPECKV_OK) return rc;
+        if ((rc = kv_.gather(request, l, pos + 1, kc_.data(), vc_.data())) != SPECKV_OK) return rc;
+        attention(pos + 1);
+
+        matmul(xb2_.data(), xb_.data(), m_.wo + size_t(l) * dim * dim, dim, dim);
+        for (int i = 0; i < dim; i++) x[i] += xb2_[size_t(i)];
+        rmsnorm(xb_.data(), x, m_.rms_ffn + size_t(l) * dim, dim);
+        matmul(hb_.data(), xb_.data(), m_.w1 + size_t(l) * dim * hd, dim, hd);
+        matmul(hb2_.data(), xb_.data(), m_.w3 + size_t(l) * dim * hd, dim, hd);
+        for (int i = 0; i < hd; i++) {
+            float val = hb_[size_t(i)];
+            val *= 1.0f / (1.0f + std::exp(-val));
+            hb_[size_t(i)] = val * hb2_[size_t(i)];
+        }
+        matmul(xb_.data(), hb_.data(), m_.w2 + size_t(l) * dim * hd, hd, dim);
+        for (int i = 0; i < dim; i++) x[i] += xb_[size_t(i)];
+    }
+    rmsnorm(x, x, m_.rms_final, dim);
+    matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);
+    *logits = logits_.data();
+    return SPECKV_OK;
+}
+
+}  // namespace tinyllm

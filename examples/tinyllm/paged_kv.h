@@ -1,0 +1,70 @@
+// A paged K/V cache that lives in a speckv pool, as a serving engine keeps it.
+//
+// One pool block per (request, layer, page of kPageTokens positions), allocated
+// with a speckv_hint naming exactly that, so the pool can translate
+// (tenant, request, layer, token) to the block and the prefetcher can find the
+// blocks a hint names. A block holds the page's K rows, then its V rows:
+//   [K row 0 .. K row 15 | V row 0 .. V row 15], each row kv_dim float32,
+// K after RoPE (as run.c caches it). Nothing is kept on the host between
+// tokens except the handles: attention reads every row back through the pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "speckv.h"
+
+namespace tinyllm {
+
+inline constexpr int kPageTokens = 16;
+
+class PagedKv {
+public:
+    // `pin`: read with speckv_pin/speckv_unpin instead of speckv_access.
+    // `prefetch`: send speckv_prefetch hints (off: hint() does nothing).
+    PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, bool prefetch, bool pin);
+
+    uint64_t block_bytes() const { return uint64_t(2) * kPageTokens * row_bytes_; }
+
+    // Stores the K and V rows (kv_dim floats each) of `request` at (layer, pos);
+    // allocates the page's block when pos starts a page. Positions of a
+    // request arrive in order 0, 1, 2, ... per layer.
+    int append(uint64_t request, int layer, int pos, const float *k, const float *v);
+
+    // Reads K and V of positions [0, npos) of (request, layer) into kc / vc
+    // ([npos][kv_dim] each), block by block, through the pool.
+    int gather(uint64_t request, int layer, int npos, float *kc, float *vc);
+
+    // Tells the pool that `request` is about to run `layer` at `pos`.
+    int hint(uint64_t request, int layer, int pos);
+
+    // Frees every block of `request` (the request finished).
+    int release(uint64_t request);
+
+    // Text of the last failure ("speckv_write(...): <strerror>: <errmsg>").
+    const std::string &error() const { return err_; }
+
+    uint64_t blocks_allocated() const { return allocs_; }
+    uint64_t hints_sent() const { return hints_; }
+    uint64_t translations() const { return translations_; }
+
+private:
+    int fail(int rc, const char *what);
+
+    speckv_pool *pool_;
+    uint64_t tenant_;
+    int n_layers_, kv_dim_;
+    size_t row_bytes_;
+    bool prefetch_, pin_;
+    // request -> [layer][page] -> handle: what this engine allocated. Reads
+    // find the block through speckv_translate and check it against this.
+    std::unordered_map<uint64_t, std::vector<std::vector<speckv_handle>>> table_;
+    std::vector<unsigned char> buf_;
+    uint64_t allocs_ = 0, hints_ = 0, translations_ = 0;
+    std::string err_;
+};
+
+}  // namespace tinyllm

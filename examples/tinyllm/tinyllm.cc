@@ -1,0 +1,469 @@
+// tinyllm — a tiny LLM serving engine whose K/V cache lives in a speckv pool.
+//
+// Runs a llama2.c checkpoint (shared/data/models) on a small continuous batch:
+// every step runs one token of each active sequence in slot order (prompt
+// tokens one at a time, then greedy decoding); a finished sequence frees its
+// blocks and the next prompt takes its slot. Attention reads K/V only through
+// the public API (see paged_kv.h), and the engine hints the prefetcher before
+// each layer. --check replays every prompt through the plain tools/llama2
+// Runner (its own host K/V arrays) and requires the same token ids.
+//
+//   tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]
+//           [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]
+//           [--no-prefetch] [--pin] [--check] [--json] [--skip-missing]
+//
+// Exit status: 0 ok, 1 failure (or --check found a different token),
+// 2 usage, 77 model files missing with --skip-missing (CTest: skipped).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "forward.h"
+#include "llama2.h"
+#include "paged_kv.h"
+#include "speckv.h"
+
+#ifndef TINYLLM_MODEL_DIR
+#define TINYLLM_MODEL_DIR "../shared/data/models"
+#endif
+
+namespace {
+
+using tinyllm::NextUnit;
+using tinyllm::PagedKv;
+using tinyllm::PooledForward;
+
+constexpr int kBos = 1;
+constexpr uint64_t kTenant = 0x74696e79;  // "tiny"
+
+const char *const kDefaultPrompts[] = {
+    "Once upon a time",
+    "Lily wanted to",
+    "The little dog",
+    "Tom and his mom went to the park",
+    "One day, a big bird",
+    "The sun was hot and",
+    "Sara had a red ball",
+    "Ben found a box",
+};
+
+struct Options {
+    std::string model = TINYLLM_MODEL_DIR "/stories260K/stories260K.bin";
+    std::string tokenizer = TINYLLM_MODEL_DIR "/stories260K/tok512.bin";
+    std::string uri = "anon:?size=64M";
+    int batch = 4, steps = 128, requests = 0;
+    int64_t l1_bytes = -1, l2_bytes = -1;
+    bool prefetch = true, pin = false, check = false, json = false, skip_missing = false;
+    std::vector<std::string> prompts;
+};
+
+void usage(FILE *f) {
+    std::fprintf(f,
+                 "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
+                 "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
+                 "               [--no-prefetch] [--pin] [--check] [--json] [--skip-missing]\n"
+                 "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K)\n"
+                 "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
+                 "  --batch N       sequences running at once (default 4)\n"
+                 "  --steps N       most positions per sequence, prompt included (default 128, at most\n"
+                 "                  the model's seq_len); sequence i runs at most steps*(8 - i%%4)/8\n"
+                 "  --requests N    sequences in all (default 2*batch); prompts are reused in turn\n"
+                 "  --prompt TEXT   a prompt (repeatable; default: 8 built-in prompts)\n"
+                 "  --l1-bytes B    L1 hot buffer, config key cache.bytes\n"
+                 "  --l2-bytes B    L2 prefetch buffer, config key prefetch.l2_bytes\n"
+                 "  --no-prefetch   send no speckv_prefetch hints\n"
+                 "  --pin           read K/V with speckv_pin/unpin instead of speckv_access\n"
+                 "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
+                 "  --json          print one JSON object instead of text\n"
+                 "  --skip-missing  exit 77 (skipped) when the model or tokenizer file is missing\n");
+}
+
+bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+// Returns -1 to continue, else the exit status.
+int parse(int argc, char **argv, Options *o) {
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&](const char **v) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "tinyllm: %s needs a value\n", a.c_str());
+                return false;
+            }
+            *v = argv[++i];
+            return true;
+        };
+        auto number = [&](int64_t lo, int64_t hi, int64_t *out) {
+            const char *v;
+            if (!value(&v)) return false;
+            if (!parse_int(v, lo, hi, out)) {
+                std::fprintf(stderr, "tinyllm: %s: '%s' is not an integer in [%lld, %lld]\n", a.c_str(), v,
+                             (long long)lo, (long long)hi);
+                return false;
+            }
+            return true;
+        };
+        const char *v = nullptr;
+        int64_t n = 0;
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else if (a == "--model") {
+            if (!value(&v)) return 2;
+            o->model = v;
+        } else if (a == "--tokenizer") {
+            if (!value(&v)) return 2;
+            o->tokenizer = v;
+        } else if (a == "--uri") {
+            if (!value(&v)) return 2;
+            o->uri = v;
+        } else if (a == "--prompt") {
+            if (!value(&v)) return 2;
+            o->prompts.push_back(v);
+        } else if (a == "--batch") {
+            if (!number(1, 256, &n)) return 2;
+            o->batch = int(n);
+        } else if (a == "--steps") {
+            if (!number(2, 1 << 20, &n)) return 2;
+            o->steps = int(n);
+        } else if (a == "--requests") {
+            if (!number(1, 1 << 20, &n)) return 2;
+            o->requests = int(n);
+        } else if (a == "--l1-bytes") {
+            if (!number(0, INT64_MAX, &o->l1_bytes)) return 2;
+        } else if (a == "--l2-bytes") {
+            if (!number(0, INT64_MAX, &o->l2_bytes)) return 2;
+        } else if (a == "--no-prefetch") {
+            o->prefetch = false;
+        } else if (a == "--pin") {
+            o->pin = true;
+        } else if (a == "--check") {
+            o->check = true;
+        } else if (a == "--json") {
+            o->json = true;
+        } else if (a == "--skip-missing") {
+            o->skip_missing = true;
+        } else {
+            std::fprintf(stderr, "tinyllm: unknown argument '%s'\n", a.c_str());
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o->requests == 0) o->requests = 2 * o->batch;
+    if (o->prompts.empty()) o->prompts.assign(std::begin(kDefaultPrompts), std::end(kDefaultPrompts));
+    return -1;
+}
+
+// One sequence of the batch.
+struct Seq {
+    int index = 0;           // request number (0-based), picks prompt and limit
+    uint64_t id = 0;         // speckv request id
+    std::vector<int> prompt; // BOS + prompt tokens
+    int limit = 0;           // most positions
+    int pos = 0, token = kBos;
+    std::vector<int> out;    // generated token ids
+    bool active = false;
+};
+
+// run.c's generate loop, one position: `logits` of `pos` -> next token. Returns
+// false when the sequence ends (BOS produced, or the position limit reached).
+bool advance(Seq &s, const float *logits, int vocab) {
+    int next = s.pos < int(s.prompt.size()) - 1 ? s.prompt[size_t(s.pos) + 1] : llama2::argmax(logits, vocab);
+    bool sampled = s.pos >= int(s.prompt.size()) - 1;
+    s.pos++;
+    if (next == kBos) return false;
+    if (sampled) s.out.push_back(next);
+    s.token = next;
+    return s.pos < s.limit;
+}
+
+// The same loop on the plain Runner: the reference for --check.
+std::vector<int> reference_run(const llama2::Model &m, const std::vector<int> &prompt, int limit) {
+    llama2::Runner r(m);
+    Seq s;
+    s.prompt = prompt;
+    s.limit = limit;
+    while (advance(s, r.forward(s.token, s.pos), m.c.vocab_size)) {
+    }
+    return s.out;
+}
+
+std::string text_of(const llama2::Tokenizer &tok, const std::vector<int> &prompt, const std::vector<int> &out) {
+    std::string t;
+    int prev = kBos;
+    auto add = [&](int id) {
+        std::string p = tok.piece(prev, id);
+        for (char ch : p)  // run.c safe_printf: drop control bytes except whitespace
+            if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\n' || ch == '\t') t += ch;
+        prev = id;
+    };
+    for (size_t i = 1; i < prompt.size(); i++) add(prompt[i]);
+    for (int id : out) add(id);
+    return t;
+}
+
+std::string json_str(const std::string &s) {
+    std::string o = "\"";
+    for (unsigned char ch : s) {
+        if (ch == '"' || ch == '\\') {
+            o += '\\';
+            o += char(ch);
+        } else if (ch == '\n') {
+            o += "\\n";
+        } else if (ch == '\t') {
+            o += "\\t";
+        } else if (ch < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", ch);
+            o += b;
+        } else {
+            o += char(ch);
+        }
+    }
+    return o + "\"";
+}
+
+double ratio(uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; }
+
+bool file_exists(const std::string &p) { return access(p.c_str(), R_OK) == 0; }
+
+// Sets an integer config key; an unknown key is a warning (the library in use
+// may predate it), a bad value an error.
+bool set_key(speckv_config *cfg, const char *key, int64_t v) {
+    int rc = speckv_config_set_int(cfg, key, v);
+    if (rc == SPECKV_ENOENT) {
+        std::fprintf(stderr, "tinyllm: warning: this libspeckv (%s) has no config key '%s'; ignored\n",
+                     speckv_version_string(), key);
+        return true;
+    }
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "tinyllm: %s = %lld: %s (%s)\n", key, (long long)v, speckv_strerror(rc), speckv_errmsg());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options o;
+    if (int rc = parse(argc, argv, &o); rc >= 0) return rc;
+
+    if (!file_exists(o.model) || !file_exists(o.tokenizer)) {
+        std::fprintf(stderr, "tinyllm: cannot read %s\n", file_exists(o.model) ? o.tokenizer.c_str() : o.model.c_str());
+        return o.skip_missing ? 77 : 1;
+    }
+    if (speckv_version_number() / 10000 != SPECKV_VERSION_MAJOR) {
+        std::fprintf(stderr, "tinyllm: libspeckv %s, built for %s\n", speckv_version_string(), SPECKV_VERSION_STRING);
+        return 1;
+    }
+    llama2::Model model;
+    llama2::Tokenizer tok;
+    std::string err;
+    if (!model.load(o.model, &err) || !tok.load(o.tokenizer, model.c.vocab_size, &err)) {
+        std::fprintf(stderr, "tinyllm: %s\n", err.c_str());
+        return 1;
+    }
+    const llama2::Config &c = model.c;
+    const int steps = std::min(o.steps, c.seq_len);
+
+    // The requests: prompt (BOS + run.c's dummy-prefix space + text) and limit.
+    std::vector<Seq> reqs(size_t(o.requests));
+    for (int i = 0; i < o.requests; i++) {
+        Seq &s = reqs[size_t(i)];
+        s.index = i;
+        s.id = (uint64_t(getpid()) << 24) | uint64_t(i + 1);  // unique per run in a shared pool
+        s.prompt.push_back(kBos);
+        for (int t : tok.encode(" " + o.prompts[size_t(i) % o.prompts.size()])) s.prompt.push_back(t);
+        s.limit = std::max(2, steps * (8 - i % 4) / 8);
+        if (int(s.prompt.size()) >= s.limit) {
+            std::fprintf(stderr, "tinyllm: prompt %d has %zu tokens, more than its %d positions (raise --steps)\n", i,
+                         s.prompt.size(), s.limit);
+            return 2;
+        }
+    }
+
+    speckv_config *cfg = nullptr;
+    if (speckv_config_new(&cfg) != SPECKV_OK) return 1;
+    bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
+                  (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes));
+    speckv_pool *pool = nullptr;
+    int rc = cfg_ok ? speckv_pool_open(o.uri.c_str(), cfg, &pool) : SPECKV_EINVAL;
+    speckv_config_free(cfg);
+    if (rc != SPECKV_OK) {
+        if (cfg_ok) std::fprintf(stderr, "tinyllm: open %s: %s (%s)\n", o.uri.c_str(), speckv_strerror(rc), speckv_errmsg());
+        return 1;
+    }
+
+    PagedKv kv(pool, kTenant, c.n_layers, c.kv_dim(), o.prefetch, o.pin);
+    PooledForward fwd(model, kv);
+
+    // Continuous batching: slots run round-robin, one token each per step.
+    std::vector<int> slot(size_t(o.batch), -1);  // request index or -1
+    int admitted = 0, finished = 0;
+    uint64_t tokens_run = 0;
+    auto admit = [&](size_t j) {
+        slot[j] = admitted < o.requests ? admitted++ : -1;
+        if (slot[j] >= 0) reqs[size_t(slot[j])].active = true;
+    };
+    for (size_t j = 0; j < slot.size(); j++) admit(j);
+    auto t0 = std::chrono::steady_clock::now();
+    while (finished < o.requests && rc == SPECKV_OK) {
+        for (size_t j = 0; j < slot.size() && rc == SPECKV_OK; j++) {
+            if (slot[j] < 0) continue;
+            Seq &s = reqs[size_t(slot[j])];
+            // The next unit in batch order: the next occupied slot (this
+            // step's if after j, the next step's if before), or s itself.
+            NextUnit next;
+            for (size_t d = 1; d <= slot.size(); d++) {
+                size_t k = (j + d) % slot.size();
+                if (slot[k] < 0) continue;
+                const Seq &n = reqs[size_t(slot[k])];
+                next.request = n.id;
+                next.pos = k == j ? n.pos + 1 : n.pos;
+                next.valid = true;
+                break;
+            }
+            const float *logits = nullptr;
+            if ((rc = fwd.forward(s.id, s.token, s.pos, next, &logits)) != SPECKV_OK) break;
+            tokens_run++;
+            if (!advance(s, logits, c.vocab_size)) {
+                s.active = false;
+                finished++;
+                if ((rc = kv.release(s.id)) != SPECKV_OK) break;
+                admit(j);  // the next prompt joins in this slot
+            }
+        }
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "tinyllm: %s\n", kv.error().empty() ? speckv_strerror(rc) : kv.error().c_str());
+        for (const Seq &s : reqs) kv.release(s.id);
+        speckv_pool_close(pool);
+        return 1;
+    }
+
+    speckv_pool_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    rc = speckv_stats(pool, &st);
+    std::string stats_json;
+    if (rc == SPECKV_OK && o.json) {
+        size_t need = 0;
+        speckv_stats_json(pool, nullptr, 0, &need);
+        stats_json.resize(need + 1);
+        if (speckv_stats_json(pool, stats_json.data(), stats_json.size(), &need) == SPECKV_OK)
+            stats_json.resize(need);
+        else
+            stats_json = "null";
+    }
+    speckv_pool_close(pool);
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "tinyllm: speckv_stats: %s (%s)\n", speckv_strerror(rc), speckv_errmsg());
+        return 1;
+    }
+
+    // --check: the same prompts and limits on the plain Runner.
+    int mismatched = 0;
+    uint64_t compared = 0;
+    std::vector<int> first_diff(reqs.size(), -1);
+    if (o.check) {
+        for (size_t i = 0; i < reqs.size(); i++) {
+            std::vector<int> ref = reference_run(model, reqs[i].prompt, reqs[i].limit);
+            const std::vector<int> &got = reqs[i].out;
+            size_t n = std::min(ref.size(), got.size()), d = 0;
+            while (d < n && ref[d] == got[d]) d++;
+            compared += n;
+            if (d < n || ref.size() != got.size()) {
+                first_diff[i] = int(d);
+                mismatched++;
+            }
+        }
+    }
+
+    const double hit = ratio(st.l2_hits, st.l2_hits + st.sync_reads);
+    const double prec = ratio(st.prefetch_used, st.prefetch_used + st.prefetch_wasted);
+    const double tlb = ratio(st.tlb_hits, st.tlb_hits + st.tlb_misses);
+    const double l1 = ratio(st.cache_hits, st.cache_hits + st.cache_misses);
+    if (o.json) {
+        std::printf("{\"model\":%s,\"uri\":%s,\"batch\":%d,\"requests\":%d,\"steps\":%d,\"prefetch\":%s,"
+                    "\"read\":\"%s\",\"page_tokens\":%d,\"block_bytes\":%" PRIu64 ",\"tokens\":%" PRIu64
+                    ",\"seconds\":%.6f,\"sequences\":[",
+                    json_str(o.model).c_str(), json_str(o.uri).c_str(), o.batch, o.requests, steps,
+                    o.prefetch ? "true" : "false", o.pin ? "pin" : "access", tinyllm::kPageTokens, kv.block_bytes(),
+                    tokens_run, secs);
+        for (size_t i = 0; i < reqs.size(); i++) {
+            std::printf("%s{\"prompt_tokens\":%zu,\"limit\":%d,\"tokens\":[", i ? "," : "", reqs[i].prompt.size(),
+                        reqs[i].limit);
+            for (size_t t = 0; t < reqs[i].out.size(); t++) std::printf("%s%d", t ? "," : "", reqs[i].out[t]);
+            std::printf("],\"text\":%s", json_str(text_of(tok, reqs[i].prompt, reqs[i].out)).c_str());
+            if (o.check) std::printf(",\"identical\":%s", first_diff[i] < 0 ? "true" : "false");
+            std::printf("}");
+        }
+        std::printf("],");
+        if (o.check)
+            std::printf("\"check\":{\"sequences\":%zu,\"mismatched\":%d,\"tokens_compared\":%" PRIu64 "},",
+                        reqs.size(), mismatched, compared);
+        std::printf("\"derived\":{\"l1_hit_rate\":%.6f,\"hit_rate\":%.6f,\"precision\":%.6f,\"tlb_hit_rate\":%.6f,"
+                    "\"beta\":%.6f,\"depth\":%u},\"stats\":%s}\n",
+                    l1, hit, prec, tlb, st.prefetch_beta_ppm / 1e6, st.prefetch_depth, stats_json.c_str());
+    } else {
+        std::printf("tinyllm: %s (dim %d, %d layers, kv_dim %d, seq_len %d) on %s\n", o.model.c_str(), c.dim,
+                    c.n_layers, c.kv_dim(), c.seq_len, o.uri.c_str());
+        std::printf("batch %d, %d requests, %d-token pages (%" PRIu64 " B blocks), prefetch %s, reads by %s\n\n",
+                    o.batch, o.requests, tinyllm::kPageTokens, kv.block_bytes(), o.prefetch ? "on" : "off",
+                    o.pin ? "speckv_pin" : "speckv_access");
+        for (size_t i = 0; i < reqs.size(); i++)
+            std::printf("[%zu] %s\n", i, text_of(tok, reqs[i].prompt, reqs[i].out).c_str());
+        std::printf("\n%" PRIu64 " tokens in %.3f s (%.0f tokens/s), %" PRIu64 " blocks allocated, %" PRIu64
+                    " prefetch hints, %" PRIu64 " translations\n",
+                    tokens_run, secs, secs > 0 ? double(tokens_run) / secs : 0.0, kv.blocks_allocated(),
+                    kv.hints_sent(), kv.translations());
+        if (o.check) {
+            if (mismatched == 0)
+                std::printf("check: all %zu sequences identical to the plain llama2 run (%" PRIu64 " tokens)\n",
+                            reqs.size(), compared);
+            for (size_t i = 0; i < reqs.size(); i++)
+                if (first_diff[i] >= 0)
+                    std::printf("check: sequence %zu differs from the plain llama2 run at generated token %d\n", i,
+                                first_diff[i]);
+        }
+        std::printf("\npool stats (this process):\n");
+        std::printf("  L1 hits (cache_hits)     %12" PRIu64 "   (L1 hit rate %.1f%%, misses %" PRIu64 ")\n",
+                    st.cache_hits, 100 * l1, st.cache_misses);
+        std::printf("  L2 hits                  %12" PRIu64 "\n", st.l2_hits);
+        std::printf("  sync reads               %12" PRIu64 "\n", st.sync_reads);
+        std::printf("  hit rate                 %11.1f%%   l2_hits / (l2_hits + sync_reads)\n", 100 * hit);
+        std::printf("  precision                %11.1f%%   used %" PRIu64 " / (used + wasted %" PRIu64 ")\n",
+                    100 * prec, st.prefetch_used, st.prefetch_wasted);
+        std::printf("  waste bytes              %12" PRIu64 "\n", st.prefetch_wasted_bytes);
+        std::printf("  prefetched pages         %12" PRIu64 "   (hints %" PRIu64 ", ignored %" PRIu64
+                    ", dropped %" PRIu64 ")\n",
+                    st.prefetch_pages, st.prefetch_hints, st.prefetch_ignored, st.prefetch_dropped);
+        std::printf("  beta                     %12.3f\n", st.prefetch_beta_ppm / 1e6);
+        std::printf("  depth                    %12u\n", st.prefetch_depth);
+        std::printf("  TLB hit rate             %11.1f%%   (%" PRIu64 " hits, %" PRIu64 " misses)\n", 100 * tlb,
+                    st.tlb_hits, st.tlb_misses);
+    }
+    if (o.check && mismatched) {
+        std::fprintf(stderr, "tinyllm: --check: %d of %zu sequences differ from the plain llama2 run\n", mismatched,
+                     reqs.size());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,361 @@
+// The tier manager inside the pool (docs/tiers.md): the translation index
+// (tenant, request, layer, token) -> block, the per-process TLB in front of
+// it, and the prefetcher behind speckv_prefetch, which reads and verifies the
+// pages the policy (lib/prefetch_ctl.h) predicts into the L2 prefetch buffer
+// (lib/tier_buffers.h) from where Pool::read serves them.
+#include <sched.h>
+#include <time.h>
+
+#include <cinttypes>
+#include <cstring>
+
+#include "crc32c.h"
+#include "pool.h"
+#include "seqlock.h"
+#include "status.h"
+
+namespace speckv {
+
+using namespace fmt;
+
+namespace {
+template <typename T>
+T rl(const T &field) {
+    return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
+}
+uint64_t mono_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+}  // namespace
+
+// ------------------------------------------------------ translation index
+
+uint64_t Pool::xlate_bucket(uint64_t tenant, uint64_t request, uint32_t layer) const {
+    uint64_t k = tenant * 0x9E3779B97F4A7C15ull ^ request * 0xC2B2AE3D27D4EB4Full ^ uint64_t(layer) * 0x165667B19E3779F9ull;
+    k ^= k >> 31;
+    k *= 0xBF58476D1CE4E5B9ull;
+    k ^= k >> 29;
+    return k & bucket_mask_;
+}
+
+void Pool::xlate_insert_locked(uint64_t slot) {
+    BlockRecord &r = blocks()[slot];
+    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(r.tenant, r.request, r.layer)]);
+    r.xlate_next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    head.store(slot + 1, std::memory_order_release);  // readers see the old head or this one: both consistent
+}
+
+void Pool::xlate_remove_locked(uint64_t slot) {
+    BlockRecord &r = blocks()[slot];
+    SharedHeader *h = sh();
+    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(r.tenant, r.request, r.layer)]);
+    h->xlate_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
+    uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
+    for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
+        if (idx == slot + 1) {
+            uint64_t next = r.xlate_next.load(std::memory_order_relaxed);
+            if (prev) blocks()[prev - 1].xlate_next.store(next, std::memory_order_release);
+            else head.store(next, std::memory_order_release);
+            break;
+        }
+        prev = idx;
+        idx = blocks()[idx - 1].xlate_next.load(std::memory_order_relaxed);
+    }
+    h->xlate_seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Pool::rebuild_xlate_locked() {
+    SharedHeader *h = sh();
+    const Superblock &s = *sb();
+    uint64_t q = h->xlate_seq.load() | 1;
+    h->xlate_seq.store(q, std::memory_order_seq_cst);
+    for (uint64_t b = 0; b < s.index_buckets; b++) std::atomic_ref<uint64_t>(xlate_[b]).store(0, std::memory_order_relaxed);
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
+    for (uint64_t i = hwm; i-- > 0;)
+        if (blocks()[i].handle.load() && blocks()[i].token_count) xlate_insert_locked(i);
+    h->xlate_seq.store(q + 1, std::memory_order_seq_cst);
+}
+
+void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *out) {
+    const uint64_t max = sb()->max_blocks;
+    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(tenant, request, layer)]);
+    for (int attempt = 0; attempt < 16; attempt++) {
+        out->clear();
+        uint64_t s1 = sh()->xlate_seq.load(std::memory_order_acquire);
+        if (s1 & 1) {
+            sched_yield();
+            continue;
+        }
+        uint64_t idx = head.load(std::memory_order_acquire);
+        for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
+            const BlockRecord &r = blocks()[idx - 1];
+            uint64_t hd = r.handle.load(std::memory_order_acquire);
+            if (hd && rl(r.tenant) == tenant && rl(r.request) == request && rl(r.layer) == layer) {
+                uint64_t tp = rl(r.token_pos), tc = rl(r.token_count);
+                if (pos == ~0ull || (pos >= tp && pos - tp < tc)) {
+                    out->push_back(hd);
+                    if (pos != ~0ull) return;
+                }
+            }
+            idx = r.xlate_next.load(std::memory_order_acquire);
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (sh()->xlate_seq.load(std::memory_order_relaxed) == s1) return;
+    }
+    // Chains kept changing: what we saw is still a set of live blocks (each
+    // is re-checked by its user), possibly incomplete.
+}
+
+int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle, uint64_t *offset) {
+    if (!handle) return fail(SPECKV_EINVAL, "out is NULL");
+    if (!tenant_visible(tenant))
+        return fail(SPECKV_ENOENT, "no block of tenant %" PRIu64 " is visible to this pool handle (tenant.id)", tenant);
+    // A TLB entry is only a hint: it is checked against the live record, so
+    // a block freed or reused by any process is never returned.
+    auto valid = [&](uint64_t hd) {
+        BlockView v{};
+        if (!hd || resolve_outofline(hd, &v) != SPECKV_OK) return false;
+        const BlockRecord &r = *v.rec;
+        uint64_t tp = rl(r.token_pos), tc = rl(r.token_count);
+        bool ok = rl(r.tenant) == tenant && rl(r.request) == request && rl(r.layer) == layer && pos >= tp && pos - tp < tc;
+        if (ok && offset) *offset = pos - tp;
+        return ok && r.handle.load(std::memory_order_acquire) == hd;
+    };
+    TlbKey k{static_cast<uint32_t>(tenant ^ (tenant >> 32)), layer, request, pos};
+    TlbValue tv{};
+    if (tlb_ && tlb_->lookup(k, &tv) && valid(tv.handle)) {
+        *handle = tv.handle;
+        return SPECKV_OK;
+    }
+    uint64_t seen = tlb_ ? tlb_->inval_seq() : 0;
+    std::vector<uint64_t> hs;
+    xlate_collect(tenant, request, layer, pos, &hs);
+    for (uint64_t hd : hs)
+        if (valid(hd)) {
+            if (tlb_) {
+                if (tv.handle) tlb_->invalidate(k);  // the stale entry
+                tlb_->insert(k, TlbValue{hd, 0}, seen);
+            }
+            *handle = hd;
+            return SPECKV_OK;
+        }
+    clear_error();
+    return fail(SPECKV_ENOENT, "no live block of tenant %" PRIu64 ", request %" PRIu64 ", layer %u covers token %" PRIu64,
+                tenant, request, layer, pos);
+}
+
+void Pool::check_xlate(CheckReport *rep, uint64_t hwm) const {
+    const Superblock &s = *sb();
+    if (sh()->xlate_seq.load() & 1)
+        rep->problems.emplace_back("the translation index was being changed by a process that is gone (repair rebuilds it)");
+    uint64_t entries = 0, expected = 0;
+    for (uint64_t i = 0; i < hwm; i++) expected += blocks()[i].handle.load() && blocks()[i].token_count;
+    for (uint64_t b = 0; b < s.index_buckets; b++) {
+        uint64_t idx = xlate_[b];
+        for (uint64_t steps = 0; idx; steps++) {
+            char buf[200];
+            if (idx > hwm || steps > s.max_blocks) {
+                std::snprintf(buf, sizeof buf, "translation index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
+                rep->problems.emplace_back(buf);
+                break;
+            }
+            const BlockRecord &r = blocks()[idx - 1];
+            if (!r.handle.load() || !r.token_count || xlate_bucket(r.tenant, r.request, r.layer) != b) {
+                std::snprintf(buf, sizeof buf,
+                              "translation index bucket %" PRIu64 " links slot %" PRIu64 ", which does not belong in it", b,
+                              idx - 1);
+                rep->problems.emplace_back(buf);
+                break;
+            }
+            entries++;
+            idx = r.xlate_next.load();
+        }
+    }
+    if (entries != expected) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "the translation index holds %" PRIu64 " entries for %" PRIu64 " blocks with a token range",
+                      entries, expected);
+        rep->problems.emplace_back(buf);
+    }
+}
+
+// ------------------------------------------------------------ prefetcher
+
+int Pool::init_tiers(const Config &cfg) {
+    PrefetchParams p;
+    p.k_min = static_cast<uint32_t>(cfg.get("prefetch.k_min"));
+    p.k_max = static_cast<uint32_t>(cfg.get("prefetch.k_max"));
+    p.ucb_c = double(cfg.get("prefetch.ucb_c_milli")) / 1000.0;
+    p.kappa = double(cfg.get("prefetch.kappa_milli")) / 1000.0;
+    p.theta_target = double(cfg.get("prefetch.theta_milli")) / 1000.0;
+    p.beta_min = double(cfg.get("prefetch.beta_min_milli")) / 1000.0;
+    p.bandwidth = double(cfg.get("prefetch.bandwidth"));
+    p.tick_ns = uint64_t(cfg.get("prefetch.tick_us")) * 1000;
+    if (p.k_min > p.k_max)
+        return fail(SPECKV_EINVAL, "prefetch.k_min (%u) is larger than prefetch.k_max (%u)", p.k_min, p.k_max);
+    if (int rc = validate(p); rc != SPECKV_OK) return rc;
+    pf_params_ = p;
+    int64_t l2 = cfg.get("prefetch.l2_bytes");
+    pf_enabled_ = cfg.get("prefetch.enable") != 0 && l2 > 0;
+    pf_cap_ = static_cast<size_t>(cfg.get("prefetch.queue"));
+    int64_t entries = cfg.get("tlb.entries");
+    if (entries & (entries - 1)) return fail(SPECKV_EINVAL, "tlb.entries %lld is not a power of two", (long long)entries);
+    unsigned shift = 0;  // one TLB entry per token: blocks may be as small as one token
+    if (int rc = Tlb::create(static_cast<size_t>(entries), shift, &tlb_); rc != SPECKV_OK) return rc;
+    if (pf_enabled_) {
+        if (uint64_t(l2) < 2ull * page_size_)
+            return fail(SPECKV_EINVAL, "prefetch.l2_bytes %lld holds fewer than two pages of %u bytes", (long long)l2,
+                        page_size_);
+        if (int rc = PrefetchBuffer::create(static_cast<size_t>(l2), page_size_, &l2_); rc != SPECKV_OK) return rc;
+        l2_->set_resolve(&Pool::on_l2_resolved, this);
+    }
+    return SPECKV_OK;
+}
+
+void Pool::on_l2_resolved(void *user, uint64_t owner, uint64_t, bool used) {
+    auto *p = static_cast<Pool *>(user);
+    if (PrefetchController *c = p->ctl_.load(std::memory_order_acquire))
+        c->on_resolved(owner >> 16, static_cast<uint32_t>(owner & 0xFFFF), used, p->page_size_);
+}
+
+// Called with pf_mu_ held.
+int Pool::start_prefetcher() {
+    if (!ctl_owner_)
+        if (int rc = PrefetchController::create(pf_params_, nullptr, &ctl_owner_); rc != SPECKV_OK) return rc;
+    pf_stop_ = false;
+    try {
+        pf_thread_ = std::thread([this] { prefetch_worker(); });
+    } catch (const std::system_error &e) {
+        return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
+    }
+    pf_started_ = true;
+    ctl_.store(ctl_owner_.get(), std::memory_order_release);
+    return SPECKV_OK;
+}
+
+void Pool::stop_prefetcher() {
+    {
+        std::lock_guard g(pf_mu_);
+        if (!pf_started_) return;
+        pf_stop_ = true;
+    }
+    pf_cv_.notify_all();
+    if (pf_thread_.joinable()) pf_thread_.join();
+    std::lock_guard g(pf_mu_);
+    pf_started_ = false;
+    pf_q_.clear();
+}
+
+void Pool::prefetch_worker() {
+    for (;;) {
+        speckv_hint h;
+        {
+            std::unique_lock g(pf_mu_);
+            pf_cv_.wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
+            if (pf_stop_) return;
+            if (pf_q_.empty()) {
+                g.unlock();
+                ctl_owner_->tick(mono_ns());  // an idle link lets beta recover
+                continue;
+            }
+            h = pf_q_.front();
+            pf_q_.pop_front();
+        }
+        prefetch_hint(h);
+        ctl_owner_->tick(mono_ns());
+    }
+}
+
+// Reads a block's pages that are in neither L1 nor L2 into L2, verified.
+// Returns the pages brought in.
+uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from) {
+    BlockView v{};
+    if (resolve_outofline(handle, &v) != SPECKV_OK) {
+        clear_error();
+        return 0;
+    }
+    // The block the request is appending to (it covers the token being
+    // decoded, or the next one) is about to be rewritten: a copy fetched now
+    // would be stale before it is read. Its writer puts it in L1 instead.
+    uint64_t tp = rl(v.rec->token_pos), tc = rl(v.rec->token_count);
+    if (skip_from != ~0ull && tc && skip_from + 1 >= tp && skip_from < tp + tc) return 0;
+    uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
+    uint64_t n = 0;
+    uint32_t gen = l2_->generation(owner);
+    for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
+        PageEntry &pe = pages()[p];
+        uint64_t s1 = pe.seq.load(std::memory_order_acquire);
+        if (s1 & 1) continue;  // being written: the reader will fetch it
+        uint32_t fl = pe.flags.load(std::memory_order_acquire);
+        if (fl & (kPageZero | kPageQuarantined)) continue;  // zeros cost nothing; a bad page is the reader's to report
+        uint64_t tag = l2_tag(s1, epoch);
+        if (cache_->contains(p, s1, epoch) || l2_->contains(p, tag)) continue;
+        struct Fill {
+            Pool *pool;
+            uint64_t page, seq;
+        } ctx{this, p, s1};
+        auto fill = [](void *user, void *dst) -> bool {
+            auto *c = static_cast<Fill *>(user);
+            Pool *pool = c->pool;
+            PageEntry &e = pool->pages()[c->page];
+            SEQLOCK_IGNORE_BEGIN();
+            std::memcpy(dst, pool->page_data(c->page), pool->page_size_);
+            SEQLOCK_IGNORE_END();
+            uint32_t stored = e.crc.load(std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
+            return crc32c(0, dst, pool->page_size_) == stored;  // a bad page is left to the synchronous path
+        };
+        if (l2_->insert_with(p, tag, owner, gen, fill, &ctx)) n++;
+    }
+    // The block was freed while we read: what we stored carries the old
+    // sequence numbers and never matches again.
+    return n;
+}
+
+void Pool::prefetch_hint(const speckv_hint &h) {
+    PrefetchController *c = ctl_owner_.get();
+    if (!tenant_visible(h.tenant)) {
+        bump(kPfIgnored);
+        return;
+    }
+    if (pf_req_.size() >= 65536) pf_req_.clear();  // bounded; re-learnt from the next hints
+    pf_req_[h.request] = {h.tenant, h.token_pos};
+    c->on_hint(h.request, h.layer, h.token_pos);
+    PrefetchController::Plan plan;
+    c->plan(h.request, h.layer, &plan);
+    std::vector<uint64_t> hs;
+    uint64_t pages = 0;
+    bool any = false;
+    for (const PrefetchUnit &u : plan.units) {
+        auto t = pf_req_.find(u.request);
+        uint64_t tenant = t != pf_req_.end() ? t->second.first : h.tenant;
+        uint64_t appending = t != pf_req_.end() ? t->second.second : ~0ull;
+        xlate_collect(tenant, u.request, u.layer, ~0ull, &hs);
+        any |= !hs.empty();
+        uint64_t owner = u.request << 16 ^ (u.layer & 0xFFFF);
+        uint64_t n = 0;
+        for (uint64_t hd : hs) n += prefetch_block(hd, owner, appending);
+        if (n) c->on_issued(u.request, static_cast<uint32_t>(n), n * page_size_);
+        pages += n;
+    }
+    if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
+    if (pages) {
+        bump(kPfPages, pages);
+        bump(kLinkBytes, pages * page_size_);
+        c->on_transfer(pages * page_size_);
+    }
+}
+
+void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
+    PrefetchController *c = ctl_.load(std::memory_order_acquire);
+    if (!c) return;
+    const BlockRecord &r = *rec;
+    if (!rl(r.token_count)) return;  // not a KV block of a request
+    c->on_access(rl(r.request), rl(r.layer),
+                 worst == 2 ? AccessOutcome::kMiss : worst == 1 ? AccessOutcome::kL2Hit : AccessOutcome::kL1Hit, pages);
+}
+
+}  // namespace speckv

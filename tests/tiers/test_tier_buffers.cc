@@ -1,0 +1,207 @@
+// L1 hot buffer and L2 prefetch buffer, single-threaded semantics.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tier_buffers.h"
+#include "util.h"
+
+using namespace speckv;
+using tiers_test::fill_page;
+using tiers_test::page_ok;
+
+namespace {
+constexpr uint32_t kPage = 4096;
+std::vector<unsigned char> page(uint64_t key, uint64_t tag) {
+    std::vector<unsigned char> p(kPage);
+    fill_page(p.data(), kPage, key, tag);
+    return p;
+}
+}  // namespace
+
+TEST_CASE("L1: bounds") {
+    std::unique_ptr<HotBuffer> b;
+    CHECK(HotBuffer::create(1 << 20, 1000, &b) == SPECKV_EINVAL);
+    CHECK(HotBuffer::create(100, 4096, &b) == SPECKV_EINVAL);  // no whole page
+    CHECK(HotBuffer::create(1 << 20, 4096, &b) == SPECKV_OK);
+    CHECK(b->frames() == 256);
+    std::unique_ptr<PrefetchBuffer> p;
+    CHECK(PrefetchBuffer::create(4096, 4096, &p) == SPECKV_EINVAL);  // needs two banks
+    CHECK(PrefetchBuffer::create(3 * 4096, 4096, &p) == SPECKV_OK);
+    CHECK(p->frames() == 2);
+}
+
+TEST_CASE("L1: hits, tags, ranges, CLOCK eviction") {
+    std::unique_ptr<HotBuffer> b;
+    REQUIRE(HotBuffer::create(8 * kPage, kPage, &b) == SPECKV_OK);
+    unsigned char out[kPage];
+    CHECK_FALSE(b->get(1, 1, 0, kPage, out));
+    REQUIRE(b->put(1, 1, page(1, 1).data()));
+    REQUIRE(b->get(1, 1, 0, kPage, out));
+    CHECK(page_ok(out, kPage, 1, 1));
+    REQUIRE(b->get(1, 1, 100, 50, out));
+    CHECK(page_ok(out, 50, 1, 1, 100));
+    CHECK_FALSE(b->get(1, 1, kPage - 10, 11, out));  // past the page
+    CHECK_FALSE(b->get(1, 2, 0, 16, out));           // the page was rewritten: tag 2
+    REQUIRE(b->put(1, 2, page(1, 2).data()));
+    REQUIRE(b->get(1, 2, 0, kPage, out));
+    CHECK(page_ok(out, kPage, 1, 2));
+    CHECK_FALSE(b->get(1, 1, 0, 16, out));
+
+    // 8 frames: keep touching key 1, stream 20 others through; 1 survives (CLOCK).
+    for (uint64_t k = 100; k < 120; k++) {
+        REQUIRE(b->put(k, 1, page(k, 1).data()));
+        REQUIRE(b->get(1, 2, 0, 16, out));
+    }
+    CHECK(b->contains(1, 2));
+    int resident = 0;
+    for (uint64_t k = 100; k < 120; k++) resident += b->contains(k, 1);
+    CHECK(resident == 7);
+    for (uint64_t k = 113; k < 120; k++) CHECK(b->contains(k, 1));  // the most recent
+    BufferStats s = b->stats();
+    CHECK(s.evictions == 13);
+    b->invalidate(1);
+    CHECK_FALSE(b->contains(1, 2));
+    CHECK_FALSE(b->put(kMaxBufferKey + 1, 1, page(1, 1).data()));
+}
+
+TEST_CASE("L1: pins hold the bytes; all pinned means no room") {
+    std::unique_ptr<HotBuffer> b;
+    REQUIRE(HotBuffer::create(2 * kPage, kPage, &b) == SPECKV_OK);
+    REQUIRE(b->put(1, 1, page(1, 1).data()));
+    HotBuffer::Pin p1;
+    REQUIRE(b->pin(1, 1, &p1));
+    CHECK(page_ok(static_cast<const unsigned char *>(p1.data), kPage, 1, 1));
+    // A newer version of the pinned page goes to another frame.
+    REQUIRE(b->put(1, 2, page(1, 2).data()));
+    CHECK(page_ok(static_cast<const unsigned char *>(p1.data), kPage, 1, 1));
+    unsigned char out[kPage];
+    REQUIRE(b->get(1, 2, 0, kPage, out));
+    CHECK(page_ok(out, kPage, 1, 2));
+    HotBuffer::Pin p2;
+    REQUIRE(b->pin(1, 2, &p2));
+    // Both frames pinned: no room for a third page.
+    CHECK_FALSE(b->put(3, 1, page(3, 1).data()));
+    CHECK(b->stats().insert_failures == 1);
+    b->unpin(p1);
+    REQUIRE(b->put(3, 1, page(3, 1).data()));  // takes the frame p1 released
+    CHECK(page_ok(static_cast<const unsigned char *>(p2.data), kPage, 1, 2));
+    b->invalidate(1);  // pinned readers keep their bytes
+    CHECK(page_ok(static_cast<const unsigned char *>(p2.data), kPage, 1, 2));
+    CHECK_FALSE(b->pin(1, 2, &p1));
+    b->unpin(p2);
+}
+
+namespace {
+struct Resolved {
+    int used = 0, wasted = 0;
+    uint64_t last_owner = 0;
+};
+void on_resolve(void *u, uint64_t owner, uint64_t, bool used) {
+    auto *r = static_cast<Resolved *>(u);
+    (used ? r->used : r->wasted)++;
+    r->last_owner = owner;
+}
+}  // namespace
+
+TEST_CASE("L2: first reads, bank FIFO, waste accounting") {
+    std::unique_ptr<PrefetchBuffer> b;
+    REQUIRE(PrefetchBuffer::create(8 * kPage, kPage, &b) == SPECKV_OK);  // two banks of 4
+    Resolved r;
+    b->set_resolve(on_resolve, &r);
+    uint32_t g = b->generation(7);
+    for (uint64_t k = 1; k <= 4; k++) REQUIRE(b->insert(k, 1, 7, g, page(k, 1).data()));
+    unsigned char out[kPage];
+    bool first = false;
+    REQUIRE(b->get(2, 1, 0, kPage, out, &first));
+    CHECK(first);
+    CHECK(page_ok(out, kPage, 2, 1));
+    REQUIRE(b->get(2, 1, 0, 8, out, &first));
+    CHECK_FALSE(first);  // the second read of an entry is not a second "use"
+    CHECK(r.used == 1);
+    CHECK(r.last_owner == 7);
+    CHECK_FALSE(b->insert(3, 1, 7, g, page(3, 1).data()));  // already there: no second prefetch
+
+    // Bank 1 fills; then bank 0 is reused from its start: 1, 2, 3, 4 retired in order.
+    for (uint64_t k = 5; k <= 8; k++) REQUIRE(b->insert(k, 1, 7, g, page(k, 1).data()));
+    CHECK(b->contains(1, 1));
+    REQUIRE(b->insert(9, 1, 7, g, page(9, 1).data()));
+    CHECK_FALSE(b->contains(1, 1));
+    CHECK(r.wasted == 1);  // key 1, never read
+    REQUIRE(b->insert(10, 1, 7, g, page(10, 1).data()));
+    CHECK(r.wasted == 1);  // key 2 was read: already counted used
+    BufferStats s = b->stats();
+    CHECK(s.flips == 2);  // 0 -> 1 at key 5, 1 -> 0 at key 9
+    CHECK(s.used == 1);
+    CHECK(s.wasted == 1);
+    CHECK(s.inserts == 10);
+    CHECK(s.bytes_wasted == kPage);
+    CHECK(s.precision() == doctest::Approx(0.5));
+    for (uint64_t k = 3; k <= 10; k++) CHECK(b->contains(k, 1));
+}
+
+TEST_CASE("L2: lazy invalidation by request generation") {
+    std::unique_ptr<PrefetchBuffer> b;
+    REQUIRE(PrefetchBuffer::create(8 * kPage, kPage, &b) == SPECKV_OK);
+    Resolved r;
+    b->set_resolve(on_resolve, &r);
+    uint32_t g7 = b->generation(7), g8 = b->generation(8);
+    REQUIRE(b->insert(1, 1, 7, g7, page(1, 1).data()));
+    REQUIRE(b->insert(2, 1, 8, g8, page(2, 1).data()));
+    // A prefetch issued for request 7, then 7's prediction turns out wrong.
+    uint32_t issued_gen = b->generation(7);
+    b->invalidate_request(7);
+    unsigned char out[kPage];
+    CHECK_FALSE(b->get(1, 1, 0, 16, out));  // stale: a miss, not wrong bytes
+    CHECK(b->stats().stale == 1);
+    REQUIRE(b->get(2, 1, 0, 16, out));       // request 8 untouched
+    CHECK_FALSE(b->insert(3, 1, 7, issued_gen, page(3, 1).data()));  // dead on arrival
+    CHECK(r.wasted == 1);
+    // The stale entry is resolved as wasted when its frame is reused.
+    for (uint64_t k = 10; k < 18; k++) REQUIRE(b->insert(k, 1, 9, b->generation(9), page(k, 1).data()));
+    // 10, 11 fill bank 0; 12..15 bank 1; 16, 17 reuse frames 0 and 1: key 1
+    // (stale, unread) is wasted, key 2 (read) was already counted used.
+    CHECK(r.wasted == 2);  // the dead-on-arrival one and key 1
+    CHECK(r.used == 1);
+    BufferStats s = b->stats();
+    CHECK(s.used + s.wasted + 8 == s.inserts);  // 10..17 are still unresolved
+    // A fresh prefetch under the new generation works again.
+    REQUIRE(b->insert(1, 1, 7, b->generation(7), page(1, 1).data()));
+    REQUIRE(b->get(1, 1, 0, 16, out));
+    b->invalidate(1);
+    CHECK_FALSE(b->contains(1, 1));
+}
+
+TEST_CASE("L2: fill in place, and an abandoned fill") {
+    std::unique_ptr<PrefetchBuffer> b;
+    REQUIRE(PrefetchBuffer::create(4 * kPage, kPage, &b) == SPECKV_OK);
+    auto fill = [](void *u, void *dst) {
+        fill_page(static_cast<unsigned char *>(dst), kPage, *static_cast<uint64_t *>(u), 3);
+        return true;
+    };
+    uint64_t key = 42;
+    REQUIRE(b->insert_with(42, 3, 1, b->generation(1), fill, &key));
+    unsigned char out[kPage];
+    REQUIRE(b->get(42, 3, 0, kPage, out));
+    CHECK(page_ok(out, kPage, 42, 3));
+    CHECK_FALSE(b->insert_with(43, 3, 1, b->generation(1), [](void *, void *) { return false; }, nullptr));
+    CHECK_FALSE(b->contains(43, 3));
+    CHECK(b->stats().insert_failures == 1);
+}
+
+TEST_CASE("L1: the index survives many evictions (tombstone rebuilds)") {
+    std::unique_ptr<HotBuffer> b;
+    REQUIRE(HotBuffer::create(16 * 512, 512, &b) == SPECKV_OK);
+    std::vector<unsigned char> p(512);
+    unsigned char out[512];
+    for (uint64_t k = 0; k < 5000; k++) {
+        fill_page(p.data(), 512, k, 1);
+        REQUIRE(b->put(k, 1, p.data()));
+        REQUIRE(b->get(k, 1, 0, 512, out));
+        REQUIRE(page_ok(out, 512, k, 1));
+    }
+    int resident = 0;
+    for (uint64_t k = 4900; k < 5000; k++) resident += b->contains(k, 1);
+    CHECK(resident == 16);
+}
