@@ -16,6 +16,7 @@ void register_pool_commands(CLI::App &app);
 void register_demo_command(CLI::App &app);
 void register_codec_commands(CLI::App &app);
 void register_devices_command(CLI::App &app);
+void register_trace_command(CLI::App &app);
 
 // "speckv: error: <msg>" on stderr.
 void error(const std::string &msg);

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
     speckv_cli::register_demo_command(app);
     speckv_cli::register_codec_commands(app);
     speckv_cli::register_devices_command(app);
+    speckv_cli::register_trace_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

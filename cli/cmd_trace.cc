@@ -1,0 +1,238 @@
+// `speckv trace replay|gen|presets`: replays request traces through a real pool
+// in virtual time (docs/trace.md) and generates the paper's workloads.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "trace.h"
+
+namespace speckv_cli {
+namespace {
+
+namespace st = speckv_trace;
+
+struct ReplayArgs {
+    std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto";
+    bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
+    uint64_t seed = 1, max_requests = 0;
+    uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0;
+    double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
+};
+
+struct Progress {
+    uint64_t total = 0;
+    std::string label;
+};
+
+void progress_cb(void *user, uint64_t done) {
+    auto *p = static_cast<Progress *>(user);
+    int w = 30, n = p->total ? static_cast<int>(w * std::min<double>(1.0, static_cast<double>(done) / p->total)) : 0;
+    std::fprintf(stderr, "\r%-13s [%s%s] %llu/%llu", p->label.c_str(), std::string(n, '#').c_str(),
+                 std::string(w - n, ' ').c_str(), static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(p->total));
+    std::fflush(stderr);
+}
+
+uint64_t count_lines(const std::string &path) {
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) return 0;
+    uint64_t n = 0;
+    char buf[1 << 16];
+    size_t k;
+    while ((k = std::fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k; ++i) n += buf[i] == '\n';
+    std::fclose(f);
+    return n;
+}
+
+int do_replay(const ReplayArgs &a) {
+    st::EngineOptions o;
+    const st::ModelSpec *m = st::find_model(a.model);
+    const st::GpuSpec *g = st::find_gpu(a.gpu);
+    const st::LinkSpec *l = st::find_link(a.link);
+    if (!m) return error("unknown model \"" + a.model + "\" (see `speckv trace presets`)"), 2;
+    if (!g) return error("unknown GPU \"" + a.gpu + "\" (see `speckv trace presets`)"), 2;
+    if (!l) return error("unknown link \"" + a.link + "\" (see `speckv trace presets`)"), 2;
+    st::Format fmt;
+    if (!st::parse_format(a.format, &fmt)) return error("unknown format \"" + a.format + "\""), 2;
+    if (a.metadata_only && a.real_bytes) return error("--metadata-only and --real-bytes exclude each other"), 2;
+    std::vector<st::System> systems;
+    if (a.all || a.system.empty()) {
+        systems = st::all_systems();
+    } else {
+        st::System s;
+        if (!st::parse_system(a.system, &s)) return error("unknown system \"" + a.system + "\""), 2;
+        systems.push_back(s);
+        if (s != st::System::Oracle) systems.push_back(st::System::Oracle);  // always a reference
+    }
+    o.model = *m, o.gpu = *g, o.link = *l, o.host_link = *st::find_link("pcie-host");
+    o.gpus = a.gpus, o.link_devices = a.devices, o.max_batch = a.max_batch, o.token_budget = a.budget;
+    o.compression = a.compression, o.time_scale = a.time_scale, o.seed = a.seed, o.real_bytes = a.real_bytes;
+    o.pool_bytes = a.pool_gb * 1e9, o.host_bytes = a.host_gb * 1e9, o.prefetch_buffer_bytes = a.buffer_gb * (1ull << 30);
+    o.max_requests = a.max_requests;
+    o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
+    Progress prog;
+    bool tty = isatty(2) && !a.no_progress && a.trace != "-";
+    if (tty) {
+        prog.total = count_lines(a.trace);
+        if (a.max_requests) prog.total = std::min(prog.total, a.max_requests);
+        o.progress = progress_cb, o.progress_user = &prog;
+    }
+    // Every system reads the trace again: stdin is spooled to a temporary file.
+    std::string path = a.trace;
+    struct Unlink {
+        std::string p;
+        ~Unlink() { if (!p.empty()) unlink(p.c_str()); }
+    } spool;
+    if (path == "-") {
+        const char *dir = std::getenv("TMPDIR");
+        std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/speckv-trace-XXXXXX";
+        int fd = mkstemp(tmpl.data());
+        if (fd < 0) return error("cannot create a temporary file for stdin"), 1;
+        spool.p = tmpl;
+        char buf[1 << 16];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
+            if (write(fd, buf, n) != static_cast<ssize_t>(n)) return close(fd), error("cannot spool stdin"), 1;
+        close(fd);
+        path = tmpl;
+    }
+    std::vector<st::Result> rs;
+    for (st::System s : systems) {
+        std::string err;
+        auto rd = st::open_reader(path, fmt, a.skip_bad, &err);
+        if (!rd) return error(err), 1;
+        o.block_tokens = a.block_tokens ? a.block_tokens : rd->block_tokens();
+        prog.label = st::system_name(s);
+        st::Result r;
+        int rc = st::replay(*rd, s, o, &r, &err);
+        if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+        if (rc) return error(a.trace + ": " + err), 1;
+        rs.push_back(std::move(r));
+    }
+    if (a.json) {
+        std::fputs(st::to_json(rs, o, a.trace).c_str(), stdout);
+    } else {
+        std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens\n", a.trace.c_str(), m->name, rs[0].gpus, g->name,
+                    l->name, a.real_bytes ? "real bytes" : "metadata-only", o.block_tokens);
+        if (rs[0].skipped) std::printf("skipped %llu bad or oversized requests\n", static_cast<unsigned long long>(rs[0].skipped));
+        if (!rs[0].sharing) std::printf("note: the library's sharing API is not linked: no prefix reuse\n");
+        st::print_table(stdout, rs);
+    }
+    if (!a.csv.empty()) {
+        std::FILE *f = std::fopen(a.csv.c_str(), "w");
+        if (!f) return error("cannot write " + a.csv), 1;
+        std::fputs(st::to_csv(rs).c_str(), f);
+        std::fclose(f);
+    }
+    if (!a.plot.empty()) {
+        std::string err;
+        if (!st::write_plots(a.plot, rs, &err)) return error(err), 1;
+    }
+    return 0;
+}
+
+struct GenArgs {
+    std::string workload = "chat", out = "-", format = "native";
+    double rate = 1.0, prefix_share = 0;
+    uint64_t count = 1000, seed = 1;
+    uint32_t block_tokens = 512;
+};
+
+int do_gen(const GenArgs &a) {
+    st::Format fmt;
+    if (!st::parse_format(a.format, &fmt) || fmt == st::Format::Auto) return error("unknown format \"" + a.format + "\""), 2;
+    if (!st::find_workload(a.workload)) return error("unknown workload \"" + a.workload + "\" (chat, summarization, code, qa)"), 2;
+    if (!(a.rate > 0)) return error("--rate must be > 0"), 2;
+    if (fmt == st::Format::Mooncake && a.block_tokens != 512) return error("the Mooncake format has 512-token blocks"), 2;
+    std::FILE *f = a.out == "-" ? stdout : std::fopen(a.out.c_str(), "w");
+    if (!f) return error("cannot write " + a.out), 1;
+    st::GenOptions g;
+    g.workload = a.workload, g.rate = a.rate, g.count = a.count, g.seed = a.seed, g.block_tokens = a.block_tokens;
+    g.prefix_share = a.prefix_share;
+    st::Generator gen(g);
+    st::write_header(f, fmt, a.block_tokens);
+    st::Request r;
+    while (gen.next(&r)) st::write_request(f, fmt, r);
+    if (f != stdout) std::fclose(f);
+    return 0;
+}
+
+void print_presets() {
+    std::printf("models (KV bytes/token, weights):\n");
+    for (auto &m : st::models())
+        std::printf("  %-16s %3u layers, %3u q heads, %3u kv heads, head %3u: %8.0f B/token, %.1f GB\n", m.name, m.layers,
+                    m.q_heads, m.kv_heads, m.head_dim, m.kv_bytes_per_token(), m.weight_bytes() / 1e9);
+    std::printf("gpus:\n");
+    for (auto &g : st::gpus())
+        std::printf("  %-10s %5.0f GB HBM, %5.2f TB/s, %5.0f TFLOP/s\n", g.name, g.hbm_bytes / 1e9, g.hbm_bw / 1e12, g.flops / 1e12);
+    std::printf("links:\n");
+    for (auto &l : st::links())
+        std::printf("  %-10s %7.0f ns, %5.1f GB/s per device, %u devices x %.0f GB\n", l.name, l.latency_s * 1e9, l.bw / 1e9,
+                    l.devices, l.device_bytes / 1e9);
+    std::printf("workloads (input/output tokens):\n");
+    for (auto &w : st::workloads())
+        std::printf("  %-14s %u-%u / %u-%u\n", w.name, w.in_lo, w.in_hi, w.out_lo, w.out_hi);
+    std::printf("systems:");
+    for (auto s : st::all_systems()) std::printf(" %s", st::system_name(s));
+    std::printf("\n");
+}
+
+}  // namespace
+
+void register_trace_command(CLI::App &app) {
+    auto *t = app.add_subcommand("trace", "Replay request traces through a pool in virtual time (docs/trace.md)");
+    t->require_subcommand(1);
+
+    auto ra = std::make_shared<ReplayArgs>();
+    auto *r = t->add_subcommand("replay", "Replay a trace against the modelled systems");
+    r->add_option("TRACE", ra->trace, "trace file: Mooncake JSONL, Azure CSV or native (- = stdin)")->required();
+    r->add_option("--format", ra->format, "auto|mooncake|azure|native");
+    r->add_option("--model", ra->model, "model geometry (speckv trace presets)");
+    r->add_option("--gpu", ra->gpu, "GPU preset");
+    r->add_option("--link", ra->link, "offload tier of the cxl_* systems: cxl-direct, cxl-pooled, nvme");
+    auto *sys = r->add_option("--system", ra->system, "one system (the oracle is always added)");
+    r->add_flag("--all", ra->all, "every system (the default)")->excludes(sys);
+    r->add_flag("--json", ra->json, "JSON on stdout");
+    r->add_option("--csv", ra->csv, "also write a CSV table to this file");
+    r->add_option("--plot", ra->plot, "write SVG charts into this directory");
+    r->add_option("--seed", ra->seed, "seed, recorded in --json (the engine itself draws no random numbers)");
+    r->add_flag("--skip-bad", ra->skip_bad, "skip malformed lines (counted) instead of failing");
+    r->add_flag("--metadata-only", ra->metadata_only, "one-page stand-in blocks, no payload (the default)");
+    r->add_flag("--real-bytes", ra->real_bytes, "blocks hold real payload bytes (small models only)");
+    r->add_option("--gpus", ra->gpus, "tensor-parallel GPUs (default: fewest, a power of 2, whose HBM the weights fill at most 30%)");
+    r->add_option("--devices", ra->devices, "link devices (default: the preset's)");
+    r->add_option("--pool-gb", ra->pool_gb, "CXL pool capacity in GB (default: devices x preset capacity)");
+    r->add_option("--host-gb", ra->host_gb, "host DRAM for host_offload, GB");
+    r->add_option("--hbm-kv-gb", ra->hbm_kv_gb, "cap the HBM room for KV (all GPUs), GB");
+    r->add_option("--buffer-gib", ra->buffer_gb, "prefetch/staging buffer per GPU, GiB");
+    r->add_option("--compression", ra->compression, "codec ratio of cxl_compress/cxl_speckv/oracle");
+    r->add_option("--max-batch", ra->max_batch, "largest batch");
+    r->add_option("--token-budget", ra->budget, "tokens per iteration (decode + chunked prefill)");
+    r->add_option("--block-tokens", ra->block_tokens, "tokens per KV block (default: the trace's, 512)");
+    r->add_option("--time-scale", ra->time_scale, "multiply arrival times (0.5 = twice the load)");
+    r->add_option("--max-requests", ra->max_requests, "replay only the first N requests");
+    r->add_flag("--no-progress", ra->no_progress, "no progress bar");
+    r->callback([ra] { g_exit = do_replay(*ra); });
+
+    auto ga = std::make_shared<GenArgs>();
+    auto *g = t->add_subcommand("gen", "Generate a workload trace (Poisson arrivals)");
+    g->add_option("--workload", ga->workload, "chat, summarization, code or qa");
+    g->add_option("--rate", ga->rate, "requests per second");
+    g->add_option("--count", ga->count, "requests");
+    g->add_option("--seed", ga->seed, "seed");
+    g->add_option("--prefix-share", ga->prefix_share, "share of requests starting with a shared system prompt (0-1)");
+    g->add_option("--block-tokens", ga->block_tokens, "tokens per hash_ids block");
+    g->add_option("--format", ga->format, "native (default), mooncake or azure");
+    g->add_option("-o,--output", ga->out, "output file (- = stdout)");
+    g->callback([ga] { g_exit = do_gen(*ga); });
+
+    auto *p = t->add_subcommand("presets", "List models, GPUs, links, workloads and systems");
+    p->callback([] { print_presets(); });
+}
+
+}  // namespace speckv_cli

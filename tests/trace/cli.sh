@@ -1,0 +1,34 @@
+#!/bin/sh
+# speckv trace: exit codes and messages of the real binary.
+set -u
+BIN=$1
+WORK=$2
+rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
+fail=0
+check() {  # name expected-rc pattern cmd...
+    name=$1 want=$2 pat=$3
+    shift 3
+    "$@" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+    if [ "$rc" != "$want" ] || { [ -n "$pat" ] && ! grep -q -- "$pat" "$WORK/out" "$WORK/err"; }; then
+        echo "FAIL $name: rc $rc (want $want), no \"$pat\" in:"; cat "$WORK/out" "$WORK/err"; fail=1
+    else
+        echo "ok   $name"
+    fi
+}
+printf '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]}\n{"timestamp": 1, "input_length": 600, "output_length": 4, "hash_ids": [0]}\n' >"$WORK/bad.jsonl"
+check bad-line 1 "speckv: error: .*bad.jsonl: line 2: hash_ids has 1 ids, input_length 600 needs 2" \
+    "$BIN" trace replay "$WORK/bad.jsonl" --model llama-3-8b --gpu a100-80g --link cxl-direct
+check skip-bad 0 "skipped 1 bad" "$BIN" trace replay "$WORK/bad.jsonl" --model llama-3-8b --skip-bad
+check unknown-model 2 "unknown model" "$BIN" trace replay "$WORK/bad.jsonl" --model gpt-9
+check gen 0 "" "$BIN" trace gen --workload code --rate 20 --count 200 --seed 3 --prefix-share 0.5 -o "$WORK/code.trace"
+"$BIN" trace gen --workload code --rate 20 --count 200 --seed 3 --prefix-share 0.5 -o "$WORK/code2.trace"
+cmp -s "$WORK/code.trace" "$WORK/code2.trace" && echo "ok   gen-deterministic" || { echo "FAIL gen-deterministic"; fail=1; }
+check json 0 '"cxl_speckv": {"throughput_tps"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --gpu a100-40g --json
+check system-adds-oracle 0 '"oracle"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_nospec --json
+check csv 0 "" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --csv "$WORK/t.csv" --plot "$WORK/plots"
+grep -q '^cxl_speckv,' "$WORK/t.csv" && echo "ok   csv-rows" || { echo "FAIL csv-rows"; fail=1; }
+for f in throughput throughput_vs_batch latency_breakdown hit_rate_vs_depth; do
+    grep -q '</svg>' "$WORK/plots/$f.svg" && echo "ok   plot $f" || { echo "FAIL plot $f"; fail=1; }
+done
+exit $fail

@@ -1,0 +1,669 @@
+// The serving-engine model: continuous batching in virtual time over a real
+// speckv pool. Every KV block of the replay is a block of the pool (a one-page
+// stand-in in metadata-only mode); prefix reuse goes through the library's
+// sharing API (hash, lookup, publish, free), capacity limits are the pool's.
+// Only time is modelled: GPU roofline, link bandwidth/latency with a queueing
+// term, and the prefetch decisions (the library's prefetcher receives the
+// hints but, with blocks spanning all layers, has no layer-ahead unit to
+// fetch: docs/trace.md). docs/trace.md explains every formula.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+#include "speckv.h"
+#include "trace.h"
+
+// Weak: a library built without the sharing API leaves these null and the
+// replay runs without prefix reuse (Result::sharing, "note:" in the table).
+#pragma weak speckv_publish
+#pragma weak speckv_lookup
+#pragma weak speckv_block_hash
+
+namespace speckv_trace {
+
+const char *system_name(System s) {
+    switch (s) {
+    case System::GpuOnly: return "gpu_only";
+    case System::HostOffload: return "host_offload";
+    case System::CxlNoSpec: return "cxl_nospec";
+    case System::CxlCompress: return "cxl_compress";
+    case System::CxlSpecKV: return "cxl_speckv";
+    case System::Oracle: return "oracle";
+    }
+    return "?";
+}
+
+const std::vector<System> &all_systems() {
+    static const std::vector<System> v = {System::GpuOnly, System::HostOffload, System::CxlNoSpec,
+                                          System::CxlCompress, System::CxlSpecKV, System::Oracle};
+    return v;
+}
+
+bool parse_system(const std::string &s, System *out) {
+    for (System x : all_systems())
+        if (s == system_name(x)) return *out = x, true;
+    return false;
+}
+
+namespace {
+
+constexpr uint64_t kTenant = 1;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr double kActReserve = 2.0 * kGiB;  // activations/workspace per GPU
+constexpr double kQueueDepth = 16;          // outstanding transfers per link device
+
+using Hash = std::array<uint8_t, SPECKV_HASH_BYTES>;
+
+// Log-bucket histogram (1 % wide buckets, 1 us .. 1e6 s): bounded memory for percentiles.
+class Histogram {
+  public:
+    void add(double ms) {
+        double us = std::max(1.0, ms * 1000.0);
+        size_t b = std::min<size_t>(kBuckets - 1, static_cast<size_t>(std::log(us) / std::log(1.01)));
+        ++n_[b], ++total_;
+    }
+    double pct(double p) const {
+        if (!total_) return 0;
+        uint64_t want = static_cast<uint64_t>(std::ceil(p * static_cast<double>(total_))), acc = 0;
+        for (size_t b = 0; b < kBuckets; ++b)
+            if ((acc += n_[b]) >= want && want) return std::pow(1.01, static_cast<double>(b) + 0.5) / 1000.0;
+        return 0;
+    }
+
+  private:
+    static constexpr size_t kBuckets = 2800;
+    std::vector<uint64_t> n_ = std::vector<uint64_t>(kBuckets);
+    uint64_t total_ = 0;
+};
+
+struct Seq {
+    Request req;
+    double arrival_s = 0, first_token_s = -1;
+    uint32_t prompt_done = 0;   // prompt tokens computed or taken from the cache
+    uint32_t generated = 0;     // output tokens produced
+    uint32_t hit_blocks = 0;    // prompt blocks found by lookup
+    uint32_t prompt_blocks = 0, decode_blocks = 0;
+    uint64_t reserved = 0;      // blocks reserved, not allocated yet
+    bool looked_up = false, scheduled = false, fetched_prefix = false;
+    uint64_t tried_epoch = ~0ull;      // finish_epoch_ of the last exact capacity test
+    std::vector<speckv_handle> blocks;  // prompt blocks then decode blocks; 0 = not allocated
+    std::vector<uint8_t> published;
+    std::vector<Hash> hashes;           // prompt block hashes (with sharing)
+    uint32_t ctx() const { return prompt_done + generated; }
+    bool decoding() const { return prompt_done >= req.input_len; }
+};
+
+class Engine {
+  public:
+    Engine(Reader &rd, System s, const EngineOptions &o, Result *r) : rd_(rd), sys_(s), o_(o), r_(*r) {}
+    ~Engine() { speckv_pool_close(pool_); }
+    int run(std::string *err);
+
+  private:
+    bool offload() const { return sys_ != System::GpuOnly; }
+    bool compressed() const { return sys_ == System::CxlCompress || sys_ == System::CxlSpecKV || sys_ == System::Oracle; }
+    bool speculative() const { return sys_ == System::CxlSpecKV || sys_ == System::Oracle; }
+
+    int setup(std::string *err);
+    int fail(std::string *err, const std::string &what, int rc) {
+        *err = what + ": " + speckv_strerror(rc) + (std::strlen(speckv_errmsg()) ? std::string(" (") + speckv_errmsg() + ")" : "");
+        return -1;
+    }
+    int pull(std::string *err);
+    int prepare(Seq &s, std::string *err);
+    int take_prefix(Seq &s, std::string *err);
+    int drop_prefix(Seq &s, std::string *err);
+    int alloc_block(Seq &s, uint32_t idx, std::string *err);
+    int publish_block(Seq &s, uint32_t idx, std::string *err);
+    int finish(Seq &s, std::string *err);
+    void hold(speckv_handle h) { ++held_[h]; }
+    void release(speckv_handle h) {
+        auto it = held_.find(h);
+        if (it != held_.end() && --it->second == 0) held_.erase(it);
+    }
+    // Decode-only iteration time for a hypothetical batch (admission guard).
+    double est_decode(double batch, double ctx_tokens) const;
+    double gpu_time(double tokens, double attn_ctx_tokens, double kv_local_bytes) const;
+
+    Reader &rd_;
+    System sys_;
+    EngineOptions o_;
+    Result &r_;
+    speckv_pool *pool_ = nullptr;
+    bool sharing_ = false;
+    uint32_t G_ = 1;
+    double block_bytes_ = 0, kvpt_ = 0, gpu_kv_ = 0, tier_ = 0, link_bw_ = 0, link_lat_ = 0, link_dev_ = 1, pbuf_ = 0;
+    uint64_t cap_blocks_ = 0, ballast_pages_ = 0, reserved_ = 0;
+    std::unordered_map<speckv_handle, uint32_t> held_;  // blocks referenced by admitted requests
+    std::deque<Seq> waiting_;
+    std::vector<std::unique_ptr<Seq>> running_;
+    Request next_;
+    bool have_next_ = false, eof_ = false;
+    uint64_t read_ = 0, rejected_ = 0, finish_epoch_ = 0;  // finish_epoch_: completions so far
+    double now_ = 0, rho_ = 0, beta_ = 1.0;
+    Histogram ttft_, tpot_;
+    // accounting
+    uint64_t prompt_blocks_total_ = 0, prompt_hits_ = 0;
+    double hit_bytes_ = 0, miss_bytes_ = 0;  // link bytes served by prefetch / fetched synchronously
+    double prefetched_ = 0, wasted_ = 0, stall_ = 0, stall_sync_ = 0, depth_sum_ = 0, depth_n_ = 0;
+    double batch_sum_ = 0, peak_kv_ = 0, peak_pages_ = 0;
+    std::map<uint32_t, std::pair<double, double>> curve_;  // batch -> (tokens, seconds)
+    std::array<std::array<double, 2>, 9> depth_hits_{};    // depth -> (accesses, hits)
+    std::vector<char> payload_;
+};
+
+int Engine::setup(std::string *err) {
+    const ModelSpec &m = o_.model;
+    kvpt_ = m.kv_bytes_per_token();
+    block_bytes_ = kvpt_ * o_.block_tokens;
+    G_ = o_.gpus;
+    if (!G_) {
+        G_ = 1;
+        while (G_ < 64 && m.weight_bytes() > 0.3 * G_ * o_.gpu.hbm_bytes) G_ *= 2;
+    }
+    double hbm_free = 0.9 * G_ * o_.gpu.hbm_bytes - m.weight_bytes() - G_ * kActReserve;
+    pbuf_ = offload() ? G_ * o_.prefetch_buffer_bytes : 0;  // staging/prefetch buffer of every offload system
+    gpu_kv_ = hbm_free - pbuf_;
+    if (o_.hbm_kv_bytes > 0) gpu_kv_ = std::min(gpu_kv_, o_.hbm_kv_bytes);
+    if (gpu_kv_ < block_bytes_) {
+        *err = "the model does not fit: " + std::to_string(G_) + " x " + o_.gpu.name + " leave " +
+               std::to_string(static_cast<int64_t>(gpu_kv_ / kGiB)) + " GiB for KV (try --gpus)";
+        return -1;
+    }
+    if (sys_ == System::HostOffload) {
+        link_bw_ = G_ * o_.host_link.bw, link_lat_ = o_.host_link.latency_s, link_dev_ = G_;
+        tier_ = o_.host_bytes;
+    } else if (offload()) {
+        uint32_t dev = o_.link_devices ? o_.link_devices : o_.link.devices;
+        link_bw_ = dev * o_.link.bw, link_lat_ = o_.link.latency_s, link_dev_ = dev;
+        tier_ = o_.pool_bytes > 0 ? o_.pool_bytes : dev * o_.link.device_bytes;
+        if (compressed()) tier_ *= o_.compression;
+    }
+    double cap = std::floor((gpu_kv_ + tier_) / block_bytes_);
+    cap_blocks_ = static_cast<uint64_t>(std::min(cap, 2.0e6));
+    r_.gpus = G_;
+    r_.gpu_kv_capacity = gpu_kv_;
+    r_.tier_capacity = tier_;
+
+    // The pool: one page per block in metadata-only mode; real block bytes
+    // otherwise (small models only).
+    const uint64_t page = 4096;
+    uint64_t pages_per_block = 1;
+    if (o_.real_bytes) {
+        pages_per_block = static_cast<uint64_t>(std::ceil(block_bytes_ / page));
+        if (block_bytes_ > 4.0 * 1024 * 1024 || static_cast<double>(cap_blocks_) * block_bytes_ > 4.0 * kGiB) {
+            *err = "real-byte mode is for small scale: " + std::to_string(cap_blocks_) + " blocks of " +
+                   std::to_string(static_cast<uint64_t>(block_bytes_)) + " bytes exceed 4 GiB (use --metadata-only, "
+                   "a small model such as stories260k, and small --pool-gb, --host-gb, --hbm-kv-gb)";
+            return -1;
+        }
+        payload_.resize(static_cast<size_t>(block_bytes_));
+    }
+    uint64_t want = cap_blocks_ * pages_per_block;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        uint64_t bytes = (want + 2048 + want / 8 + (attempt * want) / 4) * page + (cap_blocks_ + 1024) * 256;
+        bytes = (bytes + (2u << 20) - 1) & ~uint64_t((2u << 20) - 1);
+        std::string uri = "anon:?size=" + std::to_string(bytes) + "&max_blocks=" + std::to_string(cap_blocks_ + 1024);
+        if (pool_) speckv_pool_close(pool_), pool_ = nullptr;
+        if (int rc = speckv_pool_open(uri.c_str(), nullptr, &pool_); rc != SPECKV_OK) return fail(err, "opening " + uri, rc);
+        speckv_pool_stats st{};
+        st.struct_size = sizeof st;
+        speckv_stats(pool_, &st);
+        if (st.pages_total < want) continue;
+        ballast_pages_ = st.pages_total - want;
+        if (ballast_pages_) {
+            // Pins the pool to exactly the modelled capacity.
+            speckv_handle b;
+            if (int rc = speckv_alloc(pool_, ballast_pages_ * page, SPECKV_DTYPE_OPAQUE, nullptr, &b); rc != SPECKV_OK)
+                return fail(err, "reserving ballast", rc);
+        }
+        break;
+    }
+    if (!pool_) return *err = "could not size the pool", -1;
+    sharing_ = speckv_publish && speckv_lookup && speckv_block_hash;
+    return 0;
+}
+
+double Engine::gpu_time(double tokens, double attn_ctx_tokens, double kv_local_bytes) const {
+    const ModelSpec &m = o_.model;
+    double qdim = static_cast<double>(m.q_heads) * m.head_dim;
+    double flops = 2.0 * m.params * tokens + 4.0 * m.layers * qdim * attn_ctx_tokens;
+    double tc = flops / (G_ * o_.gpu.flops * o_.mfu);
+    double tm = (m.weight_bytes() + kv_local_bytes) / (G_ * o_.gpu.hbm_bw * o_.bw_eff);
+    return std::max(tc, tm) + m.layers * o_.layer_overhead_s;
+}
+
+double Engine::est_decode(double batch, double ctx) const {
+    if (batch <= 0) return 1;
+    double kv = ctx * kvpt_, local = std::min(kv, gpu_kv_);
+    double tg = gpu_time(batch, ctx, local);
+    double tl = (kv - local) / (compressed() ? o_.compression : 1.0) / std::max(link_bw_, 1.0);
+    return speculative() ? std::max(tg, tl) : tg + tl;
+}
+
+int Engine::pull(std::string *err) {
+    if (have_next_ || eof_) return 0;
+    int rc = rd_.next(&next_);
+    if (rc < 0) return *err = rd_.error(), -1;
+    if (rc == 0 || (o_.max_requests && read_ >= o_.max_requests)) return eof_ = true, 0;
+    have_next_ = true;
+    if (++read_ % 256 == 0 && o_.progress) o_.progress(o_.progress_user, read_);
+    return 0;
+}
+
+// Sizes the request's block table and computes the chained hashes of its
+// prompt blocks (from the trace's hash_ids), once.
+int Engine::prepare(Seq &s, std::string *err) {
+    s.looked_up = true;
+    const Request &q = s.req;
+    s.prompt_blocks = (q.input_len + o_.block_tokens - 1) / o_.block_tokens;
+    s.decode_blocks = (std::max<uint32_t>(q.output_len, 1) + o_.block_tokens - 1) / o_.block_tokens;
+    s.blocks.assign(s.prompt_blocks + s.decode_blocks, SPECKV_HANDLE_INVALID);
+    s.published.assign(s.blocks.size(), 0);
+    if (!sharing_ || q.hash_ids.size() != s.prompt_blocks) return 0;
+    s.hashes.resize(s.prompt_blocks);
+    for (uint32_t i = 0; i < s.prompt_blocks; ++i) {
+        uint64_t id = q.hash_ids[i];
+        uint8_t ext[8];
+        std::memcpy(ext, &id, 8);
+        int rc = speckv_block_hash(SPECKV_HASH_NATIVE, kTenant, i ? s.hashes[i - 1].data() : nullptr, nullptr, 0, ext,
+                                   sizeof ext, s.hashes[i].data());
+        if (rc != SPECKV_OK) return fail(err, "speckv_block_hash", rc);
+    }
+    return 0;
+}
+
+// Looks the prompt's prefix blocks up, holding a reference to each hit; stops
+// at the first miss (prefix semantics).
+int Engine::take_prefix(Seq &s, std::string *err) {
+    for (uint32_t i = 0; i < s.hashes.size(); ++i) {
+        speckv_handle h;
+        int rc = speckv_lookup(pool_, kTenant, s.hashes[i].data(), &h);
+        if (rc == SPECKV_ENOENT) break;
+        if (rc != SPECKV_OK) return fail(err, "speckv_lookup", rc);
+        s.blocks[i] = h;
+        s.published[i] = 1;
+        hold(h);
+        ++s.hit_blocks;
+    }
+    // At least one prompt token is computed (it yields the first output token).
+    s.prompt_done = std::min<uint32_t>(s.hit_blocks * o_.block_tokens, s.req.input_len - 1);
+    return 0;
+}
+
+// Gives the references back (the request could not be admitted after all).
+int Engine::drop_prefix(Seq &s, std::string *err) {
+    for (uint32_t i = 0; i < s.hit_blocks; ++i) {
+        if (int rc = speckv_free(pool_, s.blocks[i]); rc != SPECKV_OK) return fail(err, "speckv_free", rc);
+        release(s.blocks[i]);
+        s.blocks[i] = SPECKV_HANDLE_INVALID;
+        s.published[i] = 0;
+    }
+    s.hit_blocks = 0;
+    s.prompt_done = 0;
+    return 0;
+}
+
+int Engine::alloc_block(Seq &s, uint32_t idx, std::string *err) {
+    if (s.blocks[idx] != SPECKV_HANDLE_INVALID) return 0;
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.tenant = kTenant;
+    h.request = s.req.id + 1;
+    h.layer = 0;  // a block holds all layers of its tokens
+    h.token_pos = idx < s.prompt_blocks ? static_cast<uint64_t>(idx) * o_.block_tokens
+                                        : s.req.input_len + static_cast<uint64_t>(idx - s.prompt_blocks) * o_.block_tokens;
+    h.token_count = o_.block_tokens;
+    if (idx < s.prompt_blocks && !s.hashes.empty()) {
+        h.flags = SPECKV_HINT_HAS_HASH;
+        std::memcpy(h.content_hash, s.hashes[idx].data(), SPECKV_HASH_BYTES);
+    }
+    uint64_t bytes = o_.real_bytes ? static_cast<uint64_t>(block_bytes_) : 4096;
+    speckv_handle out;
+    int rc = speckv_alloc(pool_, bytes, o_.real_bytes ? SPECKV_DTYPE_FP16 : SPECKV_DTYPE_OPAQUE, &h, &out);
+    if (rc != SPECKV_OK)
+        return fail(err, "speckv_alloc (" + std::to_string(held_.size()) + " blocks held, " + std::to_string(cap_blocks_) +
+                             " modelled)", rc);
+    if (o_.real_bytes) {
+        // Deterministic FP16-looking payload (small normal values).
+        uint64_t x = out * 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; i + 1 < payload_.size(); i += 2) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            uint16_t v = static_cast<uint16_t>(0x2c00 + ((x >> 40) & 0x3ff)) | static_cast<uint16_t>((x >> 20) & 0x8000);
+            std::memcpy(&payload_[i], &v, 2);
+        }
+        if ((rc = speckv_write(pool_, out, 0, payload_.data(), payload_.size())) != SPECKV_OK) return fail(err, "speckv_write", rc);
+    }
+    s.blocks[idx] = out;
+    hold(out);
+    if (s.reserved) --s.reserved, --reserved_;
+    ++r_.pool_allocs;
+    return 0;
+}
+
+int Engine::publish_block(Seq &s, uint32_t idx, std::string *err) {
+    if (!sharing_ || s.hashes.empty() || s.published[idx]) return 0;
+    speckv_handle canon = SPECKV_HANDLE_INVALID, mine = s.blocks[idx];
+    int rc = speckv_publish(pool_, mine, s.hashes[idx].data(), &canon);
+    if (rc == SPECKV_EEXIST) {
+        // Someone published the same prefix block first: use theirs.
+        if ((rc = speckv_free(pool_, mine)) != SPECKV_OK) return fail(err, "speckv_free", rc);
+        release(mine);
+        s.blocks[idx] = canon;
+        hold(canon);
+    } else if (rc != SPECKV_OK) {
+        return fail(err, "speckv_publish", rc);
+    }
+    s.published[idx] = 1;
+    return 0;
+}
+
+int Engine::finish(Seq &s, std::string *err) {
+    for (speckv_handle h : s.blocks) {
+        if (h == SPECKV_HANDLE_INVALID) continue;
+        if (int rc = speckv_free(pool_, h); rc != SPECKV_OK) return fail(err, "speckv_free", rc);
+        release(h);
+    }
+    reserved_ -= s.reserved;
+    s.reserved = 0;
+    double ttft = (s.first_token_s - s.arrival_s) * 1000.0;
+    ttft_.add(ttft);
+    if (s.req.output_len > 1) tpot_.add((now_ - s.first_token_s) * 1000.0 / (s.req.output_len - 1));
+    ++r_.requests;
+    r_.input_tokens += s.req.input_len;
+    r_.output_tokens += std::max<uint32_t>(s.req.output_len, 1);
+    return 0;
+}
+
+int Engine::run(std::string *err) {
+    if (setup(err)) return -1;
+    const ModelSpec &m = o_.model;
+    const double L = m.layers;
+    uint64_t iter = 0;
+    for (;;) {
+        // Arrivals up to now.
+        for (;;) {
+            if (pull(err)) return -1;
+            if (!have_next_ || next_.arrival_ms * o_.time_scale / 1000.0 > now_) break;
+            Seq s;
+            s.req = std::move(next_);
+            s.arrival_s = s.req.arrival_ms * o_.time_scale / 1000.0;
+            have_next_ = false;
+            waiting_.push_back(std::move(s));
+        }
+        if (running_.empty() && waiting_.empty()) {
+            if (!have_next_) break;
+            now_ = next_.arrival_ms * o_.time_scale / 1000.0;
+            continue;
+        }
+        // Admission, FIFO: the head waits until its blocks fit (as vLLM's
+        // scheduler); offload systems also stop once a larger batch would lower
+        // decode throughput (link-bound), as FlexGen's policy search would.
+        // Contexts are judged at their final length (prompt + output, as the
+        // reservation): admitting on today's short contexts lets the batch
+        // outgrow HBM as they decode, and even the mean over a sequence's life
+        // underestimates the running batch (long sequences stay longer).
+        auto life_ctx = [](const Request &q) { return static_cast<double>(q.input_len) + q.output_len; };
+        double ctx_running = 0;
+        for (auto &p : running_) ctx_running += life_ctx(p->req);
+        while (!waiting_.empty() && running_.size() < o_.max_batch) {
+            Seq &s = waiting_.front();
+            if (!s.looked_up && prepare(s, err)) return -1;
+            if (s.blocks.size() > cap_blocks_) {  // can never fit
+                ++rejected_;
+                waiting_.pop_front();
+                continue;
+            }
+            // Offload systems: not past the batch where decode throughput peaks.
+            double b = static_cast<double>(running_.size());
+            if (offload() && b > 0) {
+                double c2 = ctx_running + life_ctx(s.req);
+                if (c2 * kvpt_ > gpu_kv_ && (b + 1) / est_decode(b + 1, c2) < b / est_decode(b, ctx_running)) break;
+            }
+            // Capacity: blocks referenced by admitted requests + blocks reserved
+            // for them + this request's. Looking the prefix up pins its hits
+            // (they stop being evictable), so that happens only when the request
+            // fits even counting every block, or, once capacity changed, to
+            // test the exact need (and the references go back if it still fails).
+            uint64_t used = held_.size() + reserved_;
+            if (used + s.blocks.size() > cap_blocks_) {
+                if (s.tried_epoch == finish_epoch_) break;
+                s.tried_epoch = finish_epoch_;
+                if (take_prefix(s, err)) return -1;
+                if (held_.size() + reserved_ + (s.blocks.size() - s.hit_blocks) > cap_blocks_) {
+                    if (drop_prefix(s, err)) return -1;
+                    break;
+                }
+            } else if (take_prefix(s, err)) {
+                return -1;
+            }
+            uint64_t need = s.blocks.size() - s.hit_blocks;
+            prompt_blocks_total_ += s.prompt_blocks;
+            prompt_hits_ += s.hit_blocks;
+            s.reserved = need;
+            reserved_ += need;
+            ctx_running += life_ctx(s.req);
+            running_.push_back(std::make_unique<Seq>(std::move(s)));
+            waiting_.pop_front();
+        }
+        if (running_.empty()) {  // head blocked with nothing running: cannot happen unless capacity is tiny
+            *err = "deadlock: a request does not fit the modelled capacity";
+            return -1;
+        }
+
+        // One iteration: every decoding sequence yields a token; prefill chunks
+        // fill the rest of the token budget (chunked prefill), FIFO.
+        double decode_n = 0, decode_ctx = 0, prefill_tokens = 0, prefill_attn = 0, fetch_bytes = 0;
+        for (auto &p : running_)
+            if (p->decoding()) decode_n += 1, decode_ctx += p->ctx();
+        double budget = std::max(0.0, static_cast<double>(o_.token_budget) - decode_n);
+        std::vector<std::pair<Seq *, uint32_t>> chunks;
+        double new_remote = 0;  // bytes of sequences the predictor has not seen yet (first layer misses)
+        for (auto &p : running_) {
+            if (p->decoding() || budget < 1) continue;
+            uint32_t c = static_cast<uint32_t>(std::min<double>(budget, p->req.input_len - p->prompt_done));
+            budget -= c;
+            prefill_tokens += c;
+            prefill_attn += c * (p->prompt_done + c / 2.0);
+            chunks.push_back({p.get(), c});
+            if (!p->fetched_prefix && p->hit_blocks && offload()) {
+                double fb = static_cast<double>(p->prompt_done) * kvpt_;
+                fetch_bytes += fb;
+                if (!p->scheduled) new_remote += fb / L;
+            }
+            p->fetched_prefix = true;
+        }
+        // Where the decode KV sits: HBM holds up to gpu_kv_; the rest streams
+        // over the link every step (spread evenly over sequences and layers).
+        double kv_total = decode_ctx * kvpt_;
+        double kv_local = std::min(kv_total, gpu_kv_);
+        double remote_share = kv_total > 0 ? (kv_total - kv_local) / kv_total : 0;
+        double decode_remote = offload() ? kv_total - kv_local : 0;
+        double remote_seqs = 0, finishing_remote = 0;
+        for (auto &p : running_) {
+            if (!p->decoding()) continue;
+            double sb = p->ctx() * kvpt_ * remote_share;
+            if (sb > 0) remote_seqs += 1;
+            if (!p->scheduled) new_remote += sb / L;
+            if (p->generated + 1 >= p->req.output_len) finishing_remote += sb / L;
+        }
+        double tg = gpu_time(decode_n + prefill_tokens, decode_ctx + prefill_attn, kv_local);
+        double comp = compressed() ? o_.compression : 1.0;
+        double link_bytes = (decode_remote + fetch_bytes) / comp;
+        double t = tg, wasted_now = 0;
+        if (offload() && link_bytes > 0) {
+            double xfers = L * (remote_seqs + chunks.size());
+            double lat = link_lat_ / (1.0 - std::min(rho_, 0.9));  // queueing: waits grow with utilisation
+            double t_link = link_bytes / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
+            stall_sync_ += t_link;
+            if (!speculative()) {
+                t = tg + t_link;
+                miss_bytes_ += link_bytes;
+            } else {
+                // Layer-ahead prefetch into the L2 buffer: depth k bounded by
+                // the buffer and scaled by beta (feedback on link use).
+                double per_layer = link_bytes / L;
+                double kmax = std::min<double>(o_.max_depth, std::floor(pbuf_ / std::max(per_layer, 1.0)));
+                double k = sys_ == System::Oracle ? kmax : std::max(1.0, std::floor(kmax * beta_));
+                double cap_miss = kmax >= 1 ? 0 : per_layer - pbuf_;  // per layer, bytes that do not fit
+                double pred_miss = sys_ == System::Oracle ? 0 : new_remote / comp;
+                double miss_bytes = std::min(link_bytes, cap_miss * L + pred_miss);
+                double waste = sys_ == System::Oracle ? 0 : k * finishing_remote / comp;
+                double hit_bytes = link_bytes - miss_bytes;
+                double t_pref = (hit_bytes + waste) / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
+                double t_miss = miss_bytes / link_bw_ + (miss_bytes > 0 ? L * lat : 0);
+                t = std::max(tg, t_pref + tg / L) + t_miss;  // the first layer cannot overlap
+                hit_bytes_ += hit_bytes;
+                miss_bytes_ += miss_bytes;
+                prefetched_ += hit_bytes + waste;
+                wasted_ += waste;
+                wasted_now = waste;
+                depth_sum_ += k, depth_n_ += 1;
+                // Hit rate at every depth, same iteration (Figure 6's shape).
+                for (int d = 1; d <= 8; ++d) {
+                    double cm = d * per_layer > pbuf_ ? (d * per_layer - pbuf_) / d : 0;
+                    double mb = std::min(link_bytes, cm * L + pred_miss);
+                    depth_hits_[d][0] += link_bytes;
+                    depth_hits_[d][1] += link_bytes - mb;
+                }
+                double u = std::min(1.0, (hit_bytes + waste + miss_bytes) / link_bw_ / t);
+                beta_ = u > 0.9 ? beta_ * (1 - 0.5 * (u - 0.9)) : std::min(1.0, beta_ + 0.05);
+            }
+            rho_ = 0.8 * rho_ + 0.2 * std::min(1.0, link_bytes / link_bw_ / t);
+            stall_ += t - tg;
+            r_.bytes_link += link_bytes + wasted_now;  // wasted prefetches crossed the link too
+        }
+        r_.compute_s += tg;
+        r_.bytes_hbm += kv_local + m.weight_bytes();
+        if (chunks.empty() && decode_n > 0) {
+            auto &c = curve_[static_cast<uint32_t>(decode_n)];
+            c.first += decode_n, c.second += t;
+        }
+        now_ += t;
+        ++iter;
+        batch_sum_ += static_cast<double>(running_.size());
+        r_.max_batch = std::max<uint32_t>(r_.max_batch, static_cast<uint32_t>(running_.size()));
+        peak_kv_ = std::max(peak_kv_, kv_total);
+
+        // Apply the iteration to the pool: allocate what was computed, publish
+        // completed prompt blocks, hint and read what the next step needs.
+        for (auto &[p, c] : chunks) {
+            uint32_t first = p->prompt_done / o_.block_tokens;
+            p->prompt_done += c;
+            uint32_t last = (p->prompt_done - 1) / o_.block_tokens;
+            for (uint32_t b = first; b <= last; ++b)
+                if (alloc_block(*p, b, err)) return -1;
+            for (uint32_t b = first; b <= last; ++b) {
+                bool complete = (b + 1) * o_.block_tokens <= p->prompt_done || p->prompt_done == p->req.input_len;
+                if (complete && publish_block(*p, b, err)) return -1;
+            }
+            if (p->decoding()) {  // prefill yields the first token
+                p->generated = 1, p->first_token_s = now_;
+                if (alloc_block(*p, p->prompt_blocks, err)) return -1;
+            }
+        }
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.tenant = kTenant;
+        char probe[64];
+        for (auto &p : running_) {
+            p->scheduled = true;
+            if (!p->decoding() || p->first_token_s == now_) continue;
+            uint32_t pos = p->generated;  // output position of this token
+            if (pos % o_.block_tokens == 0 && alloc_block(*p, p->prompt_blocks + pos / o_.block_tokens, err)) return -1;
+            ++p->generated;
+            if (offload()) {
+                hint.request = p->req.id + 1;
+                hint.token_pos = p->ctx();
+                if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
+                ++r_.pool_prefetch_hints;
+            }
+            // The step reads the whole KV: the pool is read one block per step,
+            // round robin, so every block is touched over the sequence's life.
+            speckv_handle h = p->blocks[iter % p->blocks.size()];
+            if (h == SPECKV_HANDLE_INVALID) h = p->blocks[p->prompt_blocks + (pos - 1) / o_.block_tokens];
+            if (h != SPECKV_HANDLE_INVALID) {
+                if (int rc = speckv_access(pool_, h, 0, probe, sizeof probe, 0); rc != SPECKV_OK)
+                    return fail(err, "speckv_access", rc);
+                ++r_.pool_reads;
+            }
+        }
+        // Completions.
+        for (size_t i = 0; i < running_.size();) {
+            Seq &s = *running_[i];
+            if (s.decoding() && s.generated >= std::max<uint32_t>(s.req.output_len, 1)) {
+                if (finish(s, err)) return -1;
+                ++finish_epoch_;
+                running_[i] = std::move(running_.back());
+                running_.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        if (iter % 512 == 0) {
+            speckv_pool_stats st{};
+            st.struct_size = sizeof st;
+            speckv_stats(pool_, &st);
+            peak_pages_ = std::max(peak_pages_, static_cast<double>(st.pages_used - ballast_pages_));
+        }
+    }
+
+    speckv_pool_stats st{};
+    st.struct_size = sizeof st;
+    speckv_stats(pool_, &st);
+    peak_pages_ = std::max(peak_pages_, static_cast<double>(st.pages_used - ballast_pages_));
+    r_.system = system_name(sys_);
+    r_.skipped = rd_.skipped() + rejected_;
+    r_.iterations = iter;
+    r_.makespan_s = now_;
+    r_.throughput_tps = now_ > 0 ? static_cast<double>(r_.output_tokens) / now_ : 0;
+    r_.total_tps = now_ > 0 ? static_cast<double>(r_.output_tokens + r_.input_tokens) / now_ : 0;
+    r_.ttft_p50_ms = ttft_.pct(0.5), r_.ttft_p99_ms = ttft_.pct(0.99);
+    r_.tpot_p50_ms = tpot_.pct(0.5), r_.tpot_p99_ms = tpot_.pct(0.99);
+    r_.mean_batch = iter ? batch_sum_ / static_cast<double>(iter) : 0;
+    r_.prefix_hit_rate = prompt_blocks_total_ ? static_cast<double>(prompt_hits_) / static_cast<double>(prompt_blocks_total_) : 0;
+    r_.sharing = sharing_;
+    r_.stall_s = stall_;
+    if (offload()) {
+        double acc = hit_bytes_ + miss_bytes_;
+        r_.prefetch_hit_rate = acc > 0 ? hit_bytes_ / acc : -1.0;  // nothing fetched: not applicable
+        // Nothing fetched at all: not applicable. Synchronous systems hide nothing.
+        r_.latency_hidden = stall_sync_ <= 0 ? -1.0 : speculative() ? std::clamp(1.0 - stall_ / stall_sync_, 0.0, 1.0) : 0.0;
+        if (speculative()) {
+            r_.precision = prefetched_ > 0 ? 1.0 - wasted_ / prefetched_ : -1.0;  // nothing prefetched: n/a
+            r_.waste = prefetched_ > 0 ? wasted_ / prefetched_ : -1.0;
+            r_.waste_bytes = wasted_;
+            r_.depth_mean_x100 = depth_n_ > 0 ? static_cast<int>(std::lround(100 * depth_sum_ / depth_n_)) : 0;
+            for (int d = 1; d <= 8; ++d)
+                if (depth_hits_[d][0] > 0) r_.depth_curve.push_back({static_cast<uint32_t>(d), depth_hits_[d][1] / depth_hits_[d][0]});
+        }
+    }
+    r_.occupancy_hbm = gpu_kv_ > 0 ? std::min(1.0, peak_kv_ / gpu_kv_) : 0;
+    r_.occupancy_tier = cap_blocks_ ? peak_pages_ / static_cast<double>(cap_blocks_) : 0;
+    r_.pool_lookups = st.lookups;
+    r_.pool_lookup_hits = st.lookup_hits;
+    r_.pool_evictions = st.evictions;
+    r_.pool_blocks_peak = static_cast<uint64_t>(peak_pages_);
+    r_.lib_l1_hits = st.cache_hits, r_.lib_l2_hits = st.l2_hits, r_.lib_sync_reads = st.sync_reads;
+    r_.lib_prefetch_pages = st.prefetch_pages, r_.lib_prefetch_used = st.prefetch_used;
+    r_.lib_prefetch_wasted = st.prefetch_wasted, r_.lib_prefetch_ignored = st.prefetch_ignored;
+    r_.lib_link_bytes = st.link_bytes, r_.lib_prefetch_depth = st.prefetch_depth, r_.lib_beta_ppm = st.prefetch_beta_ppm;
+    for (auto &[b, tv] : curve_)
+        if (tv.second > 0) r_.batch_curve.push_back({b, tv.first / tv.second});
+    return 0;
+}
+
+}  // namespace
+
+int replay(Reader &reader, System s, const EngineOptions &o, Result *out, std::string *err) {
+    *out = Result{};
+    out->system = system_name(s);
+    Engine e(reader, s, o, out);
+    return e.run(err);
+}
+
+}  // namespace speckv_trace

@@ -1,0 +1,284 @@
+// Output of a replay: a table for people, JSON and CSV for scripts, SVG charts.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <sys/stat.h>
+
+#include "trace.h"
+
+namespace speckv_trace {
+
+namespace {
+
+std::string num(double v, int prec = 4) {
+    if (!std::isfinite(v)) return "null";
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*g", prec + 4, v);
+    return b;
+}
+std::string opt(double v) { return v < 0 ? "null" : num(v); }
+
+std::string esc(const std::string &s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\', o += c;
+        else if (static_cast<unsigned char>(c) < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+        } else o += c;
+    }
+    return o;
+}
+
+std::string pct(double v) {
+    if (v < 0) return "-";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f%%", 100 * v);
+    return b;
+}
+std::string fix(double v, int p) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", p, v);
+    return b;
+}
+
+}  // namespace
+
+void print_table(std::FILE *f, const std::vector<Result> &rs) {
+    struct Row {
+        const char *name;
+        std::string (*get)(const Result &);
+    };
+    static const Row rows[] = {
+        {"throughput (out tok/s)", [](const Result &r) { return fix(r.throughput_tps, 1); }},
+        {"throughput (all tok/s)", [](const Result &r) { return fix(r.total_tps, 1); }},
+        {"TTFT p50 (ms)", [](const Result &r) { return fix(r.ttft_p50_ms, 1); }},
+        {"TTFT p99 (ms)", [](const Result &r) { return fix(r.ttft_p99_ms, 1); }},
+        {"TPOT p50 (ms)", [](const Result &r) { return fix(r.tpot_p50_ms, 2); }},
+        {"TPOT p99 (ms)", [](const Result &r) { return fix(r.tpot_p99_ms, 2); }},
+        {"max batch", [](const Result &r) { return std::to_string(r.max_batch); }},
+        {"mean batch", [](const Result &r) { return fix(r.mean_batch, 1); }},
+        {"prefix hit rate", [](const Result &r) { return pct(r.prefix_hit_rate); }},
+        {"prefetch hit rate", [](const Result &r) { return pct(r.prefetch_hit_rate); }},
+        {"precision", [](const Result &r) { return pct(r.precision); }},
+        {"waste", [](const Result &r) { return pct(r.waste); }},
+        {"latency hidden", [](const Result &r) { return pct(r.latency_hidden); }},
+        {"link GB moved", [](const Result &r) { return fix(r.bytes_link / 1e9, 1); }},
+        {"HBM GB read", [](const Result &r) { return fix(r.bytes_hbm / 1e9, 0); }},
+        {"HBM KV occupancy", [](const Result &r) { return pct(r.occupancy_hbm); }},
+        {"pool occupancy", [](const Result &r) { return pct(r.occupancy_tier); }},
+        {"KV capacity GB (HBM+tier)", [](const Result &r) { return fix((r.gpu_kv_capacity + r.tier_capacity) / 1e9, 0); }},
+        {"makespan (s)", [](const Result &r) { return fix(r.makespan_s, 1); }},
+        {"requests", [](const Result &r) { return std::to_string(r.requests); }},
+        {"pool lookups/hits", [](const Result &r) { return std::to_string(r.pool_lookups) + "/" + std::to_string(r.pool_lookup_hits); }},
+        {"pool evictions", [](const Result &r) { return std::to_string(r.pool_evictions); }},
+        {"lib L2 hits/sync reads", [](const Result &r) { return std::to_string(r.lib_l2_hits) + "/" + std::to_string(r.lib_sync_reads); }},
+        {"lib prefetch used/wasted", [](const Result &r) { return std::to_string(r.lib_prefetch_used) + "/" + std::to_string(r.lib_prefetch_wasted); }},
+    };
+    const int w0 = 26, w = 14;
+    std::fprintf(f, "%-*s", w0, "");
+    for (auto &r : rs) std::fprintf(f, "%*s", w, r.system.c_str());
+    std::fputc('\n', f);
+    for (auto &row : rows) {
+        std::fprintf(f, "%-*s", w0, row.name);
+        for (auto &r : rs) std::fprintf(f, "%*s", w, row.get(r).c_str());
+        std::fputc('\n', f);
+    }
+}
+
+std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const std::string &trace) {
+    std::string s = "{\"trace\": \"" + esc(trace) + "\", \"model\": \"" + o.model.name + "\", \"gpu\": \"" + o.gpu.name +
+                    "\", \"gpus\": " + std::to_string(rs.empty() ? o.gpus : rs[0].gpus) + ", \"link\": \"" + o.link.name +
+                    "\", \"seed\": " + std::to_string(o.seed) + ", \"compression\": " + num(o.compression) +
+                    ", \"block_tokens\": " + std::to_string(o.block_tokens) +
+                    ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\", \"systems\": {";
+    for (size_t i = 0; i < rs.size(); ++i) {
+        const Result &r = rs[i];
+        s += (i ? ", \"" : "\"") + r.system + "\": {";
+        s += "\"throughput_tps\": " + num(r.throughput_tps) + ", \"total_tps\": " + num(r.total_tps);
+        s += ", \"ttft_p50_ms\": " + num(r.ttft_p50_ms) + ", \"ttft_p99_ms\": " + num(r.ttft_p99_ms);
+        s += ", \"tpot_p50_ms\": " + num(r.tpot_p50_ms) + ", \"tpot_p99_ms\": " + num(r.tpot_p99_ms);
+        s += ", \"max_batch\": " + std::to_string(r.max_batch) + ", \"mean_batch\": " + num(r.mean_batch);
+        s += ", \"prefix_hit_rate\": " + num(r.prefix_hit_rate) + ", \"prefetch_hit_rate\": " + opt(r.prefetch_hit_rate);
+        s += ", \"precision\": " + opt(r.precision) + ", \"waste\": " + opt(r.waste) + ", \"latency_hidden\": " + opt(r.latency_hidden);
+        s += ", \"bytes_link\": " + num(r.bytes_link) + ", \"bytes_hbm\": " + num(r.bytes_hbm);
+        s += ", \"occupancy_hbm\": " + num(r.occupancy_hbm) + ", \"occupancy_pool\": " + num(r.occupancy_tier);
+        s += ", \"kv_capacity_hbm_bytes\": " + num(r.gpu_kv_capacity) + ", \"kv_capacity_tier_bytes\": " + num(r.tier_capacity);
+        s += ", \"stall_s\": " + num(r.stall_s) + ", \"compute_s\": " + num(r.compute_s) + ", \"makespan_s\": " + num(r.makespan_s);
+        s += ", \"requests\": " + std::to_string(r.requests) + ", \"skipped\": " + std::to_string(r.skipped);
+        s += ", \"input_tokens\": " + std::to_string(r.input_tokens) + ", \"output_tokens\": " + std::to_string(r.output_tokens);
+        s += ", \"iterations\": " + std::to_string(r.iterations) + ", \"gpus\": " + std::to_string(r.gpus);
+        s += ", \"pool\": {\"allocs\": " + std::to_string(r.pool_allocs) + ", \"lookups\": " + std::to_string(r.pool_lookups) +
+             ", \"lookup_hits\": " + std::to_string(r.pool_lookup_hits) + ", \"evictions\": " + std::to_string(r.pool_evictions) +
+             ", \"prefetch_hints\": " + std::to_string(r.pool_prefetch_hints) + ", \"reads\": " + std::to_string(r.pool_reads) +
+             ", \"blocks_peak\": " + std::to_string(r.pool_blocks_peak) + ", \"sharing\": " + (r.sharing ? "true" : "false") +
+             ", \"l1_hits\": " + std::to_string(r.lib_l1_hits) + ", \"l2_hits\": " + std::to_string(r.lib_l2_hits) +
+             ", \"sync_reads\": " + std::to_string(r.lib_sync_reads) + ", \"prefetch_pages\": " + std::to_string(r.lib_prefetch_pages) +
+             ", \"prefetch_used\": " + std::to_string(r.lib_prefetch_used) + ", \"prefetch_wasted\": " + std::to_string(r.lib_prefetch_wasted) +
+             ", \"prefetch_ignored\": " + std::to_string(r.lib_prefetch_ignored) + ", \"link_bytes\": " + std::to_string(r.lib_link_bytes) +
+             ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm) + "}";
+        s += "}";
+    }
+    return s + "}}\n";
+}
+
+std::string to_csv(const std::vector<Result> &rs) {
+    std::string s = "system,throughput_tps,total_tps,ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,tpot_p99_ms,max_batch,mean_batch,"
+                    "prefix_hit_rate,prefetch_hit_rate,precision,waste,latency_hidden,bytes_link,occupancy_hbm,occupancy_pool,"
+                    "makespan_s,requests,skipped\n";
+    auto o = [](double v) { return v < 0 ? std::string() : num(v); };
+    for (auto &r : rs)
+        s += r.system + "," + num(r.throughput_tps) + "," + num(r.total_tps) + "," + num(r.ttft_p50_ms) + "," + num(r.ttft_p99_ms) +
+             "," + num(r.tpot_p50_ms) + "," + num(r.tpot_p99_ms) + "," + std::to_string(r.max_batch) + "," + num(r.mean_batch) +
+             "," + num(r.prefix_hit_rate) + "," + o(r.prefetch_hit_rate) + "," + o(r.precision) + "," + o(r.waste) + "," +
+             o(r.latency_hidden) + "," + num(r.bytes_link) + "," + num(r.occupancy_hbm) + "," + num(r.occupancy_tier) + "," +
+             num(r.makespan_s) + "," + std::to_string(r.requests) + "," + std::to_string(r.skipped) + "\n";
+    return s;
+}
+
+// ------------------------------------------------------------------ SVG
+
+namespace {
+
+const char *kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#b07aa1", "#9c755f"};
+constexpr double kW = 640, kH = 400, kL = 70, kR = 150, kT = 40, kB = 50;
+
+struct Svg {
+    std::string s;
+    Svg(const std::string &title, const std::string &xl, const std::string &yl) {
+        s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kW) + "\" height=\"" + num(kH) +
+            "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+        text(kW / 2, 22, title, "middle", 15);
+        text(kL + (kW - kL - kR) / 2, kH - 10, xl, "middle");
+        s += "<text transform=\"translate(16," + num((kT + kH - kB) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" + xml(yl) + "</text>\n";
+        line(kL, kH - kB, kW - kR, kH - kB, "black");
+        line(kL, kT, kL, kH - kB, "black");
+    }
+    static std::string xml(const std::string &t) {
+        std::string o;
+        for (char c : t) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+        return o;
+    }
+    void text(double x, double y, const std::string &t, const char *anchor = "start", int size = 12) {
+        s += "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\" font-size=\"" +
+             std::to_string(size) + "\">" + xml(t) + "</text>\n";
+    }
+    void line(double x1, double y1, double x2, double y2, const char *c) {
+        s += "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) + "\" stroke=\"" + c + "\"/>\n";
+    }
+    void rect(double x, double y, double w, double h, const char *c) {
+        s += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" fill=\"" + c + "\"/>\n";
+    }
+    void yaxis(double ymax) {
+        for (int i = 0; i <= 4; ++i) {
+            double v = ymax * i / 4, y = kH - kB - (kH - kB - kT) * i / 4;
+            line(kL - 4, y, kL, y, "black");
+            char b[32];
+            std::snprintf(b, sizeof b, "%.3g", v);
+            text(kL - 6, y + 4, b, "end");
+        }
+    }
+    void legend(int i, const std::string &name) {
+        rect(kW - kR + 10, kT + 18 * i, 12, 12, kColors[i % 7]);
+        text(kW - kR + 28, kT + 18 * i + 10, name);
+    }
+    std::string done() { return s + "</svg>\n"; }
+};
+
+double nice_max(double v) {
+    if (v <= 0) return 1;
+    double p = std::pow(10, std::floor(std::log10(v)));
+    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+        if (m * p >= v) return m * p;
+    return 10 * p;
+}
+
+std::string bars(const std::string &title, const std::string &yl, const std::vector<std::string> &names,
+                 const std::vector<std::vector<double>> &stacks, const std::vector<std::string> &parts) {
+    Svg g(title, "system", yl);
+    double ymax = 0;
+    for (auto &st : stacks) {
+        double t = 0;
+        for (double v : st) t += v;
+        ymax = std::max(ymax, t);
+    }
+    ymax = nice_max(ymax);
+    g.yaxis(ymax);
+    double slot = (kW - kL - kR) / std::max<size_t>(1, names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        double y = kH - kB;
+        for (size_t j = 0; j < stacks[i].size(); ++j) {
+            double h = (kH - kB - kT) * stacks[i][j] / ymax;
+            g.rect(kL + slot * i + slot * 0.15, y - h, slot * 0.7, h, kColors[parts.size() > 1 ? j : i % 7]);
+            y -= h;
+        }
+        g.text(kL + slot * (i + 0.5), kH - kB + 16, names[i], "middle", 10);
+    }
+    for (size_t j = 0; parts.size() > 1 && j < parts.size(); ++j) g.legend(static_cast<int>(j), parts[j]);
+    return g.done();
+}
+
+std::string lines(const std::string &title, const std::string &xl, const std::string &yl,
+                  const std::vector<std::pair<std::string, std::vector<std::pair<uint32_t, double>>>> &series, double ymax_fixed) {
+    Svg g(title, xl, yl);
+    double xmax = 1, ymax = 0;
+    for (auto &[n, pts] : series)
+        for (auto &[x, y] : pts) xmax = std::max<double>(xmax, x), ymax = std::max(ymax, y);
+    ymax = ymax_fixed > 0 ? ymax_fixed : nice_max(ymax);
+    xmax = nice_max(xmax);
+    g.yaxis(ymax);
+    for (int i = 0; i <= 4; ++i) {
+        double x = kL + (kW - kL - kR) * i / 4;
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3g", xmax * i / 4);
+        g.text(x, kH - kB + 16, b, "middle");
+    }
+    for (size_t k = 0; k < series.size(); ++k) {
+        std::string pts;
+        for (auto &[x, y] : series[k].second)
+            pts += num(kL + (kW - kL - kR) * x / xmax) + "," + num(kH - kB - (kH - kB - kT) * y / ymax) + " ";
+        g.s += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + std::string(kColors[k % 7]) + "\" points=\"" + pts + "\"/>\n";
+        g.legend(static_cast<int>(k), series[k].first);
+    }
+    return g.done();
+}
+
+bool put(const std::string &path, const std::string &text, std::string *err) {
+    std::FILE *f = std::fopen(path.c_str(), "w");
+    if (!f) return *err = path + ": " + std::strerror(errno), false;
+    std::fwrite(text.data(), 1, text.size(), f);
+    if (std::fclose(f) != 0) return *err = path + ": write failed", false;
+    return true;
+}
+
+}  // namespace
+
+bool write_plots(const std::string &dir, const std::vector<Result> &rs, std::string *err) {
+    if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) return *err = dir + ": " + std::strerror(errno), false;
+    std::vector<std::string> names;
+    std::vector<std::vector<double>> tput, lat;
+    for (auto &r : rs) {
+        names.push_back(r.system);
+        tput.push_back({r.throughput_tps});
+        double it = r.iterations ? 1000.0 / static_cast<double>(r.iterations) : 0;
+        lat.push_back({r.compute_s * it, r.stall_s * it});
+    }
+    std::vector<std::pair<std::string, std::vector<std::pair<uint32_t, double>>>> curve, depth;
+    for (auto &r : rs) {
+        // Thin the batch curve to buckets of 8 for a readable line.
+        std::vector<std::pair<uint32_t, double>> pts;
+        for (auto &p : r.batch_curve)
+            if (pts.empty() || p.first >= pts.back().first + 8) pts.push_back(p);
+        curve.push_back({r.system, pts});
+        if (!r.depth_curve.empty()) depth.push_back({r.system, r.depth_curve});
+    }
+    return put(dir + "/throughput.svg", bars("Decode throughput", "output tokens/s", names, tput, {"tokens/s"}), err) &&
+           put(dir + "/latency_breakdown.svg",
+               bars("Mean iteration time", "ms per iteration", names, lat, {"GPU compute/memory", "link stall"}), err) &&
+           put(dir + "/throughput_vs_batch.svg",
+               lines("Throughput vs batch (decode-only iterations)", "batch", "tokens/s", curve, 0), err) &&
+           put(dir + "/hit_rate_vs_depth.svg", lines("Prefetch hit rate vs depth k", "depth k", "hit rate", depth, 1.0), err);
+}
+
+}  // namespace speckv_trace

@@ -1,0 +1,200 @@
+// speckv_trace: request traces (readers, writers, generators) and the
+// virtual-time serving-engine model that replays them through a real pool
+// (docs/trace.md). Internal to the CLI, tests and benchmarks: not public API.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace speckv_trace {
+
+// One request of a trace. hash_ids: one id per block_tokens-token prompt
+// block (empty when the trace has no prefix information).
+struct Request {
+    uint64_t id = 0;          // 0-based position in the trace
+    double arrival_ms = 0;    // relative to the trace start
+    uint32_t input_len = 0;   // prompt tokens
+    uint32_t output_len = 0;  // generated tokens
+    std::vector<uint64_t> hash_ids;
+};
+
+enum class Format { Auto, Mooncake, Azure, Native };
+const char *format_name(Format f);
+// "mooncake" | "azure" | "native" | "auto"; false on anything else.
+bool parse_format(const std::string &s, Format *out);
+
+// Streams a trace, one request at a time (bounded memory). A malformed line
+// is an error naming the line ("line 17: hash_ids has 3 ids, input_length
+// 2048 needs 4"); with skip_bad the reader counts it and goes on.
+class Reader {
+  public:
+    virtual ~Reader() = default;
+    // 1: *r filled; 0: end of trace; -1: error (see error()).
+    virtual int next(Request *r) = 0;
+    const std::string &error() const { return err_; }
+    uint64_t skipped() const { return skipped_; }
+    uint64_t line() const { return line_; }
+    // Tokens per hash_ids block (512 for Mooncake; from the native header).
+    uint32_t block_tokens() const { return block_tokens_; }
+
+  protected:
+    std::string err_;
+    uint64_t skipped_ = 0, line_ = 0;
+    uint32_t block_tokens_ = 512;
+};
+
+// Opens `path` ("-" = stdin) as format `f` (Auto: by the first line).
+// Returns nullptr and sets *err when the file cannot be opened or its header
+// is wrong.
+std::unique_ptr<Reader> open_reader(const std::string &path, Format f, bool skip_bad, std::string *err);
+// The same over text in memory (tests).
+std::unique_ptr<Reader> open_reader_text(std::string text, Format f, bool skip_bad, std::string *err);
+
+// Writers. Native: "#speckv-trace v1 block_tokens=N" then one line per request
+// "<arrival_ms> <input> <output> <id,id,...|->". Mooncake: its JSONL schema.
+void write_header(std::FILE *f, Format fmt, uint32_t block_tokens);
+void write_request(std::FILE *f, Format fmt, const Request &r);
+
+// ------------------------------------------------------------- generators
+
+// The paper's workloads: token lengths uniform in [in_lo,in_hi] / [out_lo,out_hi].
+struct Workload {
+    const char *name;
+    uint32_t in_lo, in_hi, out_lo, out_hi;
+};
+const std::vector<Workload> &workloads();  // chat, summarization, code, qa
+const Workload *find_workload(const std::string &name);
+
+struct GenOptions {
+    std::string workload = "chat";
+    double rate = 1.0;          // requests per second (Poisson arrivals)
+    uint64_t count = 1000;
+    uint64_t seed = 1;
+    uint32_t block_tokens = 512;
+    // Share of requests that start with one of `prefixes` shared system prompts
+    // of prefix_tokens tokens (gives hash_ids something to reuse); 0 = none.
+    double prefix_share = 0.0;
+    uint32_t prefixes = 8, prefix_tokens = 1024;
+};
+// Draws requests one at a time (deterministic for a seed).
+class Generator {
+  public:
+    explicit Generator(const GenOptions &o);
+    bool next(Request *r);  // false after `count`
+  private:
+    GenOptions o_;
+    const Workload *w_;
+    uint64_t state_, n_ = 0, next_id_;
+    double t_ms_ = 0;
+    double uniform();
+};
+
+// ---------------------------------------------------------------- presets
+
+struct ModelSpec {
+    const char *name;
+    uint32_t layers, q_heads, kv_heads, head_dim;
+    double params;        // parameters
+    uint32_t dtype_bytes; // KV and weights (FP16/BF16 = 2)
+    double kv_bytes_per_token() const { return 2.0 * layers * kv_heads * head_dim * dtype_bytes; }
+    double weight_bytes() const { return params * dtype_bytes; }
+};
+struct GpuSpec {
+    const char *name;
+    double hbm_bytes, hbm_bw, flops;  // per GPU: bytes, bytes/s, dense FP16 FLOP/s
+};
+struct LinkSpec {
+    const char *name;
+    double latency_s, bw;     // per device: access latency, bytes/s
+    uint32_t devices;         // devices in the preset (aggregate bandwidth = devices * bw)
+    double device_bytes;      // capacity per device
+};
+const std::vector<ModelSpec> &models();
+const std::vector<GpuSpec> &gpus();
+const std::vector<LinkSpec> &links();
+const ModelSpec *find_model(const std::string &name);  // case-insensitive
+const GpuSpec *find_gpu(const std::string &name);
+const LinkSpec *find_link(const std::string &name);
+
+// ----------------------------------------------------------------- engine
+
+enum class System { GpuOnly, HostOffload, CxlNoSpec, CxlCompress, CxlSpecKV, Oracle };
+const char *system_name(System s);
+bool parse_system(const std::string &s, System *out);
+const std::vector<System> &all_systems();
+
+struct EngineOptions {
+    ModelSpec model{};
+    GpuSpec gpu{};
+    LinkSpec link{};          // the CXL (or NVMe) tier of the cxl_* systems
+    LinkSpec host_link{};     // host_offload's PCIe link (one per GPU)
+    uint32_t gpus = 0;        // tensor-parallel GPUs; 0 = fewest (power of 2) whose HBM the weights fill at most 30 %
+    uint32_t link_devices = 0;  // 0 = the preset's
+    double host_bytes = 1024.0 * (1ull << 30);  // host DRAM for host_offload
+    double pool_bytes = 0;    // CXL pool capacity; 0 = devices * device_bytes
+    double hbm_kv_bytes = 0;  // caps the HBM room for KV (all GPUs); 0 = what the weights leave
+    double compression = 1.96;  // codec ratio of cxl_compress/cxl_speckv/oracle ("paper" mode, docs/codec.md §14.1)
+    uint32_t max_batch = 256;
+    uint32_t token_budget = 8192;  // tokens per iteration (decode + chunked prefill)
+    uint32_t block_tokens = 512;
+    double mfu = 0.5;          // share of peak FLOP/s reached
+    double bw_eff = 0.8;       // share of peak HBM bandwidth reached
+    double layer_overhead_s = 20e-6;  // launch/sync cost per layer per iteration
+    double prefetch_buffer_bytes = 1.0 * (1ull << 30);  // L2 prefetch / staging buffer per GPU
+    uint32_t max_depth = 4;    // layer-ahead depth bound
+    double time_scale = 1.0;   // arrival times are multiplied by this
+    uint64_t seed = 1;
+    bool real_bytes = false;   // blocks hold real payload bytes (small models only)
+    uint64_t max_requests = 0; // 0 = all
+    // Called every ~1% of the trace read (progress bar); may be null.
+    void (*progress)(void *user, uint64_t done) = nullptr;
+    void *progress_user = nullptr;
+};
+
+// Per-system results (docs/trace.md defines each).
+struct Result {
+    std::string system;
+    uint64_t requests = 0, skipped = 0, input_tokens = 0, output_tokens = 0, iterations = 0;
+    double makespan_s = 0, throughput_tps = 0, total_tps = 0;
+    double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
+    uint32_t max_batch = 0;
+    double mean_batch = 0;
+    double prefix_hit_rate = 0;           // prompt blocks found by lookup / prompt blocks
+    double prefetch_hit_rate = -1, precision = -1, waste = -1, latency_hidden = -1;  // -1 = not applicable
+    double waste_bytes = 0;
+    double bytes_hbm = 0, bytes_link = 0;  // KV bytes read from HBM / moved over the offload link
+    double stall_s = 0, compute_s = 0;     // time waiting on the link / GPU time
+    double gpu_kv_capacity = 0, tier_capacity = 0;  // modelled bytes
+    double occupancy_hbm = 0, occupancy_tier = 0;   // peak share of each tier in use
+    uint64_t pool_allocs = 0, pool_lookups = 0, pool_lookup_hits = 0, pool_evictions = 0,
+             pool_prefetch_hints = 0, pool_reads = 0, pool_blocks_peak = 0;
+    // The library's own prefetcher (issue 5), fed by the replay's hints and
+    // reads. It runs on a background thread in wall-clock time, so these
+    // counters describe the library's behaviour on this access stream, not
+    // the virtual-time model above (they vary from run to run).
+    uint64_t lib_l1_hits = 0, lib_l2_hits = 0, lib_sync_reads = 0, lib_prefetch_pages = 0, lib_prefetch_used = 0,
+             lib_prefetch_wasted = 0, lib_prefetch_ignored = 0, lib_link_bytes = 0;
+    uint32_t lib_prefetch_depth = 0, lib_beta_ppm = 0;
+    bool sharing = false;                  // the library's sharing API was used
+    uint32_t gpus = 0;
+    int depth_mean_x100 = 0;               // mean layer-ahead depth *100 (speckv)
+    // Throughput vs batch (for the plots): decode-only iterations bucketed by batch.
+    std::vector<std::pair<uint32_t, double>> batch_curve;  // (batch, tokens/s)
+    std::vector<std::pair<uint32_t, double>> depth_curve;  // (depth k, hit rate)
+};
+
+// Replays `reader` for system `s`. Returns 0, or -1 with *err (a trace error
+// with its line, or a library failure).
+int replay(Reader &reader, System s, const EngineOptions &o, Result *out, std::string *err);
+
+// Output.
+void print_table(std::FILE *f, const std::vector<Result> &rs);
+std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const std::string &trace);
+std::string to_csv(const std::vector<Result> &rs);
+// Writes throughput_vs_batch.svg, latency_breakdown.svg, hit_rate_vs_depth.svg,
+// throughput.svg into dir. Returns false with *err.
+bool write_plots(const std::string &dir, const std::vector<Result> &rs, std::string *err);
+
+}  // namespace speckv_trace
