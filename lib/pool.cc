@@ -1461,8 +1461,15 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
             }
             pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~(kPageZero | kPageWriterMask), std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
-        } else if (int rc = verify_page_inplace(p); rc != SPECKV_OK) {
-            return rc;
+        } else {
+            // This process holds a verified copy of exactly this version of
+            // the page (L1): the bytes in the pool were checked already, as a
+            // cached read would trust them. Otherwise checksum them in place.
+            uint64_t s1 = pe.seq.load(std::memory_order_acquire);
+            if (!(s1 & 1) && !(pe.flags.load(std::memory_order_acquire) & kPageQuarantined) &&
+                cache_->contains(p, s1, sh()->epoch.load(std::memory_order_relaxed)))
+                continue;
+            if (int rc = verify_page_inplace(p); rc != SPECKV_OK) return rc;
         }
     }
     // A published block pinned here is referenced while pinned: eviction
