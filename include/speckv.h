@@ -272,8 +272,10 @@ SPECKV_API int speckv_write(speckv_pool *pool, speckv_handle handle, uint64_t of
 SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t offset,
                              void *dst, size_t len, uint32_t flags);
 
-/* Zero-copy read: verifies the whole block and returns a read-only pointer
- * to its bytes and their count. The block cannot be written or freed by this
+/* Zero-copy read: verifies the whole block (a page this process already
+ * verified at its current version, held in its L1 cache, is not checksummed
+ * again) and returns a read-only pointer to its bytes and their count. A
+ * published block stays referenced while pinned. The block cannot be written or freed by this
  * process until every pin is released with speckv_unpin. Writes by other
  * processes while pinned are not prevented in 0.1 (see docs/api.md).
  * Returns as speckv_access. Since 0.1.0. */
