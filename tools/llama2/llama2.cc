@@ -9,8 +9,6 @@
 
 namespace llama2 {
 
-namespace {
-
 void rmsnorm(float *o, const float *x, const float *w, int n) {
     float ss = 0;
     for (int j = 0; j < n; j++) ss += x[j] * x[j];
@@ -40,6 +38,8 @@ void matmul(float *xout, const float *x, const float *w, int n, int d) {
         xout[i] = val;
     }
 }
+
+namespace {
 
 bool read_file(const std::string &path, std::vector<char> *out, std::string *err) {
     FILE *f = std::fopen(path.c_str(), "rb");

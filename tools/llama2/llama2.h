@@ -10,6 +10,14 @@
 
 namespace llama2 {
 
+// The three kernels of run.c, in its operation order. Every forward pass in
+// this project (tools/nmp_eval, examples/tinyllm) calls these, so their
+// results are bit-identical to the Runner's.
+void rmsnorm(float *o, const float *x, const float *w, int n);
+void softmax(float *x, int n);
+// W (d, n) @ x (n) -> xout (d)
+void matmul(float *xout, const float *x, const float *w, int n, int d);
+
 struct Config {
     int dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
     bool shared_classifier = true;

@@ -17,34 +17,9 @@ namespace nmp = speckv::nmp;
 
 namespace {
 
-void rmsnorm(float *o, const float *x, const float *w, int n) {
-    float ss = 0;
-    for (int j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= float(n);
-    ss += 1e-5f;
-    ss = 1.0f / std::sqrt(ss);
-    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
-}
-
-void softmax(float *x, int n) {
-    float mx = x[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, x[i]);
-    float sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = std::exp(x[i] - mx);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
-
-void matmul(float *xout, const float *x, const float *w, int n, int d) {
-    for (int i = 0; i < d; i++) {
-        float val = 0;
-        const float *row = w + size_t(i) * n;
-        for (int j = 0; j < n; j++) val += row[j] * x[j];
-        xout[i] = val;
-    }
-}
+using llama2::matmul;
+using llama2::rmsnorm;
+using llama2::softmax;
 
 }  // namespace
 
