@@ -39,6 +39,39 @@ void matmul(float *xout, const float *x, const float *w, int n, int d) {
     }
 }
 
+void rope(float *q, float *k, int pos, int dim, int kv_dim, int hs) {
+    // RoPE on adjacent pairs (run.c): q in every head, k in the KV heads.
+    for (int i = 0; i < dim; i += 2) {
+        int head_dim = i % hs;
+        float freq = 1.0f / std::pow(10000.0f, float(head_dim) / float(hs));
+        float val = float(pos) * freq;
+        float fcr = std::cos(val), fci = std::sin(val);
+        int rotn = i < kv_dim ? 2 : 1;
+        for (int vv = 0; vv < rotn; vv++) {
+            float *vec = vv == 0 ? q : k;
+            float v0 = vec[i], v1 = vec[i + 1];
+            vec[i] = v0 * fcr - v1 * fci;
+            vec[i + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+void attn_out_and_ffn(const Model &m, int l, float *x, float *xb, float *xb2, float *hb, float *hb2) {
+    const int dim = m.c.dim, hd = m.c.hidden_dim;
+    matmul(xb2, xb, m.wo + size_t(l) * dim * dim, dim, dim);
+    for (int i = 0; i < dim; i++) x[i] += xb2[i];
+    rmsnorm(xb, x, m.rms_ffn + size_t(l) * dim, dim);
+    matmul(hb, xb, m.w1 + size_t(l) * dim * hd, dim, hd);
+    matmul(hb2, xb, m.w3 + size_t(l) * dim * hd, dim, hd);
+    for (int i = 0; i < hd; i++) {
+        float val = hb[i];
+        val *= 1.0f / (1.0f + std::exp(-val));
+        hb[i] = val * hb2[i];
+    }
+    matmul(xb, hb, m.w2 + size_t(l) * dim * hd, hd, dim);
+    for (int i = 0; i < dim; i++) x[i] += xb[i];
+}
+
 namespace {
 
 bool read_file(const std::string &path, std::vector<char> *out, std::string *err) {
@@ -227,7 +260,7 @@ void Runner::attention(int l, int pos, const float *kc, const float *vc, float *
 
 const float *Runner::forward(int token, int pos) {
     const Config &c = m_.c;
-    const int dim = c.dim, kv_dim = c.kv_dim(), hd = c.hidden_dim, hs = c.head_size();
+    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
     float *x = x_.data();
     std::memcpy(x, m_.tok_emb + size_t(token) * dim, size_t(dim) * 4);
     for (int l = 0; l < c.n_layers; l++) {
@@ -238,20 +271,7 @@ const float *Runner::forward(int token, int pos) {
         matmul(q_.data(), xb_.data(), m_.wq + size_t(l) * dim * dim, dim, dim);
         matmul(k, xb_.data(), m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
         matmul(v, xb_.data(), m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
-        // RoPE on adjacent pairs (run.c).
-        for (int i = 0; i < dim; i += 2) {
-            int head_dim = i % hs;
-            float freq = 1.0f / std::pow(10000.0f, float(head_dim) / float(hs));
-            float val = float(pos) * freq;
-            float fcr = std::cos(val), fci = std::sin(val);
-            int rotn = i < kv_dim ? 2 : 1;
-            for (int vv = 0; vv < rotn; vv++) {
-                float *vec = vv == 0 ? q_.data() : k;
-                float v0 = vec[i], v1 = vec[i + 1];
-                vec[i] = v0 * fcr - v1 * fci;
-                vec[i + 1] = v0 * fci + v1 * fcr;
-            }
-        }
+        rope(q_.data(), k, pos, dim, kv_dim, hs);
         if (use_read_cache) {
             std::memcpy(k_read.data() + loff + size_t(pos) * kv_dim, k, size_t(kv_dim) * 4);
             std::memcpy(v_read.data() + loff + size_t(pos) * kv_dim, v, size_t(kv_dim) * 4);
@@ -277,18 +297,7 @@ const float *Runner::forward(int token, int pos) {
         } else {
             attention(l, pos, key_cache.data(), value_cache.data(), xb_.data());
         }
-        matmul(xb2_.data(), xb_.data(), m_.wo + size_t(l) * dim * dim, dim, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb2_[size_t(i)];
-        rmsnorm(xb_.data(), x, m_.rms_ffn + size_t(l) * dim, dim);
-        matmul(hb_.data(), xb_.data(), m_.w1 + size_t(l) * dim * hd, dim, hd);
-        matmul(hb2_.data(), xb_.data(), m_.w3 + size_t(l) * dim * hd, dim, hd);
-        for (int i = 0; i < hd; i++) {
-            float val = hb_[size_t(i)];
-            val *= 1.0f / (1.0f + std::exp(-val));
-            hb_[size_t(i)] = val * hb2_[size_t(i)];
-        }
-        matmul(xb_.data(), hb_.data(), m_.w2 + size_t(l) * dim * hd, hd, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb_[size_t(i)];
+        attn_out_and_ffn(m_, l, x, xb_.data(), xb2_.data(), hb_.data(), hb2_.data());
     }
     rmsnorm(x, x, m_.rms_final, dim);
     matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);

@@ -35,6 +35,13 @@ struct Model {
     bool load(const std::string &path, std::string *err);
 };
 
+// RoPE at position pos on q (dim) and k (kv_dim), head size hs, as run.c.
+void rope(float *q, float *k, int pos, int dim, int kv_dim, int hs);
+// The rest of layer l once attention has left its output in xb: the output
+// projection and residual, then the SwiGLU FFN and its residual, into x.
+// xb2 (dim), hb and hb2 (hidden_dim) are scratch.
+void attn_out_and_ffn(const Model &m, int l, float *x, float *xb, float *xb2, float *hb, float *hb2);
+
 struct Tokenizer {
     std::vector<std::string> vocab;
     std::vector<float> scores;

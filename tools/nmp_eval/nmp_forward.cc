@@ -187,7 +187,7 @@ void Runner::attention(int l, int pos, float *out) {
 
 const float *Runner::forward(int token, int pos) {
     const llama2::Config &c = m_.c;
-    const int dim = c.dim, kv_dim = c.kv_dim(), hd = c.hidden_dim, hs = c.head_size();
+    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
     const uint32_t P = o_.page_tokens;
     stats.tokens++;
     float *x = x_.data();
@@ -200,19 +200,7 @@ const float *Runner::forward(int token, int pos) {
         matmul(q_.data(), xb_.data(), m_.wq + size_t(l) * dim * dim, dim, dim);
         matmul(k, xb_.data(), m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
         matmul(v, xb_.data(), m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
-        for (int i = 0; i < dim; i += 2) {
-            int head_dim = i % hs;
-            float freq = 1.0f / std::pow(10000.0f, float(head_dim) / float(hs));
-            float val = float(pos) * freq;
-            float fcr = std::cos(val), fci = std::sin(val);
-            int rotn = i < kv_dim ? 2 : 1;
-            for (int vv = 0; vv < rotn; vv++) {
-                float *vec = vv == 0 ? q_.data() : k;
-                float v0 = vec[i], v1 = vec[i + 1];
-                vec[i] = v0 * fcr - v1 * fci;
-                vec[i + 1] = v0 * fci + v1 * fcr;
-            }
-        }
+        llama2::rope(q_.data(), k, pos, dim, kv_dim, hs);
         // A page is sealed when its last token's K is written: summarise it.
         if ((uint32_t(pos) + 1) % P == 0 && o_.mode != Mode::full) {
             const uint32_t page = uint32_t(pos) / P;
@@ -222,18 +210,7 @@ const float *Runner::forward(int token, int pos) {
             if (rc != SPECKV_OK && error.empty()) error = speckv::last_error();
         }
         attention(l, pos, xb_.data());
-        matmul(xb2_.data(), xb_.data(), m_.wo + size_t(l) * dim * dim, dim, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb2_[size_t(i)];
-        rmsnorm(xb_.data(), x, m_.rms_ffn + size_t(l) * dim, dim);
-        matmul(hb_.data(), xb_.data(), m_.w1 + size_t(l) * dim * hd, dim, hd);
-        matmul(hb2_.data(), xb_.data(), m_.w3 + size_t(l) * dim * hd, dim, hd);
-        for (int i = 0; i < hd; i++) {
-            float val = hb_[size_t(i)];
-            val *= 1.0f / (1.0f + std::exp(-val));
-            hb_[size_t(i)] = val * hb2_[size_t(i)];
-        }
-        matmul(xb_.data(), hb_.data(), m_.w2 + size_t(l) * dim * hd, hd, dim);
-        for (int i = 0; i < dim; i++) x[i] += xb_[size_t(i)];
+        llama2::attn_out_and_ffn(m_, l, x, xb_.data(), xb2_.data(), hb_.data(), hb2_.data());
     }
     rmsnorm(x, x, m_.rms_final, dim);
     matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);
