@@ -15,9 +15,18 @@
 // not OK must be discarded by the consumer (the C++ decode() returns nothing
 // for it). Every record the C++ decoder rejects ends with a status != OK.
 //
+// Records overlap: once record k's input has ended, the header of record
+// k+1 is taken and its stream bytes queue in the window behind record k's,
+// so record k+1's first output beat follows record k's last one with no gap
+// (II=1 on the output across records). The status of record k is presented
+// no earlier than record k's last output beat, and no output beat of record
+// k+1 is presented before that status is accepted: a consumer that takes the
+// status once no output beat is pending pairs beats and status correctly.
+//
 // Latency: the first output beat leaves 2 cycles after the beat that completes
-// it is accepted; II=1 (one output beat per cycle) in the steady state for
-// quantised records whose stream keeps 2*E bytes in the window, and for raw.
+// it is accepted; II=1 (one output beat per cycle) in the steady state, across
+// records too, while the input keeps the window fed (a beat is decoded as soon
+// as the window holds the bytes it reads; a raw 4 KiB record is 65 input beats).
 `default_nettype none
 module speckv_dec #(
   parameter integer DW = 512,           // data width in bits, multiple of 64, >= 256
@@ -48,36 +57,40 @@ module speckv_dec #(
   // status codes (st_code)
   localparam [3:0] ST_OK = 4'd0, ST_HDR = 4'd1, ST_LEN = 4'd2, ST_CRC = 4'd3, ST_SCALE = 4'd4,
                    ST_STREAM = 4'd5, ST_VALUE = 4'd6, ST_UNSUP = 4'd7;
+  localparam [3:0] ST_SHORT = 4'd15;               // internal: the window ran out of bytes
 
   `include "speckv_codec_fn.vh"
 
-  localparam [1:0] D_HDR = 2'd0, D_RUN = 2'd1, D_STAT = 2'd2;
-  reg [1:0] dst;
+  // X: the record being decoded (h_*, decode state); N: the next record,
+  // whose header was taken after X's input ended (n_*). The input side
+  // (rx, crc, in_end, i_*) follows the newest record: N if n_v, else X.
+  reg        x_v, n_v;
+  reg [7:0]  h_dtype, n_dtype;
+  reg [31:0] h_n, h_plen, n_n, n_plen;
+  reg        h_raw, h_delta, h_rle, n_raw, n_delta, n_rle;
+  reg [7:0]  h_qmax, n_qmax;
+  reg [15:0] h_scale, n_scale;
+  reg [7:0]  h_ebeat, n_ebeat;    // elements per output beat
+  reg [2:0]  h_esz, n_esz;
+  reg [5:0]  h_soff, n_soff;      // record offset of the entropy stream: 24 raw, 26 quantised
+  reg [3:0]  err, n_err;
+  reg        unsup, n_unsup;
+  reg        x_chk, x_lenbad, x_crcbad;  // X's length / CRC verdicts, saved when N's header came
 
-  // header fields of the current record
-  reg [7:0]  h_dtype, h_b;
-  reg [31:0] h_n, h_plen, h_crc;
-  reg        h_raw, h_delta, h_rle;
-  reg [7:0]  h_qmax;
-  reg [15:0] h_scale;
-  reg [7:0]  h_ebeat;          // elements per output beat
-  reg [2:0]  h_esz;
-  reg [5:0]  h_soff;           // record offset of the entropy stream: 24 raw, 26 quantised
-
-  reg [32:0] rx;               // record bytes received
+  reg [32:0] rx;               // record bytes received (newest record)
   reg [31:0] crc;
   reg        in_end;
-  reg [3:0]  err;
-  reg        unsup;
-  reg [WC*8-1:0] win;
-  reg [WFW-1:0]  wfill;
+  reg [31:0] i_plen, i_crcf;
+  reg        i_push;           // the newest record's stream bytes go to the window
+  reg [WC*8-1:0] win;          // X's stream bytes (wk of them), then N's
+  reg [WFW-1:0]  wfill, wk;
   reg [32:0] cc;               // stream bytes consumed
   reg [31:0] oc;               // bytes (raw) or elements (quantised) output
   reg        out_done;
   reg [7:0]  rem, runv, prev_s;
   reg        lit;
 
-  wire [32:0] rec_end = {1'b0, h_plen} + 33'd24;
+  wire [32:0] rec_end = {1'b0, i_plen} + 33'd24;
 
   // ---------------------------------------------------------------- beat 0: header (§8)
   reg [7:0]  p_mode, p_dtype, p_b, p_grp, p_flags;
@@ -119,9 +132,12 @@ module speckv_dec #(
   end
 
   // ---------------------------------------------------------------- input side
+  wire i_take = i_push && (n_v || (err == 4'd0 && !out_done));   // newest record still pushes
+  wire hdr_slot = !x_v || (!n_v && in_end);                     // next beat in is a header
+  assign in_ready = hdr_slot ? (wfill <= WC - BB) : (!in_end && (!i_take || wfill <= WC - BB));
   wire in_fire = in_valid && in_ready;
-  assign in_ready = (dst == D_HDR) ||
-                    (dst == D_RUN && !in_end && (err != 4'd0 || unsup || out_done || wfill <= WC - BB));
+  wire hdr_fire = in_fire && hdr_slot;
+  wire body_fire = in_fire && !hdr_slot;
 
   // bytes of this beat that belong to the entropy stream, shifted to byte 0
   reg [BB*8-1:0] pu_data;
@@ -136,7 +152,7 @@ module speckv_dec #(
     pu_en = 1'b0;
     pu_soff = p_quant ? 6'd26 : 6'd24;
     pu_end = 33'd0;
-    if (dst == D_HDR) begin
+    if (hdr_slot) begin
       pu_end = ({1'b0, p_plen} + 33'd24 < {{(33-NBW){1'b0}}, in_nbytes}) ? {1'b0, p_plen} + 33'd24
                                                                         : {{(33-NBW){1'b0}}, in_nbytes};
       pu_cnt = (pu_end > {27'd0, pu_soff}) ? pu_end - {27'd0, pu_soff} : 33'd0;
@@ -145,7 +161,7 @@ module speckv_dec #(
     end else begin
       pu_end = (rec_end > rx) ? rec_end - rx : 33'd0;
       pu_cnt = (pu_end < {{(33-NBW){1'b0}}, in_nbytes}) ? pu_end : {{(33-NBW){1'b0}}, in_nbytes};
-      pu_en = (err == 4'd0) && !unsup && !out_done;
+      pu_en = i_take;
     end
     if (!in_fire) pu_en = 1'b0;
     if (pu_cnt < BB) pu_data = pu_data & ~({BB*8{1'b1}} << (pu_cnt * 8));
@@ -154,7 +170,9 @@ module speckv_dec #(
   end
 
   // ---------------------------------------------------------------- decode step
-  wire        ended = in_end || (rx >= rec_end);
+  wire        ended = n_v || in_end || (rx >= rec_end);     // X's input is complete
+  // no beat of X goes out before the previous record's status is taken
+  wire        st_free = !st_valid || st_ready;
   reg  [31:0] ds_m;            // symbols (quantised) or bytes (raw) of this beat
   reg         ds_go;
   reg  [3:0]  ds_err;
@@ -181,10 +199,10 @@ module speckv_dec #(
     ds_l = 32'd0;
     ds_left = 32'd0;
     ds_word = {DW{1'b0}};
-    if (dst == D_RUN && err == 4'd0 && !unsup && !out_done && (!out_valid || out_ready)) begin
+    if (x_v && err == 4'd0 && !unsup && !out_done && (!out_valid || out_ready) && st_free) begin
       if (h_raw) begin
         ds_m = (h_plen - oc < BB) ? h_plen - oc : BB;
-        if ({1'b0, wfill} >= ds_m[WFW:0]) begin
+        if ({1'b0, wk} >= ds_m[WFW:0]) begin
           ds_go = 1'b1;
           ds_p = ds_m[WFW:0];
           ds_word = win[BB*8-1:0] & ~({BB*8{1'b1}} << (ds_m * 8));
@@ -193,17 +211,18 @@ module speckv_dec #(
         end
       end else begin
         ds_m = (h_n - oc < h_ebeat) ? h_n - oc : {24'd0, h_ebeat};
-        if (ended || {1'b0, wfill} >= {ds_m[WFW-1:0], 1'b0}) begin
+        // greedy: the beat goes as soon as the window holds the bytes it reads
+        begin
           ds_go = 1'b1;
           for (dj = 0; dj < EMAX; dj = dj + 1)
             if (dj < ds_m && ds_err == 4'd0) begin
               ds_left = h_n - oc - dj;
               if (!h_rle) begin
-                if (ds_p >= wfill) ds_err = ST_STREAM;
+                if (ds_p >= wk) ds_err = ST_SHORT;
                 else begin ds_sym = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
               end else begin
                 if (ds_rem == 8'd0) begin
-                  if (ds_p >= wfill) ds_err = ST_STREAM;
+                  if (ds_p >= wk) ds_err = ST_SHORT;
                   else begin
                     ds_c = win[ds_p*8 +: 8];
                     ds_p = ds_p + 1'b1;
@@ -216,7 +235,7 @@ module speckv_dec #(
                     end
                     if (ds_l > ds_left) ds_err = ST_STREAM;
                     else if (!ds_lit) begin
-                      if (ds_p >= wfill) ds_err = ST_STREAM;
+                      if (ds_p >= wk) ds_err = ST_SHORT;
                       else begin ds_rv = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
                     end
                     ds_rem = ds_l[7:0];
@@ -224,7 +243,7 @@ module speckv_dec #(
                 end
                 if (ds_err == 4'd0) begin
                   if (ds_lit) begin
-                    if (ds_p >= wfill) ds_err = ST_STREAM;
+                    if (ds_p >= wk) ds_err = ST_SHORT;
                     else begin ds_sym = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
                   end else begin
                     ds_sym = ds_rv;
@@ -247,37 +266,64 @@ module speckv_dec #(
               end
             end
           if (ds_err != 4'd0) ds_go = 1'b0;
+          // out of bytes: wait for more, or a truncated stream once the input has ended
+          if (ds_err == ST_SHORT) ds_err = ended ? ST_STREAM : 4'd0;
         end
       end
     end
   end
 
-  // ---------------------------------------------------------------- window update
-  reg [WC*8-1:0]  wn_win;
-  reg [WFW:0]     wn_fill;
-  always @(*) begin
-    wn_win = win >> ((ds_go ? ds_p : {(WFW+1){1'b0}}) * 8);
-    wn_fill = {1'b0, wfill} - (ds_go ? ds_p : {(WFW+1){1'b0}});
-    if (pu_en && pu_cnt != 33'd0) begin
-      wn_win = wn_win | ({{((WC-BB)*8){1'b0}}, pu_data} << (wn_fill * 8));
-      wn_fill = wn_fill + pu_cnt[WFW:0];
-    end
-  end
-
-  // ---------------------------------------------------------------- status
+  // ---------------------------------------------------------------- end of X
+  // X ends once its input has ended and it is decoded, rejected or UNSUP; its
+  // status goes out the same cycle as its last beat is registered.
+  wire        ds_last = ds_go && (oc + ds_m == (h_raw ? h_plen : h_n));
+  wire        x_fin = x_v && (n_v || in_end) && (err != 4'd0 || unsup || out_done || ds_last) && st_free;
+  wire        in_to_n = n_v || (x_v && !x_fin && hdr_fire);         // this beat belongs to N
+  wire [32:0] cc_now = cc + (ds_go ? {{(33-WFW-1){1'b0}}, ds_p} : 33'd0);
+  wire        lenbad = x_chk ? x_lenbad : (rx != rec_end);
+  wire        crcbad = x_chk ? x_crcbad : (~crc != i_crcf);
   reg [3:0] fin_code;
   always @(*) begin
     if (err != 4'd0) fin_code = err;
-    else if (rx != rec_end) fin_code = ST_LEN;
-    else if (~crc != h_crc) fin_code = ST_CRC;
+    else if (lenbad) fin_code = ST_LEN;
+    else if (crcbad) fin_code = ST_CRC;
     else if (unsup) fin_code = ST_UNSUP;
-    else if (cc != {1'b0, h_plen} + 33'd24 - {27'd0, h_soff}) fin_code = ST_STREAM;
+    else if (cc_now != {1'b0, h_plen} + 33'd24 - {27'd0, h_soff}) fin_code = ST_STREAM;
     else fin_code = ST_OK;
   end
 
+  // ---------------------------------------------------------------- window update
+  reg [WC*8-1:0]  wn_win;
+  reg [WFW:0]     wn_fill, wn_sh, wn_k;
+  reg [WFW:0]     wn_push;
+  always @(*) begin
+    wn_sh = x_fin ? {1'b0, wk} : (ds_go ? ds_p : {(WFW+1){1'b0}});
+    wn_win = win >> (wn_sh * 8);
+    wn_fill = {1'b0, wfill} - wn_sh;
+    wn_push = {(WFW+1){1'b0}};
+    if (pu_en && pu_cnt != 33'd0) begin
+      wn_win = wn_win | ({{((WC-BB)*8){1'b0}}, pu_data} << (wn_fill * 8));
+      wn_push = pu_cnt[WFW:0];
+    end
+    wn_fill = wn_fill + wn_push;
+    // after X ends every byte left is the next record's
+    if (x_fin) wn_k = wn_fill;
+    else wn_k = {1'b0, wk} - (ds_go ? ds_p : {(WFW+1){1'b0}}) + (in_to_n ? {(WFW+1){1'b0}} : wn_push);
+  end
+
+  // header fields of beat 0
+  wire [3:0] p_err = !p_ok ? ST_HDR : p_scale_bad ? ST_SCALE : 4'd0;
+  wire [7:0] p_qmax = (8'd1 << (p_b[3:0] - 4'd1)) - 8'd1;
+  wire [7:0] p_ebeat = (p_dtype == 8'd3) ? BB / 4 : BB / 2;
+  wire       hdr_to_x = hdr_fire && !in_to_n;
+
   always @(posedge clk) begin
     if (rst) begin
-      dst <= D_HDR;
+      x_v <= 1'b0;
+      n_v <= 1'b0;
+      x_chk <= 1'b0;
+      in_end <= 1'b0;
+      i_push <= 1'b0;
       out_valid <= 1'b0;
       out_last <= 1'b0;
       out_data <= {DW{1'b0}};
@@ -286,78 +332,113 @@ module speckv_dec #(
       st_code <= ST_OK;
       win <= {WC*8{1'b0}};
       wfill <= {WFW{1'b0}};
+      wk <= {WFW{1'b0}};
     end else begin
       if (out_valid && out_ready) out_valid <= 1'b0;
-      case (dst)
-        D_HDR: if (in_fire) begin
+      if (st_valid && st_ready) st_valid <= 1'b0;
+      win <= wn_win;
+      wfill <= wn_fill[WFW-1:0];
+      wk <= wn_k[WFW-1:0];
+
+      // input side: the newest record
+      if (hdr_fire) begin
+        rx <= {{(33-NBW){1'b0}}, in_nbytes};
+        crc <= crc_upd(32'hFFFFFFFF, c0_word, in_nbytes - 8'd4);
+        in_end <= in_last;
+        i_plen <= p_plen;
+        i_crcf <= p_crc;
+        i_push <= p_ok && !p_unsup && !p_scale_bad;
+      end else if (body_fire) begin
+        rx <= rx + {{(33-NBW){1'b0}}, in_nbytes};
+        crc <= crc_upd(crc, in_data, in_nbytes);
+        if (in_last) in_end <= 1'b1;
+      end
+
+      // decode side: X
+      if (ds_err != 4'd0) err <= ds_err;
+      if (ds_go) begin
+        cc <= cc + {{(32-WFW){1'b0}}, ds_p};
+        oc <= oc + ds_m;
+        rem <= ds_rem;
+        lit <= ds_lit;
+        runv <= ds_rv;
+        prev_s <= ds_ps;
+        out_valid <= 1'b1;
+        out_data <= ds_word;
+        out_nbytes <= h_raw ? ds_m[NBW-1:0] : ds_m[NBW-1:0] * h_esz;
+        out_last <= ds_last;
+        if (ds_last) out_done <= 1'b1;
+      end
+
+      if (x_fin) begin
+        st_valid <= 1'b1;
+        st_code <= fin_code;
+        x_chk <= 1'b0;
+        x_v <= n_v || hdr_fire;
+        n_v <= 1'b0;
+      end
+      if (hdr_fire && in_to_n) begin
+        // X stays: keep its length / CRC verdicts, the input side moves on
+        x_chk <= 1'b1;
+        x_lenbad <= (rx != rec_end);
+        x_crcbad <= (~crc != i_crcf);
+        n_v <= 1'b1;
+      end
+      if (hdr_fire && !hdr_to_x) begin
+        n_dtype <= p_dtype;
+        n_n <= p_n;
+        n_plen <= p_plen;
+        n_raw <= !p_quant;
+        n_delta <= p_flags[1:0] != 2'd0;
+        n_rle <= p_flags[3:2] == 2'd1;
+        n_qmax <= p_qmax;
+        n_scale <= p_f;
+        n_ebeat <= p_ebeat;
+        n_esz <= p_esz;
+        n_soff <= pu_soff;
+        n_err <= p_err;
+        n_unsup <= p_ok && p_unsup;
+      end
+      if (hdr_to_x || (x_fin && n_v)) begin
+        // a new X: from beat 0 now, or from N
+        if (hdr_to_x) begin
           h_dtype <= p_dtype;
-          h_b <= p_b;
           h_n <= p_n;
           h_plen <= p_plen;
-          h_crc <= p_crc;
           h_raw <= !p_quant;
           h_delta <= p_flags[1:0] != 2'd0;
           h_rle <= p_flags[3:2] == 2'd1;
-          h_qmax <= (8'd1 << (p_b[3:0] - 4'd1)) - 8'd1;
+          h_qmax <= p_qmax;
           h_scale <= p_f;
-          h_ebeat <= (p_dtype == 8'd3) ? BB / 4 : BB / 2;
+          h_ebeat <= p_ebeat;
           h_esz <= p_esz;
           h_soff <= pu_soff;
-          rx <= {{(33-NBW){1'b0}}, in_nbytes};
-          crc <= crc_upd(32'hFFFFFFFF, c0_word, in_nbytes - 8'd4);
-          in_end <= in_last;
-          err <= !p_ok ? ST_HDR : p_scale_bad ? ST_SCALE : 4'd0;
+          err <= p_err;
           unsup <= p_ok && p_unsup;
-          win <= wn_win;
-          wfill <= wn_fill[WFW-1:0];
-          cc <= 33'd0;
-          oc <= 32'd0;
-          out_done <= 1'b0;
-          rem <= 8'd0;
-          lit <= 1'b0;
-          runv <= 8'd0;
-          prev_s <= 8'd0;
-          dst <= D_RUN;
+          x_v <= 1'b1;
+        end else begin
+          h_dtype <= n_dtype;
+          h_n <= n_n;
+          h_plen <= n_plen;
+          h_raw <= n_raw;
+          h_delta <= n_delta;
+          h_rle <= n_rle;
+          h_qmax <= n_qmax;
+          h_scale <= n_scale;
+          h_ebeat <= n_ebeat;
+          h_esz <= n_esz;
+          h_soff <= n_soff;
+          err <= n_err;
+          unsup <= n_unsup;
         end
-
-        D_RUN: begin
-          if (in_fire) begin
-            rx <= rx + {{(33-NBW){1'b0}}, in_nbytes};
-            crc <= crc_upd(crc, in_data, in_nbytes);
-            if (in_last) in_end <= 1'b1;
-          end
-          win <= wn_win;
-          wfill <= wn_fill[WFW-1:0];
-          if (ds_err != 4'd0) err <= ds_err;
-          if (ds_go) begin
-            cc <= cc + {{(32-WFW){1'b0}}, ds_p};
-            oc <= oc + ds_m;
-            rem <= ds_rem;
-            lit <= ds_lit;
-            runv <= ds_rv;
-            prev_s <= ds_ps;
-            out_valid <= 1'b1;
-            out_data <= ds_word;
-            out_nbytes <= h_raw ? ds_m[NBW-1:0] : ds_m[NBW-1:0] * h_esz;
-            out_last <= (oc + ds_m == (h_raw ? h_plen : h_n));
-            if (oc + ds_m == (h_raw ? h_plen : h_n)) out_done <= 1'b1;
-          end
-          if (in_end && (err != 4'd0 || unsup || out_done)) begin
-            st_valid <= 1'b1;
-            st_code <= fin_code;
-            dst <= D_STAT;
-          end
-        end
-
-        D_STAT: if (st_ready) begin
-          st_valid <= 1'b0;
-          win <= {WC*8{1'b0}};
-          wfill <= {WFW{1'b0}};
-          dst <= D_HDR;
-        end
-
-        default: dst <= D_HDR;
-      endcase
+        cc <= 33'd0;
+        oc <= 32'd0;
+        out_done <= 1'b0;
+        rem <= 8'd0;
+        lit <= 1'b0;
+        runv <= 8'd0;
+        prev_s <= 8'd0;
+      end
     end
   end
 endmodule

@@ -12,16 +12,25 @@
 // Preconditions (the C++ encode() returns SPECKV_EINVAL for these):
 // 1 <= page bytes <= MAX_BYTES, a whole number of elements, a known mode id.
 //
-// Three stages, each on its own page, hand pages on when the next is idle
-// (see fpga/README.md); cycles for a page of N beats, E elements per beat:
-//   LOAD   N cycles, II=1 on the input: page RAM, max |x|, non-finite, raw CRC
-//   MIDDLE PREP 1 (scale field, reciprocal, layout C), COMP N + D + 2 (quantise,
-//          delta, RLE with a look-ahead of D = WS/E beats, pack into the payload
-//          RAM), FLUSH 1, FIN 1 (bypass decision, header)
-//   BACK   CRC LB cycles (shift of the header CRC by the payload length), HDR 1,
-//          EMIT ceil(record/BB) cycles at II=1 while out_ready stays high (+2)
-// Steady state: one page per max(LOAD, MIDDLE, BACK) cycles (MIDDLE: 74 for a
-// 4 KiB FP16 page at DW=512, against the ideal 64).
+// A pipeline of stages that each hold a different page, in order (see
+// fpga/README.md for the figure and the cycle counts):
+//   LOAD  page RAM write, max |x|, non-finite, CRC of the raw bytes; II=1.
+//   READ  takes a loaded page (scale and reciprocal computed on the way in),
+//         reads it back one beat per cycle; the first beat of page k+1 is
+//         read the cycle after the last beat of page k.
+//   QUANT quantise + delta into the RLE window, a delay line of D beats
+//         (D = WS/E) that shifts every cycle; page k+1's beats follow page k's
+//         in it, so the look-ahead of page k's tail overlaps page k+1's fill.
+//   COMP  RLE tokens + packer on the window's oldest beat, one beat per cycle,
+//         never stalls; positions are page-relative, so bytes of the next page
+//         in the look-ahead are masked like bytes past the end.
+//   FIN   last payload word, its CRC, the bypass decision (§7), the header.
+//   HCRC  header CRC: x^(8·len) by square-and-multiply (LB cycles), overlapped
+//         with the previous record's EMIT.
+//   EMIT  24-byte realignment of header + payload (or raw page), II=1.
+// Stages never stall each other mid-page: a page enters LOAD only when fewer
+// than NPG pages are between LOAD and the end of EMIT, which bounds every
+// queue and RAM bank below. Output back-pressure backs up to in_ready.
 `default_nettype none
 module speckv_enc #(
   parameter integer DW = 512,           // data width in bits, multiple of 64, >= 256
@@ -46,85 +55,41 @@ module speckv_enc #(
   localparam integer BB = DW / 8;                 // bytes per beat
   localparam integer NBW = $clog2(BB + 1);
   localparam integer EMAX = BB / 2;               // elements per beat (16-bit dtypes)
+  localparam integer CH = EMAX / 2;               // window chunk: d-bytes of half a beat (FP32: a beat)
   // RLE look-ahead window: a block of E bytes plus the 130 bytes a token can see.
   localparam integer WS = EMAX * ((EMAX + 130 + EMAX - 1) / EMAX);
-  localparam integer PD = MAX_BYTES / BB;         // page RAM / payload RAM depth
+  localparam integer NCH = WS / CH;               // window chunks
+  localparam integer PD = MAX_BYTES / BB;         // page RAM / payload RAM words per bank
   localparam integer AW = (PD > 1) ? $clog2(PD) : 1;
   localparam integer LB = $clog2(MAX_BYTES + 1);  // bits of a payload length
   localparam integer FD = 4;                      // EMIT prefetch FIFO depth
+  localparam [2:0] NPG = 3'd4;                    // pages in flight = page RAM / payload banks
 
   `include "speckv_codec_fn.vh"
 
-  // middle stage (PREP..FIN) and back stage (CRC..EMIT)
-  localparam [2:0] S_IDLE = 3'd0, S_PREP = 3'd1, S_COMP = 3'd2, S_FLUSH = 3'd3, S_FIN = 3'd4;
-  localparam [1:0] B_IDLE = 2'd0, B_CRC = 2'd1, B_HDR = 2'd2, B_EMIT = 2'd3;
-
-  reg [2:0] st;
-  reg [1:0] sb;
-
-  // ---------------------------------------------------------------- front end (LOAD)
-  // Three stages work on three pages at once: LOAD (front) fills page RAM bank
-  // fbank, PREP..FIN (middle) reads bank mbank and writes payload bank pmb,
-  // CRC..EMIT (back) sends the page of bank ebank / payload bank pbb. A stage
-  // hands its page over when the next stage is idle.
-  reg         f_first;         // next input beat is the first of a page
-  reg         f_full;          // a whole page is loaded, not yet handed over
-  reg  [1:0]  fbank, mbank, ebank;  // page RAM banks (0..2) of the three stages
-  reg         pmb, pbb;        // payload RAM banks of the middle / back stage
-  reg [7:0]   f_mode, f_dtype;
-  reg [15:0]  f_ch;
-  reg [31:0]  f_tot, f_amax, f_craw;
-  reg [AW:0]  f_nbeats;
+  // ================================================================ LOAD
+  reg         f_first;                 // next input beat starts a page
+  reg  [1:0]  fbank;                   // bank being loaded (page k -> bank k mod 4)
+  reg  [7:0]  f_mode, f_dtype;
+  reg  [15:0] f_ch;
+  reg  [31:0] f_tot, f_amax, f_craw;
+  reg  [AW:0] f_nbeats;
   reg         f_nonfin;
+  // the loaded page, waiting for READ
+  reg         d_full;
+  reg  [1:0]  d_bank;
+  reg  [7:0]  d_mode, d_dtype;
+  reg  [15:0] d_ch;
+  reg  [31:0] d_tot, d_amax, d_craw;
+  reg  [AW:0] d_nbeats;
+  reg         d_nonfin;
+  reg  [2:0]  alive;                   // pages between LOAD (first beat) and the end of EMIT
 
-  // ---------------------------------------------------------------- back-end page registers
-  reg [7:0]   mode_r, dtype_r;
-  reg [15:0]  ch_r;
-  reg [31:0]  tot;             // page bytes
-  reg [AW:0]  nbeats;          // page beats
-  reg [31:0]  amax;            // max of (u & 0x7FFFFF00)
-  reg         nonfin;
-  reg [31:0]  craw;            // CRC register from 0 over the page bytes
-
-  // per-page derived values (PREP)
-  reg [31:0]  n_el;            // elements
-  reg [15:0]  lay_c;           // C written in a quantised header
-  reg [15:0]  scale_f;
-  reg [7:0]   scale_es;
-  reg [15:0]  scale_r;
-  reg         is_raw;          // middle stage: the page is stored raw
-  reg         e_raw;           // back stage: the record being sent is raw
-  reg         use_delta, use_rle;
-  reg [7:0]   ebeat;           // elements (= d-bytes) per beat: EMAX or EMAX/2
-  reg [7:0]   dwin;            // WS / ebeat
-
-  // ---------------------------------------------------------------- RAMs
-  // page RAM: 3 banks, two copies (one read port for the middle stage, one for
-  // the back stage, which reads it to send a raw record)
-  reg           pg_we;
-  reg  [AW+1:0] pg_wa;
-  reg           pg_re, pr_re;
-  reg  [AW+1:0] pg_ra, pr_ra;
-  wire [DW-1:0] pg_rd, pr_rd;
-  speckv_sdp_ram #(.W(DW), .D(3 << AW), .AW(AW + 2)) u_page (
-    .clk(clk), .we(pg_we), .wa(pg_wa), .wd(in_data), .re(pg_re), .ra(pg_ra), .rd(pg_rd));
-  speckv_sdp_ram #(.W(DW), .D(3 << AW), .AW(AW + 2)) u_page_b (
-    .clk(clk), .we(pg_we), .wa(pg_wa), .wd(in_data), .re(pr_re), .ra(pr_ra), .rd(pr_rd));
-
-  reg           pl_we;
-  reg  [AW:0]   pl_wa;
-  reg  [DW-1:0] pl_wd;
-  reg           pl_re;
-  reg  [AW:0]   pl_ra;
-  wire [DW-1:0] pl_rd;
-  speckv_sdp_ram #(.W(DW), .D(2 << AW), .AW(AW + 1)) u_pay (
-    .clk(clk), .we(pl_we), .wa(pl_wa), .wd(pl_wd), .re(pl_re), .ra(pl_ra), .rd(pl_rd));
-
-  // ---------------------------------------------------------------- LOAD: beat analysis
-  assign in_ready = !f_full;
-  wire       in_fire = in_valid && in_ready;
-  wire [7:0] dt_now = f_first ? cfg_dtype : f_dtype;
-  wire       handoff = f_full && (st == S_IDLE);
+  wire        r_take;                  // READ takes the loaded page this cycle
+  wire        e_done;                  // EMIT's last beat is accepted this cycle
+  assign in_ready = (!d_full || r_take) && (!f_first || alive < NPG);
+  wire        in_fire = in_valid && in_ready;
+  wire [7:0]  dt_now = f_first ? cfg_dtype : f_dtype;
 
   reg [31:0] ld_max;
   reg        ld_nonfin;
@@ -151,8 +116,14 @@ module speckv_enc #(
         end
     end
   end
+  // running values including this beat
+  wire [31:0] ln_tot = (f_first ? 32'd0 : f_tot) + {{(32-NBW){1'b0}}, in_nbytes};
+  wire [AW:0] ln_nb = (f_first ? {(AW+1){1'b0}} : f_nbeats) + 1'b1;
+  wire [31:0] ln_amax = (f_first || ld_max > f_amax) ? ld_max : f_amax;
+  wire        ln_nonfin = (f_first ? 1'b0 : f_nonfin) | ld_nonfin;
+  wire [31:0] ln_craw = crc_upd(f_first ? 32'd0 : f_craw, in_data, in_nbytes);
 
-  // ---------------------------------------------------------------- PREP: scale (§3.2)
+  // ================================================================ READ: take a page, scale (§3.2, §3.3)
   reg [15:0] pr_mm;
   reg [7:0]  pr_em;
   reg [31:0] pr_ms1, pr_ms;
@@ -161,8 +132,8 @@ module speckv_enc #(
   reg        pr_range_bad;
   reg [31:0] pr_r;
   always @(*) begin
-    pr_em = amax[30:23];
-    pr_mm = {1'b1, amax[22:8]};
+    pr_em = d_amax[30:23];
+    pr_mm = {1'b1, d_amax[22:8]};
     pr_ms1 = (({16'd0, pr_mm} << 7) + 32'd32511) / 32'd32512;     // b = 8: 256*Q = 32512
     if (pr_ms1 >= 32'd256) begin
       pr_j = 8'd6;
@@ -171,62 +142,145 @@ module speckv_enc #(
       pr_j = 8'd7;
       pr_ms = pr_ms1;
     end
-    pr_range_bad = (amax >= 32'h00800000) && (pr_em < 8'd27 || pr_em > 8'd226);
+    pr_range_bad = (d_amax >= 32'h00800000) && (pr_em < 8'd27 || pr_em > 8'd226);
     pr_r = 32'h7FFFFF / ((pr_ms == 32'd0) ? 32'd1 : pr_ms);
-    case (dtype_r)
-      8'd3:    pr_n = tot >> 2;
-      8'd0:    pr_n = tot;
-      default: pr_n = tot >> 1;
+    case (d_dtype)
+      8'd3:    pr_n = d_tot >> 2;
+      8'd0:    pr_n = d_tot;
+      default: pr_n = d_tot >> 1;
     endcase
   end
+  wire        d_zero = d_amax < 32'h00800000;                    // all q = 0, scale field 0
+  wire [15:0] d_scale = d_zero ? 16'd0 : {1'b0, pr_em - pr_j, pr_ms[6:0]};
+  wire [7:0]  d_es = d_zero ? 8'd0 : pr_em - pr_j;
+  wire [15:0] d_rr = d_zero ? 16'd0 : pr_r[15:0];
+  wire        d_raw = (d_mode != 8'd1 && d_mode != 8'd2) || d_dtype == 8'd0 || d_nonfin || pr_range_bad;
+  wire        d_e32 = (d_dtype == 8'd3);
+  wire [15:0] d_layc = (d_ch != 16'd0 && (pr_n % {16'd0, d_ch}) == 32'd0) ? d_ch : 16'd1;
 
-  // ---------------------------------------------------------------- COMP: quantise + delta
-  reg  [AW:0]    rk;          // next page word to read
-  reg            v1;          // pg_rd holds a page beat this cycle
-  reg  [7:0]     prev_q;      // q of the last element of the previous beat
-  reg  [15:0]    nshift;
-  reg  [31:0]    pbase;       // position of window slot 0
-  reg  [WS*8-1:0] win;        // d-bytes, slot 0 oldest
-  reg  [7:0]     rem;         // positions left in the current RLE token
-  reg            lit;         // the current token is a literal
-  reg  [2*BB*8-1:0] acc;      // packer
-  reg  [NBW:0]   fill;
-  reg  [AW:0]    pwa;
-  reg  [31:0]    ccmp;        // CRC register from 0 over the payload
-  reg  [31:0]    plen;
+  reg         r_act;                   // issuing reads of a page (a raw page issues one marker)
+  reg  [AW:0] r_rk, r_nb;
+  reg  [1:0]  r_bank;
+  reg         r_mark, r_delta;
+  reg  [7:0]  r_dtype, r_es;
+  reg  [15:0] r_rr;
+  reg  [1:0]  ccnt;                    // pages taken by READ and not yet finished by COMP (<= 2)
+  reg         w_e32;                   // window geometry: 1 = FP32 (E = BB/4 per beat)
+  wire        r_free = !r_act || (r_rk + 1'b1 >= r_nb);
+  // a page of the other geometry waits until the window is empty (ccnt = 0)
+  assign r_take = d_full && r_free && ccnt != 2'd2 && (d_raw || d_e32 == w_e32 || ccnt == 2'd0);
 
-  reg [EMAX*8-1:0] qd;        // d-bytes of the beat in pg_rd
-  reg [7:0]        qd_last;   // q of the beat's last element
+  // ================================================================ per-page queue READ -> COMP (2 entries)
+  // {tot, craw, n_el, lay_c, scale, mode, dtype, bank, raw, rle, e32}
+  localparam integer CQW = 32 + 32 + 32 + 16 + 16 + 8 + 8 + 2 + 3;
+  wire [CQW-1:0] cq_in = {d_tot, d_craw, pr_n, d_layc, d_scale, d_mode, d_dtype, d_bank,
+                          d_raw, d_mode == 8'd1, d_e32};
+  reg  [CQW-1:0] cq0, cq1;
+  reg            cq_wp, cq_rp;
+  wire [CQW-1:0] cqh = cq_rp ? cq1 : cq0;
+  wire [31:0]    c_tot = cqh[CQW-1 -: 32];
+  wire [31:0]    c_craw = cqh[CQW-33 -: 32];
+  wire [31:0]    c_n = cqh[CQW-65 -: 32];
+  wire [15:0]    c_layc = cqh[CQW-97 -: 16];
+  wire [15:0]    c_scale = cqh[CQW-113 -: 16];
+  wire [7:0]     c_mode = cqh[CQW-129 -: 8];
+  wire [7:0]     c_dtype = cqh[CQW-137 -: 8];
+  wire [1:0]     c_bank = cqh[4:3];
+  wire           c_rle = cqh[1];
+  wire           c_e32 = cqh[0];
+
+  // ================================================================ RAMs
+  // page RAM: 4 banks, two copies (one read port for READ, one for EMIT of a raw record)
+  wire          pg_we = in_fire;
+  wire [AW+1:0] pg_wa = {fbank, f_first ? {AW{1'b0}} : f_nbeats[AW-1:0]};
+  wire          pg_re = r_act && !r_mark;
+  wire [AW+1:0] pg_ra = {r_bank, r_rk[AW-1:0]};
+  reg           pr_re;
+  reg  [AW+1:0] pr_ra;
+  wire [DW-1:0] pg_rd, pr_rd;
+  speckv_sdp_ram #(.W(DW), .D(4 << AW), .AW(AW + 2)) u_page (
+    .clk(clk), .we(pg_we), .wa(pg_wa), .wd(in_data), .re(pg_re), .ra(pg_ra), .rd(pg_rd));
+  speckv_sdp_ram #(.W(DW), .D(4 << AW), .AW(AW + 2)) u_page_b (
+    .clk(clk), .we(pg_we), .wa(pg_wa), .wd(in_data), .re(pr_re), .ra(pr_ra), .rd(pr_rd));
+
+  // payload RAM: 4 banks in two instances by bank parity, so that FIN (page k)
+  // and COMP (page k+1) can write in the same cycle
+  // (both write ports are registered: COMP's word of page k and FIN's last
+  // word of page k reach the RAM one and two cycles after COMP's last beat of
+  // page k, when COMP writes page k+1 at the earliest, of the other parity)
+  reg           c_we, fn_we;
+  reg  [AW:0]   c_wa, fn_wa;
+  reg  [DW-1:0] c_wd, fn_wd;
+  reg  [1:0]    c_wb, fn_wb, fn_bank;
+  reg           pl_re;
+  reg  [AW:0]   pl_ra;
+  reg  [1:0]    e_bank;
+  wire [DW-1:0] pl_rd0, pl_rd1;
+  wire          pw0_c = c_we && !c_wb[0], pw1_c = c_we && c_wb[0];
+  wire          pw0_f = fn_we && !fn_wb[0], pw1_f = fn_we && fn_wb[0];
+  speckv_sdp_ram #(.W(DW), .D(2 << AW), .AW(AW + 1)) u_pay0 (
+    .clk(clk), .we(pw0_c || pw0_f), .wa(pw0_f ? {fn_wb[1], fn_wa[AW-1:0]} : {c_wb[1], c_wa[AW-1:0]}),
+    .wd(pw0_f ? fn_wd : c_wd), .re(pl_re && !e_bank[0]), .ra(pl_ra), .rd(pl_rd0));
+  speckv_sdp_ram #(.W(DW), .D(2 << AW), .AW(AW + 1)) u_pay1 (
+    .clk(clk), .we(pw1_c || pw1_f), .wa(pw1_f ? {fn_wb[1], fn_wa[AW-1:0]} : {c_wb[1], c_wa[AW-1:0]}),
+    .wd(pw1_f ? fn_wd : c_wd), .re(pl_re && e_bank[0]), .ra(pl_ra), .rd(pl_rd1));
+
+  // ================================================================ QUANT: quantise + delta (beat in pg_rd)
+  reg         q_v, q_mark, q_first, q_delta;
+  reg  [7:0]  q_dtype, q_es;
+  reg  [15:0] q_rr;
+  reg  [7:0]  prev_q;                  // q of the last element of the previous beat
+
+  reg [EMAX*8-1:0] qd;                 // d-bytes of the beat in pg_rd
+  reg [7:0]        qd_last;            // q of the beat's last element
   reg [7:0]        qq, qp;
   integer          qi;
   always @(*) begin
     qd = {EMAX*8{1'b0}};
     qi = 0;
-    qp = prev_q;
+    qp = q_first ? 8'd0 : prev_q;
     qq = 8'd0;
-    if (dtype_r == 8'd3) begin
+    if (q_dtype == 8'd3) begin
       for (qi = 0; qi < BB / 4; qi = qi + 1) begin
-        qq = quant_one(pg_rd[qi*32 +: 32], scale_es, scale_r, 8'd127);
-        qd[qi*8 +: 8] = use_delta ? (qq - qp) : qq;
+        qq = quant_one(pg_rd[qi*32 +: 32], q_es, q_rr, 8'd127);
+        qd[qi*8 +: 8] = q_delta ? (qq - qp) : qq;
         qp = qq;
       end
     end else begin
       for (qi = 0; qi < EMAX; qi = qi + 1) begin
-        qq = quant_one(canon_elem(dtype_r, {16'd0, pg_rd[qi*16 +: 16]}), scale_es, scale_r, 8'd127);
-        qd[qi*8 +: 8] = use_delta ? (qq - qp) : qq;
+        qq = quant_one(canon_elem(q_dtype, {16'd0, pg_rd[qi*16 +: 16]}), q_es, q_rr, 8'd127);
+        qd[qi*8 +: 8] = q_delta ? (qq - qp) : qq;
         qp = qq;
       end
     end
     qd_last = qp;
   end
 
-  // ---------------------------------------------------------------- COMP: RLE tokens (§6.1)
+  // window: slot 0 oldest; per chunk a valid bit and a marker bit (the one beat of a raw page)
+  reg  [WS*8-1:0] win;
+  reg  [NCH-1:0]  wv, wm;
+
+  // ================================================================ COMP: RLE tokens (§6.1) + packer
+  reg  [31:0]       pbase;             // page position of window slot 0
+  reg  [7:0]        rem;               // positions left in the current RLE token
+  reg               lit;               // the current token is a literal
+  reg  [2*BB*8-1:0] acc;               // packer
+  reg  [NBW:0]      fill;
+  reg  [AW:0]       pwa;
+  reg  [31:0]       ccmp;              // CRC register from 0 over the payload
+  reg  [31:0]       plen;
+
+  wire [7:0] ebeat = c_e32 ? CH : EMAX;
+  wire       c_go = wv[0];             // slot 0 holds a beat of the head page: it is processed now
+  wire       c_mark = wm[0];
+  wire       c_end = c_go && (c_mark || pbase + ebeat >= c_n);
+
   // er[x]: equal bytes from slot x (capped at 130); litl[x]: length of a literal
   // starting at x (next slot that starts a run of >= 3 or is past n, capped at 128).
   reg [WS*8-1:0]   er, litl;
-  reg [BB*8-1:0]   ebuf;      // token bytes produced this cycle, compacted
+  reg [BB*8-1:0]   ebuf;               // token bytes produced this cycle, compacted
   reg [NBW:0]      ec;
-  reg [EMAX*2-1:0] ecnt;      // bytes produced at each position (0..2)
+  reg [EMAX*2-1:0] ecnt;               // bytes produced at each position (0..2)
   reg [EMAX*8-1:0] e0, e1, eoff;
   reg [7:0]        rem_n;
   reg              lit_n;
@@ -239,8 +293,8 @@ module speckv_enc #(
     to = 0;
     litl = {WS*8{1'b0}};
     for (ti = WS - 1; ti >= 0; ti = ti - 1) begin
-      vx = (pbase + ti) < n_el;
-      vx1 = (ti + 1 < WS) && ((pbase + ti + 1) < n_el);
+      vx = (pbase + ti) < c_n;
+      vx1 = (ti + 1 < WS) && ((pbase + ti + 1) < c_n);
       if (!vx)
         er[ti*8 +: 8] = 8'd0;
       else if (ti + 1 < WS && vx1 && win[((ti+1)%WS)*8 +: 8] == win[ti*8 +: 8])
@@ -263,10 +317,10 @@ module speckv_enc #(
     bx = 8'd0;
     erx = 8'd0;
     for (ti = 0; ti < EMAX; ti = ti + 1)
-      if (ti < ebeat && (pbase + ti) < n_el) begin
+      if (ti < ebeat && (pbase + ti) < c_n) begin
         bx = win[ti*8 +: 8];
         erx = er[ti*8 +: 8];
-        if (!use_rle) begin
+        if (!c_rle) begin
           e0[ti*8 +: 8] = bx;
           ecnt[ti*2 +: 2] = 2'd1;
         end else if (rem_n == 8'd0) begin
@@ -306,17 +360,62 @@ module speckv_enc #(
         end
   end
 
-  // packer: append ebuf at fill
-  reg [2*BB*8-1:0] pk_tmp;
+  // packer: append ebuf at fill; a page's packer starts with its scale field
+  // (§8: payload = scales, then the stream), put in at its first beat
+  reg [2*BB*8-1:0] pk_tmp, pk_acc;
   reg [NBW+1:0]    pk_nf;
+  reg              pk_w;               // a whole payload word is ready
+  reg [2*BB*8-1:0] pk_accn;            // packer after this cycle
+  reg [NBW:0]      pk_filln;
+  reg [31:0]       pk_ccmpn;
   always @(*) begin
-    pk_tmp = acc | ({{(BB*8){1'b0}}, ebuf} << (fill * 8));
+    pk_acc = {acc[2*BB*8-1:16], (pbase == 32'd0) ? c_scale : acc[15:0]};
+    pk_tmp = pk_acc | ({{(BB*8){1'b0}}, ebuf} << (fill * 8));
     pk_nf = fill + ec;
+    pk_w = (pk_nf >= BB);
+    pk_accn = pk_w ? (pk_tmp >> (BB * 8)) : pk_tmp;
+    pk_filln = pk_w ? pk_nf - BB : pk_nf[NBW:0];
+    pk_ccmpn = pk_w ? crc_upd(ccmp, pk_tmp[BB*8-1:0], BB) : ccmp;
   end
 
-  wire comp_proc = (st == S_COMP) && (nshift >= {8'd0, dwin}) && (pbase < n_el);
+  // ================================================================ FIN
+  reg              fn_v, fn_raw;
+  reg [BB*8-1:0]   fn_acc;
+  reg [NBW:0]      fn_fill;
+  reg [31:0]       fn_ccmp, fn_plen, fn_tot, fn_craw, fn_n;
+  reg [AW:0]       fn_pwa;
+  reg [15:0]       fn_layc;
+  reg [7:0]        fn_mode, fn_dtype;
+  wire [31:0]      fn_cbase = (fn_fill != 0) ? crc_upd(fn_ccmp, fn_acc, fn_fill) : fn_ccmp;
+  // §7: bypass when the quantised record is not shorter than the raw one
+  wire             fn_byp = fn_raw || fn_plen >= fn_tot;
 
-  // ---------------------------------------------------------------- EMIT
+  // record queue FIN -> HCRC: {bank, raw, payload length, payload CRC from 0, header bytes 0..19}
+  localparam integer RQW = 2 + 1 + 32 + 32 + 160;
+  wire [RQW-1:0] rq_in = fn_byp ?
+      {fn_bank, 1'b1, fn_tot, fn_craw,
+       fn_tot, 16'd0, 16'd1, fn_n, 8'd0, 8'd0, 8'd0, fn_dtype, 8'd0, 8'd1, 16'h4B53} :
+      {fn_bank, 1'b0, fn_plen, fn_cbase,
+       fn_plen, 16'd0, fn_layc, fn_n, (fn_mode == 8'd1) ? 8'h05 : 8'h00, 8'd0, 8'd8, fn_dtype, fn_mode,
+       8'd1, 16'h4B53};
+  reg  [4*RQW-1:0] rq;
+  reg  [1:0]       rq_wp, rq_rp;
+  reg  [2:0]       rq_n;
+  wire [RQW-1:0]   rqh = rq[rq_rp*RQW +: RQW];
+
+  // ================================================================ HCRC: header CRC
+  reg  [1:0]   h_st;                   // 0 idle, 1 shifting, 2 done
+  reg  [RQW-1:0] h_r;
+  reg  [31:0]  pw, kk;                 // x^(8*len) accumulation, x^(8*2^i)
+  reg  [7:0]   ci;
+  wire [31:0]  h_plen = h_r[RQW-4 -: 32];
+  wire [31:0]  h_cbase = h_r[RQW-36 -: 32];
+  // register after bytes 0..19 of the header, advanced over the payload, xor the payload's CRC
+  wire [31:0]  hdr_crc = ~(gf_mul(crc_upd(32'hFFFFFFFF, {{(BB*8-160){1'b0}}, h_r[159:0]}, 8'd20), pw) ^ h_cbase);
+
+  // ================================================================ EMIT
+  reg              e_act;
+  reg              e_raw;
   reg [191:0]      hdr;
   reg [31:0]       rlen;      // record bytes
   reg [AW+1:0]     np;        // payload words
@@ -328,16 +427,13 @@ module speckv_enc #(
   reg [2:0]        fcnt;
   reg [DW-1:0]     prevw;
   reg [31:0]       ow;        // next record word to send
-  reg [31:0]       cbase;     // CRC register of the chosen payload (from 0)
-  reg [31:0]       pw, kk;    // x^(8*len) accumulation, x^(8*2^i)
-  reg [7:0]        ci;
-  reg [31:0]       plsel;
+  assign e_done = out_valid && out_ready && out_last;
 
-  wire [DW-1:0] src_rd = e_raw ? pr_rd : pl_rd;
+  wire [DW-1:0] src_rd = e_raw ? pr_rd : (e_bank[0] ? pl_rd1 : pl_rd0);
   wire          em_need = (ow < {{(32-AW-2){1'b0}}, np});
-  wire          em_can = (sb == B_EMIT) && (ow < nw) && (!out_valid || out_ready) &&
+  wire          em_can = e_act && (ow < nw) && (!out_valid || out_ready) &&
                          (!em_need || fcnt != 3'd0);
-  wire          em_issue = (sb == B_EMIT) && (ri < np) && ({1'b0, fcnt} + {3'd0, infl} < FD - 1);
+  wire          em_issue = e_act && (ri < np) && ({1'b0, fcnt} + {3'd0, infl} < FD - 1);
   wire [DW-1:0] fifo_head = fifo[fh*DW +: DW];
 
   reg [DW-1:0] em_word;
@@ -358,44 +454,50 @@ module speckv_enc #(
     end
   end
 
-  // header CRC: register after bytes 0..19 of the header
-  wire [31:0] hdr_crc = ~(gf_mul(crc_upd(32'hFFFFFFFF, {{(BB*8-160){1'b0}}, hdr[159:0]}, 8'd20), pw) ^ cbase);
-
-  // ---------------------------------------------------------------- RAM port control
   always @(*) begin
-    pg_we = in_fire;
-    pg_wa = {fbank, f_nbeats[AW-1:0]};
-    pg_re = 1'b0;
-    pg_ra = {(AW+2){1'b0}};
     pr_re = 1'b0;
     pr_ra = {(AW+2){1'b0}};
     pl_re = 1'b0;
     pl_ra = {(AW+1){1'b0}};
-    if (st == S_COMP && rk < nbeats) begin
-      pg_re = 1'b1;
-      pg_ra = {mbank, rk[AW-1:0]};
-    end
     if (em_issue) begin
-      if (e_raw) begin pr_re = 1'b1; pr_ra = {ebank, ri[AW-1:0]}; end
-      else begin pl_re = 1'b1; pl_ra = {pbb, ri[AW-1:0]}; end
+      if (e_raw) begin pr_re = 1'b1; pr_ra = {e_bank, ri[AW-1:0]}; end
+      else begin pl_re = 1'b1; pl_ra = {e_bank[1], ri[AW-1:0]}; end
     end
   end
 
-  // ---------------------------------------------------------------- sequential
+  // ================================================================ sequential
   always @(posedge clk) begin
-    pl_we <= 1'b0;
+    c_we <= 1'b0;
+    fn_we <= 1'b0;
     if (rst) begin
-      st <= S_IDLE;
       f_first <= 1'b1;
-      f_full <= 1'b0;
-      f_tot <= 32'd0;
-      f_nbeats <= {(AW+1){1'b0}};
-      sb <= B_IDLE;
       fbank <= 2'd0;
-      mbank <= 2'd0;
-      ebank <= 2'd0;
-      pmb <= 1'b0;
-      pbb <= 1'b0;
+      d_full <= 1'b0;
+      alive <= 3'd0;
+      r_act <= 1'b0;
+      r_rk <= {(AW+1){1'b0}};
+      r_nb <= {(AW+1){1'b0}};
+      ccnt <= 2'd0;
+      w_e32 <= 1'b0;
+      cq_wp <= 1'b0;
+      cq_rp <= 1'b0;
+      q_v <= 1'b0;
+      wv <= {NCH{1'b0}};
+      wm <= {NCH{1'b0}};
+      pbase <= 32'd0;
+      rem <= 8'd0;
+      lit <= 1'b0;
+      acc <= {(2*BB*8){1'b0}};
+      fill <= 2;
+      plen <= 32'd2;
+      pwa <= {(AW+1){1'b0}};
+      ccmp <= 32'd0;
+      fn_v <= 1'b0;
+      rq_wp <= 2'd0;
+      rq_rp <= 2'd0;
+      rq_n <= 3'd0;
+      h_st <= 2'd0;
+      e_act <= 1'b0;
       out_valid <= 1'b0;
       out_last <= 1'b0;
       out_data <= {DW{1'b0}};
@@ -405,202 +507,194 @@ module speckv_enc #(
       fh <= 2'd0;
       ft <= 2'd0;
     end else begin
-      case (st)
-        S_IDLE: if (handoff) begin
-          mode_r <= f_mode;
-          dtype_r <= f_dtype;
-          ch_r <= f_ch;
-          tot <= f_tot;
-          nbeats <= f_nbeats;
-          amax <= f_amax;
-          nonfin <= f_nonfin;
-          craw <= f_craw;
-          mbank <= fbank;
-          st <= S_PREP;
-        end
-
-        S_PREP: begin
-          n_el <= pr_n;
-          lay_c <= (ch_r != 16'd0 && (pr_n % {16'd0, ch_r}) == 32'd0) ? ch_r : 16'd1;
-          use_delta <= (mode_r == 8'd1);
-          use_rle <= (mode_r == 8'd1);
-          ebeat <= (dtype_r == 8'd3) ? EMAX / 2 : EMAX;
-          dwin <= (dtype_r == 8'd3) ? (2 * WS) / EMAX : WS / EMAX;
-          if (amax < 32'h00800000) begin
-            scale_f <= 16'd0; scale_es <= 8'd0; scale_r <= 16'd0;
-          end else begin
-            scale_f <= {1'b0, pr_em - pr_j, pr_ms[6:0]};
-            scale_es <= pr_em - pr_j;
-            scale_r <= pr_r[15:0];
-          end
-          is_raw <= (mode_r != 8'd1 && mode_r != 8'd2) || dtype_r == 8'd0 || nonfin || pr_range_bad;
-          if ((mode_r != 8'd1 && mode_r != 8'd2) || dtype_r == 8'd0 || nonfin || pr_range_bad)
-            st <= S_FIN;
-          else
-            st <= S_COMP;
-          // packer starts with the scale field (§8: payload = scales, then the stream)
-          acc <= {{(2*BB*8-16){1'b0}},
-                  (amax < 32'h00800000) ? 16'd0 : {1'b0, pr_em - pr_j, pr_ms[6:0]}};
-          fill <= 2;
-          plen <= 32'd2;
-          pwa <= {(AW+1){1'b0}};
-          ccmp <= 32'd0;
-          rk <= {(AW+1){1'b0}};
-          v1 <= 1'b0;
-          prev_q <= 8'd0;
-          nshift <= 16'd0;
-          pbase <= 32'd0;
-          rem <= 8'd0;
-          lit <= 1'b0;
-        end
-
-        S_COMP: begin
-          if (rk < nbeats) rk <= rk + 1'b1;
-          v1 <= (rk < nbeats);
-          // shift a beat of d-bytes in at the top (every cycle after the first)
-          if (v1 || rk != {(AW+1){1'b0}}) begin
-            nshift <= nshift + 16'd1;
-            if (ebeat == EMAX) win <= {qd, win[WS*8-1:EMAX*8]};
-            else win <= {qd[EMAX*4-1:0], win[WS*8-1:EMAX*4]};
-            if (v1) prev_q <= qd_last;
-          end
-          if (comp_proc) begin
-            rem <= rem_n;
-            lit <= lit_n;
-            pbase <= pbase + ebeat;
-            plen <= plen + ec;
-            if (pk_nf >= BB) begin
-              if (pwa < PD) begin
-                pl_we <= 1'b1;
-                pl_wa <= {pmb, pwa[AW-1:0]};
-                pl_wd <= pk_tmp[BB*8-1:0];
-                pwa <= pwa + 1'b1;
-              end
-              ccmp <= crc_upd(ccmp, pk_tmp[BB*8-1:0], BB);
-              acc <= pk_tmp >> (BB * 8);
-              fill <= pk_nf - BB;
-            end else begin
-              acc <= pk_tmp;
-              fill <= pk_nf[NBW:0];
-            end
-            if (pbase + ebeat >= n_el) st <= S_FLUSH;
-          end
-        end
-
-        S_FLUSH: begin
-          if (fill != 0) begin
-            if (pwa < PD) begin
-              pl_we <= 1'b1;
-              pl_wa <= {pmb, pwa[AW-1:0]};
-              pl_wd <= acc[BB*8-1:0];
-            end
-            ccmp <= crc_upd(ccmp, acc[BB*8-1:0], fill);
-          end
-          st <= S_FIN;
-        end
-
-        S_FIN: if (sb == B_IDLE) begin
-          // §7: bypass when the quantised record is not shorter than the raw one;
-          // hand the record over to the back stage
-          if (is_raw || plen >= tot) begin
-            e_raw <= 1'b1;
-            plsel <= tot;
-            cbase <= craw;
-            hdr <= {32'd0, tot, 16'd0, 16'd1, n_el, 8'd0, 8'd0, 8'd0, dtype_r, 8'd0, 8'd1, 16'h4B53};
-          end else begin
-            e_raw <= 1'b0;
-            plsel <= plen;
-            cbase <= ccmp;
-            hdr <= {32'd0, plen, 16'd0, lay_c, n_el, (mode_r == 8'd1) ? 8'h05 : 8'h00, 8'd0, 8'd8,
-                    dtype_r, mode_r, 8'd1, 16'h4B53};
-          end
-          pw <= 32'h80000000;
-          kk <= 32'h00800000;
-          ci <= 8'd0;
-          ebank <= mbank;
-          pbb <= pmb;
-          pmb <= ~pmb;
-          sb <= B_CRC;
-          st <= S_IDLE;
-        end
-
-        default: st <= S_IDLE;
-      endcase
-
-      case (sb)
-        B_IDLE: ;  // S_FIN hands a record over
-
-        B_CRC: begin
-          if (plsel[ci]) pw <= gf_mul(pw, kk);
-          kk <= gf_mul(kk, kk);
-          ci <= ci + 8'd1;
-          if (ci == LB - 1) sb <= B_HDR;
-        end
-
-        B_HDR: begin
-          hdr[191:160] <= hdr_crc;
-          rlen <= plsel + 32'd24;
-          nw <= (plsel + 32'd24 + BB - 1) / BB;
-          np <= (plsel + BB - 1) / BB;
-          ri <= {(AW+2){1'b0}};
-          ow <= 32'd0;
-          infl <= 1'b0;
-          fcnt <= 3'd0;
-          fh <= 2'd0;
-          ft <= 2'd0;
-          sb <= B_EMIT;
-        end
-
-        B_EMIT: begin
-          if (out_valid && out_ready) out_valid <= 1'b0;
-          infl <= em_issue;
-          if (em_issue) ri <= ri + 1'b1;
-          if (infl) begin
-            fifo[ft*DW +: DW] <= src_rd;
-            ft <= ft + 2'd1;
-          end
-          if (em_can) begin
-            out_valid <= 1'b1;
-            out_data <= em_word;
-            out_last <= (ow + 32'd1 == nw);
-            out_nbytes <= (ow + 32'd1 == nw) ? (rlen - ow * BB) : BB;
-            ow <= ow + 32'd1;
-            if (em_need) begin
-              prevw <= fifo_head;
-              fh <= fh + 2'd1;
-            end
-          end
-          fcnt <= fcnt + {2'd0, infl} - {2'd0, em_can && em_need};
-          if (out_valid && out_ready && out_last) begin
-            out_last <= 1'b0;
-            sb <= B_IDLE;
-          end
-        end
-
-        default: ;
-      endcase
-
-      // front end: LOAD (one beat per cycle), hand-over to the back end
+      // ---------------------------------------------------------- LOAD
+      if (r_take) d_full <= 1'b0;
       if (in_fire) begin
         if (f_first) begin
           f_mode <= cfg_mode;
           f_dtype <= cfg_dtype;
           f_ch <= cfg_channels;
         end
-        f_first <= 1'b0;
-        f_nbeats <= f_nbeats + 1'b1;
-        f_tot <= f_tot + in_nbytes;
-        if (ld_max > f_amax || f_first) f_amax <= ld_max;
-        f_nonfin <= (f_first ? 1'b0 : f_nonfin) | ld_nonfin;
-        f_craw <= crc_upd(f_first ? 32'd0 : f_craw, in_data, in_nbytes);
-        if (in_last) f_full <= 1'b1;
+        f_first <= in_last;
+        f_tot <= ln_tot;
+        f_nbeats <= ln_nb;
+        f_amax <= ln_amax;
+        f_nonfin <= ln_nonfin;
+        f_craw <= ln_craw;
+        if (in_last) begin
+          d_full <= 1'b1;
+          d_bank <= fbank;
+          d_mode <= f_first ? cfg_mode : f_mode;
+          d_dtype <= dt_now;
+          d_ch <= f_first ? cfg_channels : f_ch;
+          d_tot <= ln_tot;
+          d_nbeats <= ln_nb;
+          d_amax <= ln_amax;
+          d_nonfin <= ln_nonfin;
+          d_craw <= ln_craw;
+          fbank <= fbank + 2'd1;
+        end
       end
-      if (handoff) begin
-        f_full <= 1'b0;
-        f_first <= 1'b1;
-        f_tot <= 32'd0;
-        f_nbeats <= {(AW+1){1'b0}};
-        fbank <= (fbank == 2'd2) ? 2'd0 : fbank + 2'd1;
+      alive <= alive + {2'd0, in_fire && f_first} - {2'd0, e_done};
+
+      // ---------------------------------------------------------- READ
+      if (r_take) begin
+        r_act <= 1'b1;
+        r_rk <= {(AW+1){1'b0}};
+        r_nb <= d_raw ? {{AW{1'b0}}, 1'b1} : d_nbeats;
+        r_mark <= d_raw;
+        r_bank <= d_bank;
+        r_dtype <= d_dtype;
+        r_es <= d_es;
+        r_rr <= d_rr;
+        r_delta <= (d_mode == 8'd1);
+        if (!d_raw) w_e32 <= d_e32;
+        if (cq_wp) cq1 <= cq_in; else cq0 <= cq_in;
+        cq_wp <= ~cq_wp;
+      end else if (r_act) begin
+        r_rk <= r_rk + 1'b1;
+        if (r_rk + 1'b1 >= r_nb) r_act <= 1'b0;
+      end
+      ccnt <= ccnt + {1'b0, r_take} - {1'b0, c_end};
+
+      // ---------------------------------------------------------- QUANT -> window (shifts every cycle)
+      q_v <= r_act;
+      if (r_act) begin
+        q_mark <= r_mark;
+        q_first <= (r_rk == {(AW+1){1'b0}});
+        q_dtype <= r_dtype;
+        q_es <= r_es;
+        q_rr <= r_rr;
+        q_delta <= r_delta;
+      end
+      if (q_v) prev_q <= qd_last;
+      if (w_e32) begin
+        win <= {qd[CH*8-1:0], win[WS*8-1:CH*8]};
+        wv <= {q_v, wv[NCH-1:1]};
+        wm <= {q_v && q_mark, wm[NCH-1:1]};
+      end else begin
+        win <= {qd, win[WS*8-1:EMAX*8]};
+        wv <= {q_v, q_v, wv[NCH-1:2]};
+        wm <= {q_v && q_mark, q_v && q_mark, wm[NCH-1:2]};
+      end
+
+      // ---------------------------------------------------------- COMP
+      if (c_go && !c_mark && pk_w && pwa < PD) begin
+        c_we <= 1'b1;
+        c_wb <= c_bank;
+        c_wa <= pwa;
+        c_wd <= pk_tmp[BB*8-1:0];
+      end
+      if (c_go && !c_end) begin
+        rem <= rem_n;
+        lit <= lit_n;
+        pbase <= pbase + ebeat;
+        plen <= plen + ec;
+        acc <= pk_accn;
+        fill <= pk_filln;
+        ccmp <= pk_ccmpn;
+        if (pk_w) pwa <= pwa + 1'b1;
+      end
+      fn_v <= c_end;
+      if (c_end) begin
+        // hand the page to FIN, reset for the next one
+        fn_raw <= c_mark;
+        fn_acc <= pk_accn[BB*8-1:0];
+        fn_fill <= c_mark ? {(NBW+1){1'b0}} : pk_filln;
+        fn_ccmp <= pk_ccmpn;
+        fn_plen <= plen + ec;
+        fn_pwa <= pk_w ? pwa + 1'b1 : pwa;
+        fn_tot <= c_tot;
+        fn_craw <= c_craw;
+        fn_n <= c_n;
+        fn_layc <= c_layc;
+        fn_mode <= c_mode;
+        fn_dtype <= c_dtype;
+        fn_bank <= c_bank;
+        cq_rp <= ~cq_rp;
+        rem <= 8'd0;
+        lit <= 1'b0;
+        pbase <= 32'd0;
+        plen <= 32'd2;
+        acc <= {(2*BB*8){1'b0}};
+        fill <= 2;
+        ccmp <= 32'd0;
+        pwa <= {(AW+1){1'b0}};
+      end
+
+      // ---------------------------------------------------------- FIN
+      if (fn_v) begin
+        if (!fn_raw && fn_fill != 0 && fn_pwa < PD) begin
+          fn_we <= 1'b1;
+          fn_wb <= fn_bank;
+          fn_wa <= fn_pwa;
+          fn_wd <= fn_acc;
+        end
+        rq[rq_wp*RQW +: RQW] <= rq_in;
+        rq_wp <= rq_wp + 2'd1;
+      end
+
+      // ---------------------------------------------------------- HCRC
+      case (h_st)
+        2'd0: if (rq_n != 3'd0) begin
+          h_r <= rqh;
+          rq_rp <= rq_rp + 2'd1;
+          pw <= 32'h80000000;
+          kk <= 32'h00800000;
+          ci <= 8'd0;
+          h_st <= 2'd1;
+        end
+        2'd1: begin
+          if (h_plen[ci]) pw <= gf_mul(pw, kk);
+          kk <= gf_mul(kk, kk);
+          ci <= ci + 8'd1;
+          if (ci == LB - 1) h_st <= 2'd2;
+        end
+        default: if (!e_act) begin
+          // EMIT takes the record
+          e_act <= 1'b1;
+          e_raw <= h_r[RQW-3];
+          e_bank <= h_r[RQW-1 -: 2];
+          hdr <= {hdr_crc, h_r[159:0]};
+          rlen <= h_plen + 32'd24;
+          nw <= (h_plen + 32'd24 + BB - 1) / BB;
+          np <= (h_plen + BB - 1) / BB;
+          ri <= {(AW+2){1'b0}};
+          ow <= 32'd0;
+          infl <= 1'b0;
+          fcnt <= 3'd0;
+          fh <= 2'd0;
+          ft <= 2'd0;
+          h_st <= 2'd0;
+        end
+      endcase
+      rq_n <= rq_n + {2'd0, fn_v} - {2'd0, h_st == 2'd0 && rq_n != 3'd0};
+
+      // ---------------------------------------------------------- EMIT
+      if (e_act) begin
+        if (out_valid && out_ready) out_valid <= 1'b0;
+        infl <= em_issue;
+        if (em_issue) ri <= ri + 1'b1;
+        if (infl) begin
+          fifo[ft*DW +: DW] <= src_rd;
+          ft <= ft + 2'd1;
+        end
+        if (em_can) begin
+          out_valid <= 1'b1;
+          out_data <= em_word;
+          out_last <= (ow + 32'd1 == nw);
+          out_nbytes <= (ow + 32'd1 == nw) ? (rlen - ow * BB) : BB;
+          ow <= ow + 32'd1;
+          if (em_need) begin
+            prevw <= fifo_head;
+            fh <= fh + 2'd1;
+          end
+        end
+        fcnt <= fcnt + {2'd0, infl} - {2'd0, em_can && em_need};
+        if (e_done) begin
+          out_last <= 1'b0;
+          e_act <= 1'b0;
+        end
       end
     end
   end

@@ -111,7 +111,8 @@ module tb_codec;
         dec_in_data = dec_in[di][DW-1:0];
       end
       dec_out_ready = !stall_now(0);
-      dec_st_ready = !dec_out_valid && !stall_now(0);
+      // the status once no output beat is left pending (the last may go in this cycle)
+      dec_st_ready = (!dec_out_valid || dec_out_ready) && !stall_now(0);
       @(posedge clk);
       cyc = cyc + 1;
       // sample (values before the edge are still on the nets at #0 of the edge)

@@ -2,10 +2,13 @@
 # Yosys check of the codec RTL (generic, no vendor library). The RAMs are black
 # boxes (block RAM on an FPGA), so the figures are the codec logic only.
 #   check.sh FPGA_DIR WORK_DIR [quick|full] [DW] [MAX_BYTES]
-# quick (CI, about 2 minutes): elaborate, proc, flatten, fail on any latch or
-#   combinational loop, print word-level cells and flip-flop bits.
-# full (once, long: tens of minutes): also `synth` to generic gates, print gate
-#   count, flip-flops and the longest combinational path in cells (ltp).
+# quick (CI, 2-3 minutes): elaborate, proc, fail on any latch or combinational
+#   loop, print word-level cells and flip-flop bits per module, then flatten and
+#   print the longest register-to-register path (synth/depth.py: word-level
+#   cells, and LUT levels in a crude LUT6 model) per module.
+# full (long: did not finish on the shared 2-core machine, > 13 min and 8 GB at
+#   DW=256): also map to 6-input LUTs with ABC and print LUT count and the
+#   longest path in LUTs (real LUT levels of the mapped netlist, no routing).
 # Exit: 0 clean, 1 latch / loop / error, 77 yosys not installed (CTest: skipped).
 set -eu
 fpga=$1 work=$2 mode=${3:-quick} dw=${4:-256} maxb=${5:-4096}
@@ -20,19 +23,24 @@ rtl=$fpga/rtl
     echo "read_verilog -sv -DSPECKV_RAM_BLACKBOX -I$rtl $rtl/speckv_sdp_ram.v $rtl/speckv_enc.v $rtl/speckv_dec.v $rtl/speckv_codec_top.v"
     echo "chparam -set DW $dw -set MAX_BYTES $maxb speckv_codec_top"
     echo "hierarchy -check -top speckv_codec_top"
-    if [ "$mode" = full ]; then
-        echo "synth -top speckv_codec_top -noshare"
-    else
-        echo "proc"
-        echo "opt_clean"
-    fi
+    echo "proc"
+    echo "opt_clean"
     echo "check -assert"
     echo "select -assert-none t:\$dlatch t:\$adlatch t:\$dlatchsr t:\$_DLATCH_* t:\$_DLATCHSR_*"
     echo "tee -o $work/stat.txt stat -width"
+    echo "flatten"
+    echo "opt_clean"
+    echo "write_json $work/flat.json"
     if [ "$mode" = full ]; then
-        echo "flatten"
+        echo "opt -fast"
+        echo "wreduce"
+        echo "techmap"
+        echo "opt -fast"
+        echo "abc -lut 6"
         echo "opt_clean"
-        echo "tee -o $work/ltp.txt ltp -noff"
+        echo "check -assert"
+        echo "tee -o $work/stat_lut.txt stat"
+        echo "write_json $work/lut.json"
     fi
 } > "$work/synth.ys"
 start=$(date +%s)
@@ -51,7 +59,17 @@ awk '
      w = $1; sub(/.*_/, "", w); if (w !~ /^[0-9]+$/) w = 1; ff[mod] += w * $2 }
   END{ for (i = 1; i <= n; i++) { m = order[i]; if (m == "speckv_codec_top") continue;
        printf "  %-12s %8d cells %8d flip-flop bits\n", m ":", cells[m], ff[m] } }' "$work/stat.txt"
-if [ "$mode" = full ]; then
-    grep -h "Longest topological path" "$work/ltp.txt" | sed 's/^/  /'
+# logic depth, register to register (an estimate: no placement, routing or vendor timing)
+if command -v python3 >/dev/null 2>&1; then
+    echo "logic depth of the word-level netlist (flattened, before optimisation):"
+    python3 "$fpga/synth/depth.py" "$work/flat.json" || exit 1
+    if [ "$mode" = full ]; then
+        awk '/Number of cells:/{print "  LUT-mapped (abc -lut 6): " $4 " cells"} $1 == "$lut" {print "  6-input LUTs: " $2}' "$work/stat_lut.txt"
+        echo "logic depth of the LUT netlist (each cell one level):"
+        python3 "$fpga/synth/depth.py" "$work/lut.json" || exit 1
+    fi
+else
+    echo "python3 not found: no depth figure"
 fi
+rm -f "$work/flat.json" "$work/lut.json"
 echo "FPGA-SYNTH PASS (no latches, no combinational loops)"
