@@ -23,6 +23,8 @@ const std::vector<KeySpec> &config_keys() {
         {"prefetch.enable", 0, 1, 1, "run the prefetcher behind speckv_prefetch (0: hints are only counted)"},
         {"prefetch.l2_bytes", 0, int64_t(1) << 36, 16 << 20,
          "per-process prefetch buffer (L2) of verified pages; 0 disables prefetching"},
+        {"prefetch.policy", 0, 1, 0,
+         "0 learned (predictor + UCB depth + beta); 1 hinted: fetch exactly the unit each hint names (an oracle when hints name the true next unit)"},
         {"prefetch.queue", 16, 65536, 4096, "hints queued for the prefetch thread; beyond, hints are dropped and counted"},
         {"prefetch.k_min", 1, 64, 1, "smallest prefetch depth, in units (a request's layer) ahead"},
         {"prefetch.k_max", 1, 64, 8, "largest prefetch depth; must be >= prefetch.k_min"},

@@ -225,6 +225,7 @@ class Pool {
     std::unique_ptr<PrefetchController> ctl_owner_;
     std::atomic<PrefetchController *> ctl_{nullptr};
     bool pf_enabled_ = false;
+    bool pf_hinted_ = false;  // prefetch.policy = 1
     size_t pf_cap_ = 0;
     std::mutex pf_mu_;
     std::condition_variable pf_cv_;

@@ -200,6 +200,7 @@ int Pool::init_tiers(const Config &cfg) {
     int64_t l2 = cfg.get("prefetch.l2_bytes");
     pf_enabled_ = cfg.get("prefetch.enable") != 0 && l2 > 0;
     pf_cap_ = static_cast<size_t>(cfg.get("prefetch.queue"));
+    pf_hinted_ = cfg.get("prefetch.policy") == 1;
     int64_t entries = cfg.get("tlb.entries");
     if (entries & (entries - 1)) return fail(SPECKV_EINVAL, "tlb.entries %lld is not a power of two", (long long)entries);
     unsigned shift = 0;  // one TLB entry per token: blocks may be as small as one token
@@ -325,7 +326,8 @@ void Pool::prefetch_hint(const speckv_hint &h) {
     pf_req_[h.request] = {h.tenant, h.token_pos};
     c->on_hint(h.request, h.layer, h.token_pos);
     PrefetchController::Plan plan;
-    c->plan(h.request, h.layer, &plan);
+    if (pf_hinted_) plan.units.push_back(PrefetchUnit{h.request, h.layer});  // exactly what the engine named
+    else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
     uint64_t pages = 0;
     bool any = false;

@@ -10,7 +10,7 @@
 //
 //   tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]
 //           [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]
-//           [--no-prefetch] [--pin] [--check] [--json] [--skip-missing]
+//           [--no-prefetch] [--oracle] [--pin] [--check] [--json] [--skip-missing]
 //
 // Exit status: 0 ok, 1 failure (or --check found a different token),
 // 2 usage, 77 model files missing with --skip-missing (CTest: skipped).
@@ -62,7 +62,7 @@ struct Options {
     std::string uri = "anon:?size=64M";
     int batch = 4, steps = 128, requests = 0;
     int64_t l1_bytes = -1, l2_bytes = -1;
-    bool prefetch = true, pin = false, check = false, json = false, skip_missing = false;
+    bool prefetch = true, pin = false, check = false, json = false, skip_missing = false, oracle = false;
     std::vector<std::string> prompts;
 };
 
@@ -70,7 +70,7 @@ void usage(FILE *f) {
     std::fprintf(f,
                  "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
                  "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
-                 "               [--no-prefetch] [--pin] [--check] [--json] [--skip-missing]\n"
+                 "               [--no-prefetch] [--oracle] [--pin] [--check] [--json] [--skip-missing]\n"
                  "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K)\n"
                  "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
                  "  --batch N       sequences running at once (default 4)\n"
@@ -81,6 +81,8 @@ void usage(FILE *f) {
                  "  --l1-bytes B    L1 hot buffer, config key cache.bytes\n"
                  "  --l2-bytes B    L2 prefetch buffer, config key prefetch.l2_bytes\n"
                  "  --no-prefetch   send no speckv_prefetch hints\n"
+                 "  --oracle        prefetch.policy = 1: fetch exactly the unit each hint names (the engine's\n"
+                 "                  hints are the true next unit: an oracle for the learned policy)\n"
                  "  --pin           read K/V with speckv_pin/unpin instead of speckv_access\n"
                  "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
                  "  --json          print one JSON object instead of text\n"
@@ -150,6 +152,8 @@ int parse(int argc, char **argv, Options *o) {
             if (!number(0, INT64_MAX, &o->l2_bytes)) return 2;
         } else if (a == "--no-prefetch") {
             o->prefetch = false;
+        } else if (a == "--oracle") {
+            o->oracle = true;
         } else if (a == "--pin") {
             o->pin = true;
         } else if (a == "--check") {
@@ -301,7 +305,8 @@ int main(int argc, char **argv) {
     speckv_config *cfg = nullptr;
     if (speckv_config_new(&cfg) != SPECKV_OK) return 1;
     bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
-                  (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes));
+                  (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes)) &&
+                  (!o.oracle || set_key(cfg, "prefetch.policy", 1));
     speckv_pool *pool = nullptr;
     int rc = cfg_ok ? speckv_pool_open(o.uri.c_str(), cfg, &pool) : SPECKV_EINVAL;
     speckv_config_free(cfg);
