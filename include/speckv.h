@@ -25,6 +25,9 @@
  *
  * Threading: a speckv_pool may be used from any number of threads at once.
  * A speckv_config must not be modified concurrently with its own use.
+ * fork(): a child must open its own pool handles; it may close (or just drop)
+ * the ones it inherited, which leaves the parent's attachment untouched, but
+ * must not use them otherwise.
  */
 #ifndef SPECKV_H
 #define SPECKV_H

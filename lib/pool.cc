@@ -356,6 +356,7 @@ Pool::~Pool() { close(); }
 
 int Pool::close() {
     stop_prefetcher();
+    if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
     if (attach_slot_ >= 0 && map_.base()) {
         bool rec;
         if (lock(&rec) == SPECKV_OK) {
@@ -476,6 +477,7 @@ int Pool::attach() {
     h->attached++;
     h->clean.store(0);
     attach_slot_ = freeslot;
+    attach_pid_ = getpid();
     unlock();
     return SPECKV_OK;
 }

@@ -1,6 +1,8 @@
 // The pool: one mapping holding superblock, metadata and data pages
 // (docs/pool-format.md), attached by one or more processes.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -198,6 +200,7 @@ class Pool {
     Config cfg_;
     std::unique_ptr<PageCache> cache_;
     int attach_slot_ = -1;
+    pid_t attach_pid_ = 0;  // the process that attached (a fork() child is not it)
     uint32_t page_size_ = 0;
     uint32_t page_shift_ = 12;  // log2(page_size_)
     fmt::SharedHeader *sh_ = nullptr;
@@ -231,7 +234,10 @@ class Pool {
     std::condition_variable pf_cv_;
     std::deque<speckv_hint> pf_q_;
     bool pf_stop_ = false, pf_started_ = false;
-    std::thread pf_thread_;
+    // The prefetch thread, and the process it runs in: a child of fork()
+    // holds a copy of this object but not the thread (never joined there).
+    std::unique_ptr<std::thread> pf_thread_;
+    pid_t pf_pid_ = 0;
     // request -> (tenant, last hinted token position), from hints (worker thread only)
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
     int lock_timeout_ms_ = 5000;

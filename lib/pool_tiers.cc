@@ -4,6 +4,7 @@
 // pages the policy (lib/prefetch_ctl.h) predicts into the L2 prefetch buffer
 // (lib/tier_buffers.h) from where Pool::read serves them.
 #include <sched.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cinttypes>
@@ -227,7 +228,8 @@ int Pool::start_prefetcher() {
         if (int rc = PrefetchController::create(pf_params_, nullptr, &ctl_owner_); rc != SPECKV_OK) return rc;
     pf_stop_ = false;
     try {
-        pf_thread_ = std::thread([this] { prefetch_worker(); });
+        pf_thread_ = std::make_unique<std::thread>([this] { prefetch_worker(); });
+        pf_pid_ = getpid();
     } catch (const std::system_error &e) {
         return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
     }
@@ -237,13 +239,21 @@ int Pool::start_prefetcher() {
 }
 
 void Pool::stop_prefetcher() {
+    if (pf_thread_ && pf_pid_ != getpid()) {
+        // A fork() child: the thread is the parent's, and it may have held
+        // pf_mu_ at the fork, so take no lock and join nothing here.
+        (void)pf_thread_.release();
+        pf_started_ = false;
+        return;
+    }
     {
         std::lock_guard g(pf_mu_);
         if (!pf_started_) return;
         pf_stop_ = true;
     }
     pf_cv_.notify_all();
-    if (pf_thread_.joinable()) pf_thread_.join();
+    if (pf_thread_) pf_thread_->join();
+    pf_thread_.reset();
     std::lock_guard g(pf_mu_);
     pf_started_ = false;
     pf_q_.clear();

@@ -231,3 +231,25 @@ TEST_CASE("prefetch hints for unknown requests or freed blocks are ignored and c
     CHECK(speckv_prefetch(p, nullptr) == SPECKV_EINVAL);
     REQUIRE(speckv_pool_close(p) == SPECKV_OK);
 }
+
+TEST_CASE("a fork() child closing an inherited pool handle leaves the parent attached and its prefetcher alone") {
+    std::string path = fresh_pool("forkclose");
+    speckv_pool *p = open_with("file:" + path + "?size=8M", {});
+    speckv_handle b = kv_block(p, 0, 1, 0, 0, 16, 4096);
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.request = 1;
+    REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);  // the prefetch thread runs in the parent
+    pid_t child = fork();
+    if (child == 0) _exit(speckv_pool_close(p) == SPECKV_OK ? 0 : 1);  // no join of a thread it lacks
+    int st;
+    REQUIRE(waitpid(child, &st, 0) == child);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+    speckv_pool_stats s = stats_of(p);
+    CHECK(s.attached == 1);  // the child did not free the parent's attach record
+    std::vector<unsigned char> got(4096);
+    CHECK(speckv_access(p, b, 0, got.data(), got.size(), 0) == SPECKV_OK);
+    REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+}
