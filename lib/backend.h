@@ -23,6 +23,7 @@ class Mapping {
     bool shared() const { return shared_; }      // visible to other processes
     bool writable() const { return writable_; }
     const std::string &path() const { return path_; }
+    int fd() const { return fd_; }  // -1 for anonymous memory
     void reset();
 
     // Opens an existing file. writable=false maps it read-only (inspect).

@@ -3,6 +3,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
 #include <sys/random.h>
@@ -164,8 +165,43 @@ int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t m
     sh->epoch.store(1);
     sh->clean.store(1);
     s.checksum = superblock_crc(s);
-    std::memcpy(base, &s, sizeof s);
+    // The magic last: an opener that sees it sees a whole superblock.
+    std::memcpy(base + sizeof s.magic, reinterpret_cast<const unsigned char *>(&s) + sizeof s.magic, sizeof s - sizeof s.magic);
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(base)).store(s.magic, std::memory_order_release);
     return SPECKV_OK;
+}
+
+int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted) {
+    *formatted = false;
+    const char *where = m.path().c_str();
+    auto blank = [&] {
+        uint64_t magic;
+        std::memcpy(&magic, m.base(), sizeof magic);
+        return magic != kMagic;
+    };
+    if (!blank()) return SPECKV_OK;
+    if (!create) return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", where);
+    // Checked before anything is written: a bad geometry must leave the device untouched.
+    if (m.size() % page_size)
+        return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %u", where, m.size(), page_size);
+    Superblock plan;
+    if (int rc = plan_geometry(m.size(), page_size, max_blocks, &plan); rc) return rc;
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    bool locked = m.fd() >= 0 && fcntl(m.fd(), F_OFD_SETLKW, &fl) == 0;
+    int rc = SPECKV_OK;
+    if (blank()) {  // still: nobody formatted it while we waited
+        rc = format_pool(m.base(), m.size(), page_size, max_blocks, /*zeroed=*/false);
+        *formatted = rc == SPECKV_OK;
+    }
+    if (locked) {
+        fl.l_type = F_UNLCK;
+        fcntl(m.fd(), F_OFD_SETLK, &fl);
+    }
+    return rc;
 }
 
 int Pool::validate_superblock(const Mapping &m, const char *where) {
@@ -271,23 +307,11 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
             if (int rc = Mapping::open_dax(uri.target, true, &p->map_); rc) return rc;
             // A device without a pool gets one over its whole size (its own
             // size wins over pool.size), unless create=0.
-            uint64_t magic;
-            std::memcpy(&magic, p->map_.base(), sizeof magic);
-            if (magic != kMagic) {
-                if (!create)
-                    return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", uri.target.c_str());
-                // Checked before anything is written: a bad geometry must leave the device untouched.
-                if (p->map_.size() % static_cast<size_t>(page_size))
-                    return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %lld",
-                                uri.target.c_str(), p->map_.size(), static_cast<long long>(page_size));
-                Superblock plan;
-                if (int rc = plan_geometry(p->map_.size(), uint32_t(page_size), uint64_t(max_blocks), &plan); rc)
-                    return rc;
-                if (int rc = format_pool(p->map_.base(), p->map_.size(), static_cast<uint32_t>(page_size),
-                                         static_cast<uint64_t>(max_blocks), /*zeroed=*/false);
-                    rc)
-                    return rc;
-            }
+            bool formatted;
+            if (int rc = format_if_blank(p->map_, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks),
+                                         create != 0, &formatted);
+                rc)
+                return rc;
             break;
         }
         case Scheme::Numa: {

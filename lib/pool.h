@@ -262,6 +262,13 @@ class Pool {
     uint64_t total(Counter c) const;
 };
 
+// A device-dax mapping without a pool gets one over its whole size:
+// serialised across processes by an OFD write lock on byte 0 of the device,
+// and re-checked under it, so two openers of a blank device never both
+// format it (the second finds the first's pool). *formatted says whether
+// this call did. SPECKV_ENOTPOOL if there is no pool and create is false.
+int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted);
+
 // Lays out and initialises a fresh pool image of `size` bytes in `base`.
 // `zeroed`: the memory is known to be zero already (fresh file, anonymous).
 int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed);

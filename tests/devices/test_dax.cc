@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -264,3 +265,53 @@ TEST_CASE("real device-dax: lookup, MAP_SYNC, pool round trip (SPECKV_TEST_DAX)"
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("openers racing on a blank device: exactly one formats it, the others find its pool") {
+    const uint64_t size = 16 * MiB;
+    int fd = standin_fd(size, 0x3c);  // old bytes, no pool
+    REQUIRE(fd >= 0);
+    int go[2];
+    REQUIRE(pipe(go) == 0);
+    constexpr int kOpeners = 4;
+    pid_t kids[kOpeners];
+    for (int i = 0; i < kOpeners; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            close(go[1]);
+            char c;
+            if (read(go[0], &c, 1) != 0) _exit(3);  // released together when the parent closes the pipe
+            // Its own open file description, as a separate open(2) of the device gives.
+            int own = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+            Mapping m;
+            if (own < 0 || map_dax_fd(own, size, 2 * MiB, true, "standin", &m) != SPECKV_OK) _exit(4);
+            bool formatted = false;
+            if (format_if_blank(m, 4096, 0, true, &formatted) != SPECKV_OK) _exit(5);
+            _exit(formatted ? 10 : 0);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    int formatters = 0;
+    for (pid_t k : kids) {
+        int st;
+        REQUIRE(waitpid(k, &st, 0) == k);
+        REQUIRE(WIFEXITED(st));
+        REQUIRE((WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 10));
+        formatters += WEXITSTATUS(st) == 10;
+    }
+    CHECK(formatters == 1);
+    Mapping again;
+    REQUIRE(map_dax_fd(fd, size, 2 * MiB, false, "standin", &again) == SPECKV_OK);
+    std::unique_ptr<Pool> img;
+    REQUIRE(Pool::open_image(std::move(again), &img) == SPECKV_OK);
+    CheckReport rep;
+    img->check(&rep);
+    CHECK(rep.problems.empty());
+    // And a device with a pool is left alone; without create it is not a pool.
+    bool formatted = true;
+    int fd2 = standin_fd(size, 0x11);
+    Mapping blank;
+    REQUIRE(map_dax_fd(fd2, size, 2 * MiB, true, "standin", &blank) == SPECKV_OK);
+    CHECK(format_if_blank(blank, 4096, 0, false, &formatted) == SPECKV_ENOTPOOL);
+    CHECK(!formatted);
+}
