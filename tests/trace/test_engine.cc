@@ -216,6 +216,14 @@ TEST_CASE("engine: 100,000 requests replay in bounded memory (streamed, histogra
     REQUIRE_MESSAGE(replay(rd, System::CxlSpecKV, o, &r, &err) == 0, err);
     CHECK(r.requests == 100000);
     CHECK(r.ttft_p99_ms >= r.ttft_p50_ms);
-    // The pool's metadata and the running batch, not the trace: well under 100 MiB more.
-    CHECK(max_rss_kib() - before < 100 * 1024);
+    // The pool's metadata and the running batch, not the trace: well under
+    // 100 MiB more (ASan's shadow memory and free-quarantine (256 MiB by
+    // default) add to what the same allocations cost: 1.9x measured, so
+    // the bound is scaled, not dropped).
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr long kBoundKib = 400 * 1024;
+#else
+    constexpr long kBoundKib = 100 * 1024;
+#endif
+    CHECK(max_rss_kib() - before < kBoundKib);
 }
