@@ -19,7 +19,7 @@ struct ReplayArgs {
     std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto";
     bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
     uint64_t seed = 1, max_requests = 0;
-    uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0;
+    uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
 };
 
@@ -59,6 +59,8 @@ int do_replay(const ReplayArgs &a) {
     if (!l) return error("unknown link \"" + a.link + "\" (see `speckv trace presets`)"), 2;
     st::Format fmt;
     if (!st::parse_format(a.format, &fmt)) return error("unknown format \"" + a.format + "\""), 2;
+    if (a.layer_groups < 1 || a.layer_groups > m->layers)
+        return error("--layer-groups must be 1.." + std::to_string(m->layers) + " for " + m->name), 2;
     if (a.metadata_only && a.real_bytes) return error("--metadata-only and --real-bytes exclude each other"), 2;
     std::vector<st::System> systems;
     if (a.all || a.system.empty()) {
@@ -74,6 +76,7 @@ int do_replay(const ReplayArgs &a) {
     o.compression = a.compression, o.time_scale = a.time_scale, o.seed = a.seed, o.real_bytes = a.real_bytes;
     o.pool_bytes = a.pool_gb * 1e9, o.host_bytes = a.host_gb * 1e9, o.prefetch_buffer_bytes = a.buffer_gb * (1ull << 30);
     o.max_requests = a.max_requests;
+    o.layer_groups = a.layer_groups;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     Progress prog;
     bool tty = isatty(2) && !a.no_progress && a.trace != "-";
@@ -117,8 +120,10 @@ int do_replay(const ReplayArgs &a) {
     if (a.json) {
         std::fputs(st::to_json(rs, o, a.trace).c_str(), stdout);
     } else {
-        std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens\n", a.trace.c_str(), m->name, rs[0].gpus, g->name,
+        std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens", a.trace.c_str(), m->name, rs[0].gpus, g->name,
                     l->name, a.real_bytes ? "real bytes" : "metadata-only", o.block_tokens);
+        if (o.layer_groups > 1) std::printf(", %u layer groups (lib rows measured, not deterministic)", o.layer_groups);
+        std::printf("\n");
         if (rs[0].skipped) std::printf("skipped %llu bad or oversized requests\n", static_cast<unsigned long long>(rs[0].skipped));
         if (!rs[0].sharing) std::printf("note: the library's sharing API is not linked: no prefix reuse\n");
         st::print_table(stdout, rs);
@@ -216,6 +221,9 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--block-tokens", ra->block_tokens, "tokens per KV block (default: the trace's, 512)");
     r->add_option("--time-scale", ra->time_scale, "multiply arrival times (0.5 = twice the load)");
     r->add_option("--max-requests", ra->max_requests, "replay only the first N requests");
+    r->add_option("--layer-groups", ra->layer_groups,
+                  "pool blocks per KV block, one per group of layers, hinted and read group by group so the "
+                  "library's prefetcher runs (default 1: one block holds all layers)");
     r->add_flag("--no-progress", ra->no_progress, "no progress bar");
     r->callback([ra] { g_exit = do_replay(*ra); });
 

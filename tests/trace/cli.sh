@@ -25,6 +25,9 @@ check gen 0 "" "$BIN" trace gen --workload code --rate 20 --count 200 --seed 3 -
 "$BIN" trace gen --workload code --rate 20 --count 200 --seed 3 --prefix-share 0.5 -o "$WORK/code2.trace"
 cmp -s "$WORK/code.trace" "$WORK/code2.trace" && echo "ok   gen-deterministic" || { echo "FAIL gen-deterministic"; fail=1; }
 check json 0 '"cxl_speckv": {"throughput_tps"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --gpu a100-40g --json
+check layer-groups 0 '"layer_groups": 4' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --json
+grep -q '"lib_prefetch_hit_rate"' "$WORK/out" && echo "ok   layer-groups-lib-rates" || { echo "FAIL layer-groups-lib-rates"; fail=1; }
+check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
 check system-adds-oracle 0 '"oracle"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_nospec --json
 check csv 0 "" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --csv "$WORK/t.csv" --plot "$WORK/plots"
 grep -q '^cxl_speckv,' "$WORK/t.csv" && echo "ok   csv-rows" || { echo "FAIL csv-rows"; fail=1; }

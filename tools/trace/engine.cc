@@ -3,9 +3,12 @@
 // stand-in in metadata-only mode); prefix reuse goes through the library's
 // sharing API (hash, lookup, publish, free), capacity limits are the pool's.
 // Only time is modelled: GPU roofline, link bandwidth/latency with a queueing
-// term, and the prefetch decisions (the library's prefetcher receives the
-// hints but, with blocks spanning all layers, has no layer-ahead unit to
-// fetch: docs/trace.md). docs/trace.md explains every formula.
+// term, and the prefetch decisions. With layer_groups = 1 a block spans all
+// layers and the library's prefetcher has no layer-ahead unit to fetch; with
+// layer_groups = G each KV block is G pool blocks (one per layer group) and
+// the replay hints and reads them group by group, so the library's prefetcher
+// runs for real beside the model (docs/trace.md). docs/trace.md explains
+// every formula.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -94,6 +97,7 @@ struct Seq {
     std::vector<uint8_t> published;
     std::vector<Hash> hashes;           // prompt block hashes (with sharing)
     uint32_t ctx() const { return prompt_done + generated; }
+    uint64_t nblocks() const { return prompt_blocks + decode_blocks; }  // KV blocks (each layer_groups pool blocks)
     bool decoding() const { return prompt_done >= req.input_len; }
 };
 
@@ -118,6 +122,10 @@ class Engine {
     int take_prefix(Seq &s, std::string *err);
     int drop_prefix(Seq &s, std::string *err);
     int alloc_block(Seq &s, uint32_t idx, std::string *err);
+    int run_groups(const std::vector<Seq *> &stepping, std::string *err);
+    size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
+    // Blocks held by admitted requests, in KV blocks (held_ counts pool blocks).
+    uint64_t held_blocks() const { return (held_.size() + LG_ - 1) / LG_; }
     int publish_block(Seq &s, uint32_t idx, std::string *err);
     int finish(Seq &s, std::string *err);
     void hold(speckv_handle h) { ++held_[h]; }
@@ -136,6 +144,7 @@ class Engine {
     speckv_pool *pool_ = nullptr;
     bool sharing_ = false;
     uint32_t G_ = 1;
+    uint32_t LG_ = 1;  // layer groups: pool blocks per KV block
     double block_bytes_ = 0, kvpt_ = 0, gpu_kv_ = 0, tier_ = 0, link_bw_ = 0, link_lat_ = 0, link_dev_ = 1, pbuf_ = 0;
     uint64_t cap_blocks_ = 0, ballast_pages_ = 0, reserved_ = 0;
     std::unordered_map<speckv_handle, uint32_t> held_;  // blocks referenced by admitted requests
@@ -160,6 +169,11 @@ int Engine::setup(std::string *err) {
     const ModelSpec &m = o_.model;
     kvpt_ = m.kv_bytes_per_token();
     block_bytes_ = kvpt_ * o_.block_tokens;
+    LG_ = std::max<uint32_t>(o_.layer_groups, 1);
+    if (LG_ > m.layers) {
+        *err = "--layer-groups " + std::to_string(LG_) + " exceeds the model's " + std::to_string(m.layers) + " layers";
+        return -1;
+    }
     G_ = o_.gpus;
     if (!G_) {
         G_ = 1;
@@ -192,24 +206,49 @@ int Engine::setup(std::string *err) {
     // The pool: one page per block in metadata-only mode; real block bytes
     // otherwise (small models only).
     const uint64_t page = 4096;
-    uint64_t pages_per_block = 1;
+    uint64_t pages_per_block = 1;  // per pool block (a KV block is LG_ pool blocks)
     if (o_.real_bytes) {
-        pages_per_block = static_cast<uint64_t>(std::ceil(block_bytes_ / page));
+        pages_per_block = static_cast<uint64_t>(std::ceil(block_bytes_ / LG_ / page));
         if (block_bytes_ > 4.0 * 1024 * 1024 || static_cast<double>(cap_blocks_) * block_bytes_ > 4.0 * kGiB) {
             *err = "real-byte mode is for small scale: " + std::to_string(cap_blocks_) + " blocks of " +
                    std::to_string(static_cast<uint64_t>(block_bytes_)) + " bytes exceed 4 GiB (use --metadata-only, "
                    "a small model such as stories260k, and small --pool-gb, --host-gb, --hbm-kv-gb)";
             return -1;
         }
-        payload_.resize(static_cast<size_t>(block_bytes_));
+        payload_.resize(static_cast<size_t>(std::ceil(block_bytes_ / LG_)));
     }
-    uint64_t want = cap_blocks_ * pages_per_block;
+    const uint64_t nblk = cap_blocks_ * LG_;  // pool blocks at full capacity
+    if (nblk + 1024 > (1u << 24) - 1) {
+        *err = std::to_string(cap_blocks_) + " KV blocks x " + std::to_string(LG_) +
+               " layer groups exceed the pool's 16M block slots (fewer --layer-groups, or smaller --pool-gb)";
+        return -1;
+    }
+    // Layer groups: the library's tiers are sized as the modelled ones. L1
+    // (the per-process page cache) is off: the modelled GPU keeps no KV of
+    // the offload tier beyond the prefetch buffer, and a 64 MiB L1 would hold
+    // the whole stand-in working set. L2 holds as many pool blocks as the
+    // modelled buffer holds (compressed) group blocks.
+    speckv_config *cfg = nullptr;
+    struct CfgFree {
+        speckv_config *&c;
+        ~CfgFree() { speckv_config_free(c); }
+    } cfg_free{cfg};
+    if (LG_ > 1) {
+        if (int rc = speckv_config_new(&cfg); rc != SPECKV_OK) return fail(err, "speckv_config_new", rc);
+        double comp = compressed() ? o_.compression : 1.0;
+        double group_blocks = std::floor(pbuf_ * comp / (block_bytes_ / LG_));
+        double l2 = std::clamp(group_blocks, 64.0, 1048576.0) * static_cast<double>(pages_per_block * page);
+        int rc = speckv_config_set_int(cfg, "cache.bytes", 0);
+        if (rc == SPECKV_OK) rc = speckv_config_set_int(cfg, "prefetch.l2_bytes", static_cast<int64_t>(l2));
+        if (rc != SPECKV_OK) return fail(err, "speckv_config_set_int", rc);
+    }
+    uint64_t want = nblk * pages_per_block;
     for (int attempt = 0; attempt < 4; ++attempt) {
-        uint64_t bytes = (want + 2048 + want / 8 + (attempt * want) / 4) * page + (cap_blocks_ + 1024) * 256;
+        uint64_t bytes = (want + 2048 + want / 8 + (attempt * want) / 4) * page + (nblk + 1024) * 256;
         bytes = (bytes + (2u << 20) - 1) & ~uint64_t((2u << 20) - 1);
-        std::string uri = "anon:?size=" + std::to_string(bytes) + "&max_blocks=" + std::to_string(cap_blocks_ + 1024);
+        std::string uri = "anon:?size=" + std::to_string(bytes) + "&max_blocks=" + std::to_string(nblk + 1024);
         if (pool_) speckv_pool_close(pool_), pool_ = nullptr;
-        if (int rc = speckv_pool_open(uri.c_str(), nullptr, &pool_); rc != SPECKV_OK) return fail(err, "opening " + uri, rc);
+        if (int rc = speckv_pool_open(uri.c_str(), cfg, &pool_); rc != SPECKV_OK) return fail(err, "opening " + uri, rc);
         speckv_pool_stats st{};
         st.struct_size = sizeof st;
         speckv_stats(pool_, &st);
@@ -262,32 +301,49 @@ int Engine::prepare(Seq &s, std::string *err) {
     const Request &q = s.req;
     s.prompt_blocks = (q.input_len + o_.block_tokens - 1) / o_.block_tokens;
     s.decode_blocks = (std::max<uint32_t>(q.output_len, 1) + o_.block_tokens - 1) / o_.block_tokens;
-    s.blocks.assign(s.prompt_blocks + s.decode_blocks, SPECKV_HANDLE_INVALID);
+    s.blocks.assign(s.nblocks() * LG_, SPECKV_HANDLE_INVALID);
     s.published.assign(s.blocks.size(), 0);
     if (!sharing_ || q.hash_ids.size() != s.prompt_blocks) return 0;
-    s.hashes.resize(s.prompt_blocks);
-    for (uint32_t i = 0; i < s.prompt_blocks; ++i) {
-        uint64_t id = q.hash_ids[i];
-        uint8_t ext[8];
-        std::memcpy(ext, &id, 8);
-        int rc = speckv_block_hash(SPECKV_HASH_NATIVE, kTenant, i ? s.hashes[i - 1].data() : nullptr, nullptr, 0, ext,
-                                   sizeof ext, s.hashes[i].data());
-        if (rc != SPECKV_OK) return fail(err, "speckv_block_hash", rc);
-    }
+    // One chain per layer group (group g's block i has group g's block i-1 as
+    // parent); with one group the external id is the trace's alone.
+    s.hashes.resize(static_cast<size_t>(s.prompt_blocks) * LG_);
+    for (uint32_t i = 0; i < s.prompt_blocks; ++i)
+        for (uint32_t g = 0; g < LG_; ++g) {
+            uint64_t id = q.hash_ids[i];
+            uint8_t ext[12];
+            std::memcpy(ext, &id, 8);
+            std::memcpy(ext + 8, &g, 4);
+            int rc = speckv_block_hash(SPECKV_HASH_NATIVE, kTenant, i ? s.hashes[slot(i - 1, g)].data() : nullptr, nullptr, 0,
+                                       ext, LG_ > 1 ? 12 : 8, s.hashes[slot(i, g)].data());
+            if (rc != SPECKV_OK) return fail(err, "speckv_block_hash", rc);
+        }
     return 0;
 }
 
 // Looks the prompt's prefix blocks up, holding a reference to each hit; stops
 // at the first miss (prefix semantics).
 int Engine::take_prefix(Seq &s, std::string *err) {
-    for (uint32_t i = 0; i < s.hashes.size(); ++i) {
-        speckv_handle h;
-        int rc = speckv_lookup(pool_, kTenant, s.hashes[i].data(), &h);
-        if (rc == SPECKV_ENOENT) break;
-        if (rc != SPECKV_OK) return fail(err, "speckv_lookup", rc);
-        s.blocks[i] = h;
-        s.published[i] = 1;
-        hold(h);
+    // A KV block is a hit when every layer group of it is found.
+    for (uint32_t i = 0; i < s.hashes.size() / LG_; ++i) {
+        uint32_t g = 0;
+        for (; g < LG_; ++g) {
+            speckv_handle h;
+            int rc = speckv_lookup(pool_, kTenant, s.hashes[slot(i, g)].data(), &h);
+            if (rc == SPECKV_ENOENT) break;
+            if (rc != SPECKV_OK) return fail(err, "speckv_lookup", rc);
+            s.blocks[slot(i, g)] = h;
+            s.published[slot(i, g)] = 1;
+            hold(h);
+        }
+        if (g < LG_) {  // a group was evicted: give back the ones found, stop
+            for (uint32_t j = 0; j < g; ++j) {
+                if (int rc = speckv_free(pool_, s.blocks[slot(i, j)]); rc != SPECKV_OK) return fail(err, "speckv_free", rc);
+                release(s.blocks[slot(i, j)]);
+                s.blocks[slot(i, j)] = SPECKV_HANDLE_INVALID;
+                s.published[slot(i, j)] = 0;
+            }
+            break;
+        }
         ++s.hit_blocks;
     }
     // At least one prompt token is computed (it yields the first output token).
@@ -297,7 +353,7 @@ int Engine::take_prefix(Seq &s, std::string *err) {
 
 // Gives the references back (the request could not be admitted after all).
 int Engine::drop_prefix(Seq &s, std::string *err) {
-    for (uint32_t i = 0; i < s.hit_blocks; ++i) {
+    for (size_t i = 0; i < slot(s.hit_blocks, 0); ++i) {
         if (int rc = speckv_free(pool_, s.blocks[i]); rc != SPECKV_OK) return fail(err, "speckv_free", rc);
         release(s.blocks[i]);
         s.blocks[i] = SPECKV_HANDLE_INVALID;
@@ -309,56 +365,66 @@ int Engine::drop_prefix(Seq &s, std::string *err) {
 }
 
 int Engine::alloc_block(Seq &s, uint32_t idx, std::string *err) {
-    if (s.blocks[idx] != SPECKV_HANDLE_INVALID) return 0;
-    speckv_hint h{};
-    h.struct_size = sizeof h;
-    h.tenant = kTenant;
-    h.request = s.req.id + 1;
-    h.layer = 0;  // a block holds all layers of its tokens
-    h.token_pos = idx < s.prompt_blocks ? static_cast<uint64_t>(idx) * o_.block_tokens
-                                        : s.req.input_len + static_cast<uint64_t>(idx - s.prompt_blocks) * o_.block_tokens;
-    h.token_count = o_.block_tokens;
-    if (idx < s.prompt_blocks && !s.hashes.empty()) {
-        h.flags = SPECKV_HINT_HAS_HASH;
-        std::memcpy(h.content_hash, s.hashes[idx].data(), SPECKV_HASH_BYTES);
-    }
-    uint64_t bytes = o_.real_bytes ? static_cast<uint64_t>(block_bytes_) : 4096;
-    speckv_handle out;
-    int rc = speckv_alloc(pool_, bytes, o_.real_bytes ? SPECKV_DTYPE_FP16 : SPECKV_DTYPE_OPAQUE, &h, &out);
-    if (rc != SPECKV_OK)
-        return fail(err, "speckv_alloc (" + std::to_string(held_.size()) + " blocks held, " + std::to_string(cap_blocks_) +
-                             " modelled)", rc);
-    if (o_.real_bytes) {
-        // Deterministic FP16-looking payload (small normal values).
-        uint64_t x = out * 0x9E3779B97F4A7C15ull;
-        for (size_t i = 0; i + 1 < payload_.size(); i += 2) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            uint16_t v = static_cast<uint16_t>(0x2c00 + ((x >> 40) & 0x3ff)) | static_cast<uint16_t>((x >> 20) & 0x8000);
-            std::memcpy(&payload_[i], &v, 2);
+    if (s.blocks[slot(idx, 0)] != SPECKV_HANDLE_INVALID) return 0;
+    for (uint32_t g = 0; g < LG_; ++g) {
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.tenant = kTenant;
+        h.request = s.req.id + 1;
+        h.layer = g;  // layer group g (one group: the block holds all layers of its tokens)
+        h.token_pos = idx < s.prompt_blocks ? static_cast<uint64_t>(idx) * o_.block_tokens
+                                            : s.req.input_len + static_cast<uint64_t>(idx - s.prompt_blocks) * o_.block_tokens;
+        h.token_count = o_.block_tokens;
+        if (idx < s.prompt_blocks && !s.hashes.empty()) {
+            h.flags = SPECKV_HINT_HAS_HASH;
+            std::memcpy(h.content_hash, s.hashes[slot(idx, g)].data(), SPECKV_HASH_BYTES);
         }
-        if ((rc = speckv_write(pool_, out, 0, payload_.data(), payload_.size())) != SPECKV_OK) return fail(err, "speckv_write", rc);
+        uint64_t bytes = o_.real_bytes ? static_cast<uint64_t>(payload_.size()) : 4096;
+        speckv_handle out;
+        int rc = speckv_alloc(pool_, bytes, o_.real_bytes ? SPECKV_DTYPE_FP16 : SPECKV_DTYPE_OPAQUE, &h, &out);
+        if (rc != SPECKV_OK)
+            return fail(err, "speckv_alloc (" + std::to_string(held_.size()) + " pool blocks held, " +
+                                 std::to_string(cap_blocks_ * LG_) + " modelled)", rc);
+        if (o_.real_bytes) {
+            // Deterministic FP16-looking payload (small normal values).
+            uint64_t x = out * 0x9E3779B97F4A7C15ull;
+            for (size_t i = 0; i + 1 < payload_.size(); i += 2) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                uint16_t v = static_cast<uint16_t>(0x2c00 + ((x >> 40) & 0x3ff)) | static_cast<uint16_t>((x >> 20) & 0x8000);
+                std::memcpy(&payload_[i], &v, 2);
+            }
+            if ((rc = speckv_write(pool_, out, 0, payload_.data(), payload_.size())) != SPECKV_OK) return fail(err, "speckv_write", rc);
+        } else if (LG_ > 1) {
+            // The prefetcher skips zero (never written) pages: give the
+            // stand-in page a few bytes so it has something to fetch.
+            uint64_t mark = out | 1;
+            if ((rc = speckv_write(pool_, out, 0, &mark, sizeof mark)) != SPECKV_OK) return fail(err, "speckv_write", rc);
+        }
+        s.blocks[slot(idx, g)] = out;
+        hold(out);
+        ++r_.pool_allocs;
     }
-    s.blocks[idx] = out;
-    hold(out);
     if (s.reserved) --s.reserved, --reserved_;
-    ++r_.pool_allocs;
     return 0;
 }
 
 int Engine::publish_block(Seq &s, uint32_t idx, std::string *err) {
-    if (!sharing_ || s.hashes.empty() || s.published[idx]) return 0;
-    speckv_handle canon = SPECKV_HANDLE_INVALID, mine = s.blocks[idx];
-    int rc = speckv_publish(pool_, mine, s.hashes[idx].data(), &canon);
-    if (rc == SPECKV_EEXIST) {
-        // Someone published the same prefix block first: use theirs.
-        if ((rc = speckv_free(pool_, mine)) != SPECKV_OK) return fail(err, "speckv_free", rc);
-        release(mine);
-        s.blocks[idx] = canon;
-        hold(canon);
-    } else if (rc != SPECKV_OK) {
-        return fail(err, "speckv_publish", rc);
+    for (uint32_t g = 0; g < LG_; ++g) {
+        size_t k = slot(idx, g);
+        if (!sharing_ || s.hashes.empty() || s.published[k]) continue;
+        speckv_handle canon = SPECKV_HANDLE_INVALID, mine = s.blocks[k];
+        int rc = speckv_publish(pool_, mine, s.hashes[k].data(), &canon);
+        if (rc == SPECKV_EEXIST) {
+            // Someone published the same prefix block first: use theirs.
+            if ((rc = speckv_free(pool_, mine)) != SPECKV_OK) return fail(err, "speckv_free", rc);
+            release(mine);
+            s.blocks[k] = canon;
+            hold(canon);
+        } else if (rc != SPECKV_OK) {
+            return fail(err, "speckv_publish", rc);
+        }
+        s.published[k] = 1;
     }
-    s.published[idx] = 1;
     return 0;
 }
 
@@ -376,6 +442,43 @@ int Engine::finish(Seq &s, std::string *err) {
     ++r_.requests;
     r_.input_tokens += s.req.input_len;
     r_.output_tokens += std::max<uint32_t>(s.req.output_len, 1);
+    return 0;
+}
+
+// One decode step with layer groups, as an engine runs it (and as
+// examples/tinyllm hints): sequence by sequence, group by group. Before group
+// g of a sequence computes, the unit that runs after it is hinted (group g+1
+// of the same sequence; after the last group, group 0 of the next sequence,
+// wrapping to the batch's first for the next step), then group g's blocks are
+// read, every one the sequence has except the block it is appending to (that
+// one the engine has just written: it is in HBM, and the library's prefetcher
+// skips it for the same reason).
+int Engine::run_groups(const std::vector<Seq *> &stepping, std::string *err) {
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.tenant = kTenant;
+    char probe[64];
+    for (size_t i = 0; i < stepping.size(); ++i) {
+        Seq &p = *stepping[i];
+        uint64_t tail = p.prompt_blocks + (p.generated - 1) / o_.block_tokens;  // the block being appended to
+        for (uint32_t g = 0; g < LG_; ++g) {
+            if (offload()) {
+                const Seq &n = g + 1 < LG_ ? p : *stepping[(i + 1) % stepping.size()];
+                hint.request = n.req.id + 1;
+                hint.layer = g + 1 < LG_ ? g + 1 : 0;
+                hint.token_pos = n.ctx();
+                if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
+                ++r_.pool_prefetch_hints;
+            }
+            for (uint64_t b = 0; b < p.nblocks(); ++b) {
+                speckv_handle h = p.blocks[slot(b, g)];
+                if (h == SPECKV_HANDLE_INVALID || b == tail) continue;
+                if (int rc = speckv_access(pool_, h, 0, probe, sizeof probe, 0); rc != SPECKV_OK)
+                    return fail(err, "speckv_access", rc);
+                ++r_.pool_reads;
+            }
+        }
+    }
     return 0;
 }
 
@@ -413,7 +516,7 @@ int Engine::run(std::string *err) {
         while (!waiting_.empty() && running_.size() < o_.max_batch) {
             Seq &s = waiting_.front();
             if (!s.looked_up && prepare(s, err)) return -1;
-            if (s.blocks.size() > cap_blocks_) {  // can never fit
+            if (s.nblocks() > cap_blocks_) {  // can never fit
                 ++rejected_;
                 waiting_.pop_front();
                 continue;
@@ -429,19 +532,19 @@ int Engine::run(std::string *err) {
             // (they stop being evictable), so that happens only when the request
             // fits even counting every block, or, once capacity changed, to
             // test the exact need (and the references go back if it still fails).
-            uint64_t used = held_.size() + reserved_;
-            if (used + s.blocks.size() > cap_blocks_) {
+            uint64_t used = held_blocks() + reserved_;
+            if (used + s.nblocks() > cap_blocks_) {
                 if (s.tried_epoch == finish_epoch_) break;
                 s.tried_epoch = finish_epoch_;
                 if (take_prefix(s, err)) return -1;
-                if (held_.size() + reserved_ + (s.blocks.size() - s.hit_blocks) > cap_blocks_) {
+                if (held_blocks() + reserved_ + (s.nblocks() - s.hit_blocks) > cap_blocks_) {
                     if (drop_prefix(s, err)) return -1;
                     break;
                 }
             } else if (take_prefix(s, err)) {
                 return -1;
             }
-            uint64_t need = s.blocks.size() - s.hit_blocks;
+            uint64_t need = s.nblocks() - s.hit_blocks;
             prompt_blocks_total_ += s.prompt_blocks;
             prompt_hits_ += s.hit_blocks;
             s.reserved = need;
@@ -570,12 +673,17 @@ int Engine::run(std::string *err) {
         hint.struct_size = sizeof hint;
         hint.tenant = kTenant;
         char probe[64];
+        std::vector<Seq *> stepping;  // layer groups: the sequences of this decode step, in batch order
         for (auto &p : running_) {
             p->scheduled = true;
             if (!p->decoding() || p->first_token_s == now_) continue;
             uint32_t pos = p->generated;  // output position of this token
             if (pos % o_.block_tokens == 0 && alloc_block(*p, p->prompt_blocks + pos / o_.block_tokens, err)) return -1;
             ++p->generated;
+            if (LG_ > 1) {
+                stepping.push_back(p.get());
+                continue;
+            }
             if (offload()) {
                 hint.request = p->req.id + 1;
                 hint.token_pos = p->ctx();
@@ -592,6 +700,7 @@ int Engine::run(std::string *err) {
                 ++r_.pool_reads;
             }
         }
+        if (!stepping.empty() && run_groups(stepping, err)) return -1;
         // Completions.
         for (size_t i = 0; i < running_.size();) {
             Seq &s = *running_[i];
@@ -643,7 +752,7 @@ int Engine::run(std::string *err) {
         }
     }
     r_.occupancy_hbm = gpu_kv_ > 0 ? std::min(1.0, peak_kv_ / gpu_kv_) : 0;
-    r_.occupancy_tier = cap_blocks_ ? peak_pages_ / static_cast<double>(cap_blocks_) : 0;
+    r_.occupancy_tier = cap_blocks_ ? peak_pages_ / static_cast<double>(cap_blocks_ * LG_) : 0;  // pool pages / stand-in pages at capacity
     r_.pool_lookups = st.lookups;
     r_.pool_lookup_hits = st.lookup_hits;
     r_.pool_evictions = st.evictions;
@@ -652,6 +761,12 @@ int Engine::run(std::string *err) {
     r_.lib_prefetch_pages = st.prefetch_pages, r_.lib_prefetch_used = st.prefetch_used;
     r_.lib_prefetch_wasted = st.prefetch_wasted, r_.lib_prefetch_ignored = st.prefetch_ignored;
     r_.lib_link_bytes = st.link_bytes, r_.lib_prefetch_depth = st.prefetch_depth, r_.lib_beta_ppm = st.prefetch_beta_ppm;
+    if (st.l2_hits + st.sync_reads) r_.lib_hit_rate = static_cast<double>(st.l2_hits) / static_cast<double>(st.l2_hits + st.sync_reads);
+    if (uint64_t pu = st.prefetch_used + st.prefetch_wasted) {
+        r_.lib_precision = static_cast<double>(st.prefetch_used) / static_cast<double>(pu);
+        r_.lib_waste = static_cast<double>(st.prefetch_wasted) / static_cast<double>(pu);
+    }
+    r_.layer_groups = LG_;
     for (auto &[b, tv] : curve_)
         if (tv.second > 0) r_.batch_curve.push_back({b, tv.first / tv.second});
     return 0;

@@ -1,4 +1,5 @@
 // Output of a replay: a table for people, JSON and CSV for scripts, SVG charts.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -75,6 +76,9 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"pool evictions", [](const Result &r) { return std::to_string(r.pool_evictions); }},
         {"lib L2 hits/sync reads", [](const Result &r) { return std::to_string(r.lib_l2_hits) + "/" + std::to_string(r.lib_sync_reads); }},
         {"lib prefetch used/wasted", [](const Result &r) { return std::to_string(r.lib_prefetch_used) + "/" + std::to_string(r.lib_prefetch_wasted); }},
+        {"lib hit rate (measured)", [](const Result &r) { return pct(r.lib_hit_rate); }},
+        {"lib precision (measured)", [](const Result &r) { return pct(r.lib_precision); }},
+        {"lib waste (measured)", [](const Result &r) { return pct(r.lib_waste); }},
     };
     const int w0 = 26, w = 14;
     std::fprintf(f, "%-*s", w0, "");
@@ -92,6 +96,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
                     "\", \"gpus\": " + std::to_string(rs.empty() ? o.gpus : rs[0].gpus) + ", \"link\": \"" + o.link.name +
                     "\", \"seed\": " + std::to_string(o.seed) + ", \"compression\": " + num(o.compression) +
                     ", \"block_tokens\": " + std::to_string(o.block_tokens) +
+                    ", \"layer_groups\": " + std::to_string(std::max<uint32_t>(o.layer_groups, 1)) +
                     ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\", \"systems\": {";
     for (size_t i = 0; i < rs.size(); ++i) {
         const Result &r = rs[i];
@@ -118,6 +123,9 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
              ", \"prefetch_used\": " + std::to_string(r.lib_prefetch_used) + ", \"prefetch_wasted\": " + std::to_string(r.lib_prefetch_wasted) +
              ", \"prefetch_ignored\": " + std::to_string(r.lib_prefetch_ignored) + ", \"link_bytes\": " + std::to_string(r.lib_link_bytes) +
              ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm) + "}";
+        // The library's measured rates, after every modelled number (they vary from run to run).
+        s += ", \"lib_prefetch_hit_rate\": " + opt(r.lib_hit_rate) + ", \"lib_precision\": " + opt(r.lib_precision) +
+             ", \"lib_waste\": " + opt(r.lib_waste);
         s += "}";
     }
     return s + "}}\n";

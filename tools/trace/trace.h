@@ -148,6 +148,11 @@ struct EngineOptions {
     uint64_t seed = 1;
     bool real_bytes = false;   // blocks hold real payload bytes (small models only)
     uint64_t max_requests = 0; // 0 = all
+    // Pool blocks per block_tokens-token KV block: one per group of
+    // layers/layer_groups layers (hint.layer = group index), so the library's
+    // prefetcher has layer-ahead units to fetch (docs/trace.md). 1 = one
+    // block holds every layer (the default; fastest).
+    uint32_t layer_groups = 1;
     // Called every ~1% of the trace read (progress bar); may be null.
     void (*progress)(void *user, uint64_t done) = nullptr;
     void *progress_user = nullptr;
@@ -177,6 +182,11 @@ struct Result {
     uint64_t lib_l1_hits = 0, lib_l2_hits = 0, lib_sync_reads = 0, lib_prefetch_pages = 0, lib_prefetch_used = 0,
              lib_prefetch_wasted = 0, lib_prefetch_ignored = 0, lib_link_bytes = 0;
     uint32_t lib_prefetch_depth = 0, lib_beta_ppm = 0;
+    // The library's measured rates (-1 = nothing to measure): hit rate =
+    // l2_hits / (l2_hits + sync_reads), precision = used / (used + wasted),
+    // waste = wasted / (used + wasted). Not deterministic (wall clock).
+    double lib_hit_rate = -1, lib_precision = -1, lib_waste = -1;
+    uint32_t layer_groups = 1;
     bool sharing = false;                  // the library's sharing API was used
     uint32_t gpus = 0;
     int depth_mean_x100 = 0;               // mean layer-ahead depth *100 (speckv)
