@@ -82,13 +82,8 @@ void Pool::rebuild_xlate_locked() {
 void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *out) {
     const uint64_t max = sb()->max_blocks;
     std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(tenant, request, layer)]);
-    for (int attempt = 0; attempt < 16; attempt++) {
+    auto walk = [&] {
         out->clear();
-        uint64_t s1 = sh()->xlate_seq.load(std::memory_order_acquire);
-        if (s1 & 1) {
-            sched_yield();
-            continue;
-        }
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
@@ -97,16 +92,33 @@ void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint
                 uint64_t tp = rl(r.token_pos), tc = rl(r.token_count);
                 if (pos == ~0ull || (pos >= tp && pos - tp < tc)) {
                     out->push_back(hd);
-                    if (pos != ~0ull) return;
+                    if (pos != ~0ull) return true;
                 }
             }
             idx = r.xlate_next.load(std::memory_order_acquire);
         }
+        return false;
+    };
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t s1 = sh()->xlate_seq.load(std::memory_order_acquire);
+        if (s1 & 1) {
+            sched_yield();
+            continue;
+        }
+        if (walk()) return;  // a match is re-checked by its user against the live record
         std::atomic_thread_fence(std::memory_order_acquire);
-        if (sh()->xlate_seq.load(std::memory_order_relaxed) == s1) return;
+        if (sh()->xlate_seq.load(std::memory_order_relaxed) == s1) return;  // a complete, consistent walk
     }
-    // Chains kept changing: what we saw is still a set of live blocks (each
-    // is re-checked by its user), possibly incomplete.
+    // The chains kept changing under us (other threads freeing blocks): walk
+    // under the lock, where they cannot. A miss here is a real miss.
+    bool rec;
+    if (lock(&rec) != SPECKV_OK) {
+        clear_error();
+        out->clear();
+        return;
+    }
+    walk();
+    unlock();
 }
 
 int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle, uint64_t *offset) {
