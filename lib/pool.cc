@@ -1546,7 +1546,7 @@ int Pool::prefetch(const speckv_hint *hint) {
                     sizeof(speckv_hint));
     bump(kPrefetch);
     if (!pf_enabled_ || read_only()) return SPECKV_OK;
-    std::unique_lock g(pf_mu_);
+    std::unique_lock g(*pf_mu_);
     if (!pf_started_) {
         if (int rc = start_prefetcher(); rc != SPECKV_OK) return rc;
     }
@@ -1557,7 +1557,7 @@ int Pool::prefetch(const speckv_hint *hint) {
     }
     pf_q_.push_back(*hint);
     g.unlock();
-    pf_cv_.notify_one();
+    pf_cv_->notify_one();
     return SPECKV_OK;
 }
 

@@ -230,8 +230,10 @@ class Pool {
     bool pf_enabled_ = false;
     bool pf_hinted_ = false;  // prefetch.policy = 1
     size_t pf_cap_ = 0;
-    std::mutex pf_mu_;
-    std::condition_variable pf_cv_;
+    // On the heap so that a fork() child can leak them: destroying a
+    // condition variable the parent's thread was waiting on blocks forever.
+    std::unique_ptr<std::mutex> pf_mu_ = std::make_unique<std::mutex>();
+    std::unique_ptr<std::condition_variable> pf_cv_ = std::make_unique<std::condition_variable>();
     std::deque<speckv_hint> pf_q_;
     bool pf_stop_ = false, pf_started_ = false;
     // The prefetch thread, and the process it runs in: a child of fork()

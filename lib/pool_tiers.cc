@@ -251,22 +251,25 @@ int Pool::start_prefetcher() {
 }
 
 void Pool::stop_prefetcher() {
+    if (!pf_mu_) return;  // a fork() child let go of them already
     if (pf_thread_ && pf_pid_ != getpid()) {
         // A fork() child: the thread is the parent's, and it may have held
         // pf_mu_ at the fork, so take no lock and join nothing here.
         (void)pf_thread_.release();
+        (void)pf_cv_.release();
+        (void)pf_mu_.release();
         pf_started_ = false;
         return;
     }
     {
-        std::lock_guard g(pf_mu_);
+        std::lock_guard g(*pf_mu_);
         if (!pf_started_) return;
         pf_stop_ = true;
     }
-    pf_cv_.notify_all();
+    pf_cv_->notify_all();
     if (pf_thread_) pf_thread_->join();
     pf_thread_.reset();
-    std::lock_guard g(pf_mu_);
+    std::lock_guard g(*pf_mu_);
     pf_started_ = false;
     pf_q_.clear();
 }
@@ -275,8 +278,8 @@ void Pool::prefetch_worker() {
     for (;;) {
         speckv_hint h;
         {
-            std::unique_lock g(pf_mu_);
-            pf_cv_.wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
+            std::unique_lock g(*pf_mu_);
+            pf_cv_->wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
             if (pf_stop_) return;
             if (pf_q_.empty()) {
                 g.unlock();
