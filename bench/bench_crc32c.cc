@@ -1,0 +1,142 @@
+// CRC32C throughput per core, per dispatch path, beside memcpy of the same
+// bytes in the same run: 64 B, 512 B, 2 KiB, 4 KiB (a pool page), 64 KiB.
+// Buffers are 64-byte aligned and hot in cache (a page checksummed right after
+// it was written or read). Each sample times ~1 MiB of independent calls;
+// samples of every (size, path) are interleaved, and each cell is the median
+// over --repeats samples (the machine is a shared, noisy VM).
+// --offset K starts both buffers K bytes past a 64-byte boundary (codec
+// records sit at arbitrary offsets).
+//   ./build/release/bench/bench_crc32c [--repeats N] [--offset K]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "crc32c.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using speckv::Crc32cPath;
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown CPU";
+}
+
+// Called through a volatile pointer so the compiler neither inlines nor drops
+// the copies (crc32c() is an indirect call too).
+void *(*volatile g_memcpy)(void *, const void *, size_t) = std::memcpy;
+volatile uint32_t g_sink;
+
+constexpr size_t kSampleBytes = 1 << 20;
+
+// ns per call of memcpy of n bytes.
+double time_memcpy(unsigned char *dst, const unsigned char *src, size_t n) {
+    const size_t iters = std::max<size_t>(1, kSampleBytes / n);
+    auto cp = g_memcpy;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < iters; i++) {
+        cp(dst, src, n);
+        asm volatile("" ::: "memory");
+    }
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(iters);
+}
+
+// ns per call of crc32c() over n bytes, with path p forced.
+double time_crc(Crc32cPath p, const unsigned char *src, size_t n) {
+    speckv::crc32c_force_path(p);
+    size_t iters = std::max<size_t>(1, kSampleBytes / n);
+    if (p == Crc32cPath::portable) iters = std::max<size_t>(1, iters / 16);  // ~0.5 GB/s
+    uint32_t acc = 0;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < iters; i++) {
+        acc ^= speckv::crc32c(0, src, n);
+        asm volatile("" ::: "memory");
+    }
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(iters);
+    g_sink = acc;
+    return ns;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int repeats = 31;
+    size_t offset = 0;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--offset")) offset = size_t(std::atoi(argv[i + 1])) % 64;
+    }
+
+    const Crc32cPath best = speckv::crc32c_active_path();
+    std::vector<Crc32cPath> paths;
+    for (int i = 0; i < speckv::kCrc32cPathCount; i++)
+        if (speckv::crc32c_path_available(static_cast<Crc32cPath>(i))) paths.push_back(static_cast<Crc32cPath>(i));
+    const std::vector<size_t> sizes = {64, 512, 2048, 4096, 65536};
+    const size_t maxn = sizes.back();
+
+    auto *src_mem = static_cast<unsigned char *>(std::aligned_alloc(64, maxn + 64));
+    auto *dst_mem = static_cast<unsigned char *>(std::aligned_alloc(64, maxn + 64));
+    unsigned char *src = src_mem + offset, *dst = dst_mem + offset;
+    for (size_t i = 0; i < maxn; i++) {
+        src[i] = static_cast<unsigned char>(i * 131 + 7);
+        dst[i] = 0;
+    }
+
+    // t[size][0] = memcpy, t[size][1 + k] = paths[k]; ratio = best path / memcpy, paired per repeat.
+    std::vector<std::vector<std::vector<double>>> t(sizes.size(),
+                                                    std::vector<std::vector<double>>(paths.size() + 1));
+    std::vector<std::vector<double>> ratio(sizes.size());
+    for (int r = 0; r < repeats + 1; r++) {  // round 0 warms up and is dropped
+        for (size_t s = 0; s < sizes.size(); s++) {
+            const size_t n = sizes[s];
+            const double m = time_memcpy(dst, src, n);
+            double b = 0;
+            std::vector<double> row = {m};
+            for (Crc32cPath p : paths) {
+                const double x = time_crc(p, src, n);
+                row.push_back(x);
+                if (p == best) b = x;
+            }
+            if (r == 0) continue;
+            for (size_t k = 0; k < row.size(); k++) t[s][k].push_back(row[k]);
+            ratio[s].push_back(b / m);
+        }
+    }
+    speckv::crc32c_force_path(best);
+
+    std::printf("bench_crc32c: %s; %d repeats, median; GB/s per core (1 GB = 1e9 B), hot buffers at "
+                "64-byte boundary + %zu\n",
+                cpu_name().c_str(), repeats, offset);
+    std::printf("crc32c() dispatches to: %s\n\n", speckv::crc32c_path_name(best));
+    std::printf("%-8s %9s", "bytes", "memcpy");
+    for (Crc32cPath p : paths) std::printf(" %9s", speckv::crc32c_path_name(p));
+    std::printf(" %12s %14s\n", "crc32c() ns", "x memcpy time");
+    for (size_t s = 0; s < sizes.size(); s++) {
+        const double n = double(sizes[s]);
+        std::printf("%-8zu %9.1f", sizes[s], n / median(t[s][0]));
+        double best_ns = 0;
+        for (size_t k = 0; k < paths.size(); k++) {
+            const double ns = median(t[s][k + 1]);
+            std::printf(" %9.1f", n / ns);
+            if (paths[k] == best) best_ns = ns;
+        }
+        std::printf(" %12.1f %14.2f\n", best_ns, median(ratio[s]));
+    }
+    std::free(src_mem);
+    std::free(dst_mem);
+    return 0;
+}
