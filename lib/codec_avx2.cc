@@ -190,9 +190,48 @@ void dequant_row_avx2(const int8_t *q, size_t C, const uint16_t *scale, int dtyp
     if (c < C) dequant_row_scalar(q + c, C - c, scale + c, dtype, o + c * esz);
 }
 
+bool absmax_fp16_avx2(const void *h, size_t n, uint32_t *amax) {
+    auto p = static_cast<const uint8_t *>(h);
+    const __m256i absm = _mm256_set1_epi16(0x7FFF);
+    __m256i m0 = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        m0 = _mm256_max_epu16(m0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 2 * i)), absm));
+    __m128i y = _mm_max_epu16(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+    y = _mm_minpos_epu16(_mm_xor_si128(y, _mm_set1_epi16(-1)));  // max of 8 = ~min of ~
+    uint32_t mh = ~uint32_t(_mm_cvtsi128_si32(y)) & 0xFFFFu;
+    for (; i < n; i++) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        mh = std::max(mh, uint32_t(v & 0x7FFFu));
+    }
+    const uint16_t m16 = uint16_t(mh);
+    uint32_t u;
+    canon_scalar(SPECKV_DTYPE_FP16, &m16, 1, &u);
+    *amax = u & 0x7FFFFF00u;
+    return mh < 0x7C00u;
+}
+
+void quant_const_fp16_avx2(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
+    auto p = static_cast<const uint8_t *>(h);
+    const __m256i es30 = _mm256_set1_epi32(int(30 + es)), rv = _mm256_set1_epi32(int(r)),
+                  Qv = _mm256_set1_epi32(int(Q));
+    auto cv = [&](size_t j) {
+        return _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 2 * j))));
+    };
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = pack32(quant8(cv(i), es30, rv, Qv), quant8(cv(i + 8), es30, rv, Qv), quant8(cv(i + 16), es30, rv, Qv),
+                           quant8(cv(i + 24), es30, rv, Qv));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + i), x);
+    }
+    if (i < n) quant_const_fp16_scalar(p + 2 * i, n - i, es, r, Q, q + i);
+}
+
 const Kernels kAvx2 = {
     "avx2",          canon_avx2,      absmax_avx2,        colmax_avx2,
     quant_const_avx2, quant_row_avx2, dequant_const_avx2, dequant_row_avx2, undelta_sse,
+    absmax_fp16_avx2, quant_const_fp16_avx2,
 };
 
 }  // namespace

@@ -1,10 +1,14 @@
 // AVX-512 (F/BW/VL) kernels of the codec, 16 lanes with masked tails.
 // Compiled with -mavx512f -mavx512bw -mavx512vl; only reached when the CPU
 // has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).
+// Two optional extensions, each behind its own CPUID check: AVX512-VBMI (a
+// 64-byte prefix sum for the delta bytes) and AVX512-FP16 (FP16 pages
+// dequantised 32 lanes at a time when the scale is a normal FP16 number).
 #include "codec_kernels.h"
 #include "speckv.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace speckv::codec {
@@ -96,6 +100,152 @@ void quant_row_avx512(const uint32_t *u, size_t C, const uint32_t *es, const uin
     }
 }
 
+// ---- FP16-input fast path (page / token groups): no canonical buffer.
+
+bool absmax_fp16_avx512(const void *h, size_t n, uint32_t *amax) {
+    auto p = static_cast<const uint8_t *>(h);
+    const __m512i absm = _mm512_set1_epi16(0x7FFF);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_epu16(m0, _mm512_and_si512(_mm512_loadu_si512(p + 2 * i), absm));
+        m1 = _mm512_max_epu16(m1, _mm512_and_si512(_mm512_loadu_si512(p + 2 * i + 64), absm));
+    }
+    for (; i < n; i += 32) {
+        __mmask32 m = n - i >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (n - i)) - 1);
+        m0 = _mm512_max_epu16(m0, _mm512_and_si512(_mm512_maskz_loadu_epi16(m, p + 2 * i), absm));
+    }
+    m0 = _mm512_max_epu16(m0, m1);
+    __m256i x = _mm256_max_epu16(_mm512_castsi512_si256(m0), _mm512_extracti64x4_epi64(m0, 1));
+    __m128i y = _mm_max_epu16(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    // max of 8 u16 = not(min of not): phminposuw
+    y = _mm_minpos_epu16(_mm_xor_si128(y, _mm_set1_epi16(-1)));
+    const uint16_t mh = uint16_t(~uint32_t(_mm_cvtsi128_si32(y)));
+    uint32_t u;
+    canon_scalar(SPECKV_DTYPE_FP16, &mh, 1, &u);
+    *amax = u & 0x7FFFFF00u;
+    return mh < 0x7C00u;
+}
+
+// docs §3.3 on 32 FP16 elements in 16-bit lanes. For an FP16 element with
+// exponent field e and fraction f, let m = f | (e ? 1024 : 0) and e' = max(e, 1):
+// its canonical M * 2^(E-142) equals m * 2^(e'-25) (subnormals included), so
+// P / 2^(t-1) = m * R / 2^s with s = Es - e' - 87, and when s >= 16,
+// floor(m*R / 2^s) = floor(hi16(m*R) / 2^(s-16)): the same r as the 32-bit
+// formula (a shift count >= 16 gives 0, as t - 1 >= 32 does). s >= 16 holds
+// for every element when Es >= 104: a normal element has E <= Em and
+// Es >= Em - 7, so s = (t - 1) - 5 >= 18; a subnormal one has s = Es - 88.
+inline __m512i quant32_fp16(__m512i h, __m512i es87, __m512i r, __m512i Q) {
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi16(h, 10), _mm512_set1_epi16(31));
+    const __m512i f = _mm512_and_si512(h, _mm512_set1_epi16(1023));
+    const __m512i one = _mm512_set1_epi16(1);
+    const __m512i m = _mm512_or_si512(f, _mm512_slli_epi16(_mm512_min_epu16(e, one), 10));
+    const __m512i e1 = _mm512_max_epu16(e, one);
+    const __m512i cnt = _mm512_sub_epi16(es87, e1);  // s - 16 = Es - 103 - e' >= 0
+    const __m512i rr = _mm512_srlv_epi16(_mm512_mulhi_epu16(m, r), cnt);
+    __m512i mag = _mm512_srli_epi16(_mm512_add_epi16(rr, _mm512_set1_epi16(1)), 1);
+    mag = _mm512_min_epu16(mag, Q);
+    const __m512i sg = _mm512_srai_epi16(h, 15);
+    return _mm512_sub_epi16(_mm512_xor_si512(mag, sg), sg);
+}
+
+void quant_const_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
+    auto p = static_cast<const uint8_t *>(h);
+    if (es < 104 || r == 0) {  // all-subnormal page (or zero scale): the general formula
+        quant_const_fp16_scalar(h, n, es, r, Q, q);
+        return;
+    }
+    const __m512i es87 = _mm512_set1_epi16(short(es - 103)), rv = _mm512_set1_epi16(short(r)),
+                  Qv = _mm512_set1_epi16(short(Q));
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i a = quant32_fp16(_mm512_loadu_si512(p + 2 * i), es87, rv, Qv);
+        __m512i b = quant32_fp16(_mm512_loadu_si512(p + 2 * i + 64), es87, rv, Qv);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + i), _mm512_cvtepi16_epi8(a));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + i + 32), _mm512_cvtepi16_epi8(b));
+    }
+    for (; i < n; i += 32) {
+        __mmask32 m = n - i >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (n - i)) - 1);
+        __m512i a = quant32_fp16(_mm512_maskz_loadu_epi16(m, p + 2 * i), es87, rv, Qv);
+        _mm256_mask_storeu_epi8(q + i, m, _mm512_cvtepi16_epi8(a));
+    }
+}
+
+// ---- AVX512-FP16: q * S computed in binary16. When S is a normal FP16
+// number (scale exponent 113..142) S and q (|q| <= 127) are exact in FP16 and
+// |q * S| >= 2^-14 is normal, so one RNE multiply gives the same bits as the
+// exact FP32 product rounded to FP16 (docs §3.4); overflow (Inf) is clamped
+// to +-65504, which is the saturation rule. q = 0 gives +0 (S > 0).
+bool g_det_fp16 = false, g_has_fp16 = false;
+
+inline bool fp16_scale(uint16_t scale, uint16_t *s16) {
+    const uint32_t es = scale >> 7;
+    if (scale == 0 || es < 113 || es > 142) return false;
+    *s16 = uint16_t(((es - 112) << 10) | ((scale & 0x7Fu) << 3));
+    return true;
+}
+
+__attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph(const int8_t *q, size_t n,
+                                                                                   uint16_t s16, uint8_t *o) {
+    const __m512h S = _mm512_castsi512_ph(_mm512_set1_epi16(short(s16)));
+    const __m512h hi = _mm512_castsi512_ph(_mm512_set1_epi16(0x7BFF)), lo = _mm512_castsi512_ph(_mm512_set1_epi16(short(0xFBFF)));
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512h a = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i))));
+        __m512h b = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i + 32))));
+        a = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(a, S), hi), lo);
+        b = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(b, S), hi), lo);
+        _mm512_storeu_si512(o + 2 * i, _mm512_castph_si512(a));
+        _mm512_storeu_si512(o + 2 * i + 64, _mm512_castph_si512(b));
+    }
+    for (; i < n; i += 32) {
+        __mmask32 m = n - i >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (n - i)) - 1);
+        __m512h a = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, q + i)));
+        a = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(a, S), hi), lo);
+        _mm512_mask_storeu_epi16(o + 2 * i, m, _mm512_castph_si512(a));
+    }
+}
+
+// ---- AVX512-VBMI: wrapping byte prefix sum, 64 bytes per step (log-step
+// lane shifts by vpermb with a zeroing mask), plus the |s| <= Q check.
+bool g_det_vbmi = false, g_has_vbmi = false;
+
+__attribute__((target("avx512vbmi,avx512bw,avx512f"))) bool undelta_vbmi(const uint8_t *b, size_t n, bool delta,
+                                                                          uint32_t Q, int8_t *s) {
+    const __m512i qv = _mm512_set1_epi8(int8_t(Q)), nq = _mm512_set1_epi8(int8_t(-int32_t(Q)));
+    const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45,
+                                         44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26,
+                                         25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
+                                         5, 4, 3, 2, 1, 0);
+    const __m512i i1 = _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), i2 = _mm512_sub_epi8(iota, _mm512_set1_epi8(2)),
+                  i4 = _mm512_sub_epi8(iota, _mm512_set1_epi8(4)), i8 = _mm512_sub_epi8(iota, _mm512_set1_epi8(8)),
+                  i16 = _mm512_sub_epi8(iota, _mm512_set1_epi8(16)), i32 = _mm512_sub_epi8(iota, _mm512_set1_epi8(32));
+    const __m512i last = _mm512_set1_epi8(63);
+    __m512i carry = _mm512_setzero_si512();
+    __mmask64 bad = 0;
+    for (size_t i = 0; i < n; i += 64) {
+        const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
+        __m512i x = _mm512_maskz_loadu_epi8(m, b + i);
+        if (delta) {
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0x1), i1, x));
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0x3), i2, x));
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0xF), i4, x));
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0xFF), i8, x));
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0xFFFF), i16, x));
+            x = _mm512_add_epi8(x, _mm512_maskz_permutexvar_epi8(~__mmask64(0xFFFFFFFFull), i32, x));
+            x = _mm512_add_epi8(x, carry);
+            carry = _mm512_permutexvar_epi8(last, x);
+        }
+        bad |= _mm512_mask_cmpgt_epi8_mask(m, x, qv) | _mm512_mask_cmpgt_epi8_mask(m, nq, x);
+        _mm512_mask_storeu_epi8(s + i, m, x);
+    }
+    return bad == 0;
+}
+
+bool undelta_avx512(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s) {
+    return g_has_vbmi ? undelta_vbmi(b, n, delta, Q, s) : undelta_sse(b, n, delta, Q, s);
+}
+
 inline __m512 deq16(__mmask16 m, const int8_t *q, __m512 S) {
     __m128i b = _mm_maskz_loadu_epi8(m, q);
     __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), S);
@@ -120,6 +270,8 @@ inline void store16(__mmask16 m, __m512 f, int dtype, uint8_t *o) {
 
 void dequant_const_avx512(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out) {
     auto o = static_cast<uint8_t *>(out);
+    uint16_t s16;
+    if (dtype == SPECKV_DTYPE_FP16 && g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
     const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
     const __m512 S = _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16)));
     for (size_t i = 0; i < n; i += 16) {
@@ -141,15 +293,36 @@ void dequant_row_avx512(const int8_t *q, size_t C, const uint16_t *scale, int dt
 
 const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
-    quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_sse,
+    quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
+    absmax_fp16_avx512, quant_const_fp16_avx512,
 };
 
 }  // namespace
 
 const Kernels *avx512_kernels() {
-    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl");
+    static const bool ok = [] {
+        const bool base = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+        if (base) {
+            // CPUID.(7,0): ECX bit 1 AVX512_VBMI, EDX bit 23 AVX512_FP16.
+            unsigned a, b, c, d;
+            if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+                g_has_vbmi = g_det_vbmi = (c >> 1) & 1u;
+                g_has_fp16 = g_det_fp16 = (d >> 23) & 1u;
+            }
+        }
+        return base;
+    }();
     return ok ? &kAvx512 : nullptr;
+}
+
+bool avx512_extensions(int on) {
+    if (!avx512_kernels()) return false;
+    if (on >= 0) {
+        g_has_vbmi = g_det_vbmi && on;
+        g_has_fp16 = g_det_fp16 && on;
+    }
+    return g_has_vbmi || g_has_fp16;
 }
 
 }  // namespace speckv::codec
@@ -157,5 +330,6 @@ const Kernels *avx512_kernels() {
 #else
 namespace speckv::codec {
 const Kernels *avx512_kernels() { return nullptr; }
+bool avx512_extensions(int) { return false; }
 }  // namespace speckv::codec
 #endif

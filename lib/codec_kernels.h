@@ -30,12 +30,23 @@ struct Kernels {
     // §6.0 decoder: s_i = int8(s_{i-1} + b_i) if delta else int8(b_i), for all
     // n; returns false if any |s_i| > Q (s is fully written either way).
     bool (*undelta)(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+    // FP16 input, one scale for n elements (page or token group): the same
+    // results as canon + absmax / canon + quant_const, without the canonical
+    // buffer. absmax_fp16 sets *amax = max(u & 0x7FFFFF00) and returns false
+    // if any element is Inf or NaN (then *amax is unspecified).
+    bool (*absmax_fp16)(const void *h, size_t n, uint32_t *amax);
+    void (*quant_const_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
 };
 
 extern const Kernels kScalarKernels;
 // Defined only when built for x86-64; null entries otherwise.
 const Kernels *avx2_kernels();
 const Kernels *avx512_kernels();
+// The AVX-512 table's optional VBMI / FP16 kernels (used when the CPU has
+// them). on = 1: use when present, 0: base AVX-512 only (tests compare
+// both), -1: query. Returns whether any extension is in use. Not thread-safe
+// against concurrent codec calls: for tests and benchmarks only.
+bool avx512_extensions(int on);
 
 // Scalar definitions used by the SIMD files for tails.
 bool canon_scalar(int dtype, const void *src, size_t n, uint32_t *u);
@@ -45,6 +56,8 @@ void quant_row_scalar(const uint32_t *u, size_t C, const uint32_t *es, const uin
 void dequant_const_scalar(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out);
 void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
 bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
+void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

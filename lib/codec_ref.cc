@@ -5,6 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>  // baseline on x86-64: no ISA flag needed
+#endif
+
 #include "codec.h"
 #include "codec_kernels.h"
 #include "crc32c.h"
@@ -215,9 +219,26 @@ void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dt
     for (size_t c = 0; c < C; c++) store_dtype(dequant_bits(q[c], scale[c]), dtype, out, c);
 }
 
+// FP16 one-group fast path. canon (§2) is monotonic in |h| and so is the
+// 0x7FFFFF00 mask: the maximum of the canonical values is the canonical value
+// of the largest magnitude (bits h & 0x7FFF compare like magnitudes).
+bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax) {
+    auto p = static_cast<const uint8_t *>(h);
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) m = std::max(m, uint32_t(get16(p + 2 * i)) & 0x7FFFu);
+    *amax = fp16_bits_to_u32(uint16_t(m)) & 0x7FFFFF00u;
+    return m < 0x7C00u;
+}
+
+void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
+    auto p = static_cast<const uint8_t *>(h);
+    for (size_t i = 0; i < n; i++) q[i] = int8_t(quant_one(fp16_bits_to_u32(get16(p + 2 * i)), es, r, Q));
+}
+
 const Kernels kScalarKernels = {
     "scalar",          canon_scalar,     absmax_scalar,        colmax_scalar,     quant_const_scalar,
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
+    absmax_fp16_scalar, quant_const_fp16_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -346,117 +367,185 @@ static inline unsigned rice_best_k(const uint32_t *z, size_t m, unsigned W) {
     return bk;
 }
 
+// Thread-local buffers of the Rice stage: z values (one per symbol) and a
+// padded copy of the bit stream, so the hot loops never test for the end.
+struct RiceScratch {
+    std::vector<uint16_t> z;
+    std::vector<uint8_t> bits;
+};
+RiceScratch &rice_scratch() {
+    thread_local RiceScratch r;
+    return r;
+}
+
+constexpr size_t kRiceSlack = 256 + 16;
+
+inline void store64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
+inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
 // §6.2. Returns bytes written or 0 if it does not fit in cap.
+// Two passes: z_i for the whole page (no loop-carried work but the delta),
+// then per block the best k and the codes, packed by a branch-free writer
+// into a padded scratch buffer (stores 8 bytes at a time), copied out at the end.
 template <class Sym>
 size_t rice_encode(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap) {
     const unsigned W = bits + 1;
-    BitWriter bw(dst, cap);
-    alignas(64) uint32_t z[kRiceBlock];
-    const int32_t dmask = delta ? -1 : 0;
-    int32_t prev = 0;
+    RiceScratch &R = rice_scratch();
+    if (R.z.size() < n + kRiceBlock) R.z.resize(n + kRiceBlock);
+    // Checked once per block: a block (<= 3 + 64 * 28 bits = 225 bytes) plus
+    // the 8-byte store may run past cap into the slack before that check.
+    if (R.bits.size() < cap + kRiceSlack) R.bits.resize(cap + kRiceSlack);
+    uint16_t *z = R.z.data();
+    if (delta) {
+        z[0] = uint16_t(zigzag(int32_t(s[0])));
+        for (size_t i = 1; i < n; i++) z[i] = uint16_t(zigzag(int32_t(s[i]) - int32_t(s[i - 1])));
+    } else {
+        for (size_t i = 0; i < n; i++) z[i] = uint16_t(zigzag(int32_t(s[i])));
+    }
+    uint8_t *const o0 = R.bits.data();
+    uint8_t *o = o0;
+    const uint8_t *const olim = o0 + cap;  // bytes fully written beyond this: does not fit
+    uint64_t acc = 0;
+    unsigned fill = 0;
+    auto put = [&](uint64_t code, unsigned len) {
+        acc |= code << fill;
+        fill += len;
+        store64(o, acc);
+        o += fill >> 3;
+        acc >>= (fill & ~7u);
+        fill &= 7;
+    };
+    uint32_t zb[kRiceBlock];
     for (size_t b0 = 0; b0 < n; b0 += kRiceBlock) {
-        size_t m = std::min(kRiceBlock, n - b0);
-        for (size_t i = 0; i < m; i++) {
-            int32_t v = s[b0 + i];
-            z[i] = zigzag(v - (prev & dmask));
-            prev = v;
-        }
-        const unsigned bk = rice_best_k(z, m, W);
-        if (!bw.put(bk, 3)) return 0;
+        const size_t m = std::min(kRiceBlock, n - b0);
+        for (size_t i = 0; i < m; i++) zb[i] = z[b0 + i];
+        const unsigned bk = rice_best_k(zb, m, W);
+        put(bk, 3);
         const uint32_t lowmask = (1u << bk) - 1;
         for (size_t i = 0; i < m; i++) {
-            uint32_t u = z[i] >> bk;
-            bool ok;
-            if (u < kRiceEsc)
-                ok = bw.put(((1u << u) - 1) | ((z[i] & lowmask) << (u + 1)), u + 1 + bk);
+            const uint32_t zi = zb[i];
+            const uint32_t u = zi >> bk;
+            if (__builtin_expect(u < kRiceEsc, 1))
+                put(((1u << u) - 1) | ((zi & lowmask) << (u + 1)), u + 1 + bk);
             else
-                ok = bw.put(((1u << kRiceEsc) - 1) | (z[i] << kRiceEsc), kRiceEsc + W);
-            if (!ok) return 0;
+                put(((1u << kRiceEsc) - 1) | (uint64_t(zi) << kRiceEsc), kRiceEsc + W);
         }
+        if (o > olim) return 0;  // at most 64 * 28 + 3 bits per block: within the slack
     }
-    if (!bw.flush()) return 0;
-    return bw.size();
+    const size_t len = size_t(o - o0) + (fill ? 1 : 0);
+    if (len > cap) return 0;
+    std::memcpy(dst, o0, len);
+    return len;
 }
 
+// §6.2 decoder. The serial loop only extracts z (its critical path is
+// ctz -> add -> shift); unzigzag, the delta prefix and the range checks run
+// afterwards over the whole page. The stream is read from a zero-padded copy,
+// so a refill never tests the end; an overrun is caught by the consumed-bit
+// count after each block (reading zeros past the end cannot hide it).
 template <class Sym>
 int rice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, Sym *s) {
     const unsigned W = bits + 1;
     const int32_t Q = (1 << (bits - 1)) - 1;
     const uint32_t zmax = uint32_t(4 * Q);
-    // Bit buffer: `buf` holds `nb` unread bits; bytes past `len` read as zero and
-    // the overrun is caught by the consumed-bit count after each block.
+    RiceScratch &R = rice_scratch();
+    if (R.z.size() < n + kRiceBlock) R.z.resize(n + kRiceBlock);
+    // An overrun is only detected at the end of its block: up to 225 bytes
+    // past len, plus the 8-byte refill load, must read as zeros.
+    if (R.bits.size() < len + kRiceSlack) R.bits.resize(len + kRiceSlack);
+    uint8_t *const pb = R.bits.data();
+    std::memcpy(pb, p, len);
+    std::memset(pb + len, 0, kRiceSlack);
+    uint16_t *const z = R.z.data();
+    const uint64_t total_bits = uint64_t(len) * 8;
+    const uint32_t escmask = (1u << W) - 1;
     uint64_t buf = 0;
     unsigned nb = 0;
-    size_t pos = 0;
+    size_t pos = 0;  // bytes loaded into buf
     auto refill = [&] {
-        if (pos + 8 <= len) {
-            uint64_t w;
-            std::memcpy(&w, p + pos, 8);
-            buf |= w << nb;
-            pos += (63 - nb) >> 3;
-            nb |= 56;
-        } else {
-            while (nb <= 56) {
-                buf |= uint64_t(pos < len ? p[pos] : 0) << nb;
-                pos++;
-                nb += 8;
-            }
-        }
+        buf |= load64(pb + pos) << nb;
+        pos += (63 - nb) >> 3;
+        nb |= 56;
     };
-    const uint64_t total_bits = uint64_t(len) * 8;
-    const int32_t dmask = delta ? -1 : 0;
-    int32_t prev = 0;
+    uint32_t bad = 0;
     for (size_t b0 = 0; b0 < n; b0 += kRiceBlock) {
-        size_t m = std::min(kRiceBlock, n - b0);
+        const size_t m = std::min(kRiceBlock, n - b0);
         if (nb < 32) refill();
         const unsigned k = unsigned(buf & 7);
         buf >>= 3, nb -= 3;
         const uint32_t lowmask = (1u << k) - 1;
-        // One symbol takes <= 28 bits, so a refill (>= 56 bits) serves two.
-        // Validity is accumulated and checked once per block (values are
-        // stored within s[] either way), keeping the loop free of branches
-        // other than the rare escape.
-        uint32_t bad = 0;
-        auto one = [&](size_t i) {
-            uint32_t w = uint32_t(buf);
-            unsigned u = unsigned(__builtin_ctz(~w | (1u << kRiceEsc)));  // leading ones, capped at 15
-            uint32_t z;
-            unsigned used;
-            if (__builtin_expect(u < kRiceEsc, 1)) {
-                z = (uint32_t(u) << k) | ((w >> (u + 1)) & lowmask);
-                used = u + 1 + k;
-            } else {
-                z = (w >> kRiceEsc) & ((1u << W) - 1);
-                used = kRiceEsc + W;
-            }
-            buf >>= used, nb -= used;
-            int32_t v = unzigzag(z) + (prev & dmask);
-            bad |= uint32_t(z > zmax) | uint32_t(v > Q) | uint32_t(v < -Q);
-            s[b0 + i] = Sym(v);
-            prev = v;
-        };
+        uint16_t *zo = z + b0;
         size_t i = 0;
-        for (; i + 2 <= m; i += 2) {
+        for (; i + 2 <= m; i += 2) {  // one refill (>= 56 bits) serves two symbols (<= 28 each)
             if (nb < 56) refill();
-            one(i);
-            one(i + 1);
+            for (int r = 0; r < 2; r++) {
+                const uint32_t w = uint32_t(buf);
+                const unsigned u = unsigned(__builtin_ctz(~w | (1u << kRiceEsc)));
+                uint32_t zi;
+                unsigned used;
+                if (__builtin_expect(u < kRiceEsc, 1)) {
+                    zi = (uint32_t(u) << k) | ((w >> (u + 1)) & lowmask);
+                    used = u + 1 + k;
+                } else {
+                    zi = (w >> kRiceEsc) & escmask;
+                    used = kRiceEsc + W;
+                }
+                buf >>= used, nb -= used;
+                zo[i + size_t(r)] = uint16_t(zi);
+            }
         }
         if (i < m) {
             if (nb < 32) refill();
-            one(i);
-        }
-        if (bad) {
-            // Cold path: re-scan the block for the message.
-            for (size_t j = 0; j < m; j++) {
-                int32_t v = int32_t(s[b0 + j]);
-                if (v > Q || v < -Q)
-                    return fail(SPECKV_ECORRUPT, "codec: value %d at symbol %zu outside [-%d, %d]", v, b0 + j, Q, Q);
+            const uint32_t w = uint32_t(buf);
+            const unsigned u = unsigned(__builtin_ctz(~w | (1u << kRiceEsc)));
+            uint32_t zi;
+            unsigned used;
+            if (u < kRiceEsc) {
+                zi = (uint32_t(u) << k) | ((w >> (u + 1)) & lowmask);
+                used = u + 1 + k;
+            } else {
+                zi = (w >> kRiceEsc) & escmask;
+                used = kRiceEsc + W;
             }
-            return fail(SPECKV_ECORRUPT, "codec: Rice symbol out of range (> 4Q = %u or value beyond +-%d) in block %zu",
-                        zmax, Q, b0 / kRiceBlock);
+            buf >>= used, nb -= used;
+            zo[i] = uint16_t(zi);
         }
         if (uint64_t(pos) * 8 - nb > total_bits)
             return fail(SPECKV_ECORRUPT, "codec: Rice stream truncated in block %zu", b0 / kRiceBlock);
+    }
+    // Values, delta and range (§6.2: z <= 4Q and |s_i| <= Q).
+    if (delta) {
+        int32_t prev = 0;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t zi = z[i];
+            const int32_t v = unzigzag(zi) + prev;
+            bad |= uint32_t(zi > zmax) | uint32_t(v > Q) | uint32_t(v < -Q);
+            s[i] = Sym(v);
+            prev = v;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t zi = z[i];
+            const int32_t v = unzigzag(zi);
+            bad |= uint32_t(zi > zmax) | uint32_t(v > Q) | uint32_t(v < -Q);
+            s[i] = Sym(v);
+        }
+    }
+    if (bad) {
+        // Cold path: the first offending symbol for the message.
+        int32_t prev = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int32_t v = unzigzag(z[i]) + (delta ? prev : 0);
+            if (z[i] > zmax || v > Q || v < -Q)
+                return fail(SPECKV_ECORRUPT, "codec: Rice symbol %zu out of range (z %u > 4Q = %u or value %d beyond +-%d)",
+                            i, unsigned(z[i]), zmax, v, Q);
+            prev = v;
+        }
+        return fail(SPECKV_ECORRUPT, "codec: Rice symbol out of range");
     }
     const uint64_t used = uint64_t(pos) * 8 - nb;
     if ((used + 7) / 8 != len)
@@ -472,10 +561,25 @@ int rice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bit
 // Same greedy parse as the spec: a literal stops at 128 bytes, at the end, or
 // where a run of >= 3 equal bytes starts (scanned for directly).
 size_t rle_encode(const uint8_t *b, size_t n, uint8_t *dst, size_t cap) {
+    // rs[j] = 1 where a run of >= 3 equal bytes starts (one vectorisable pass),
+    // then literals extend to the next start found by memchr.
+    thread_local std::vector<uint8_t> rsv;
+    rsv.resize(n + 1);
+    uint8_t *__restrict rs = rsv.data();
+    size_t j0 = 0;
+#if defined(__SSE2__)
+    for (; j0 + 18 <= n; j0 += 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0));
+        const __m128i e1 = _mm_cmpeq_epi8(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0 + 1)));
+        const __m128i e2 = _mm_cmpeq_epi8(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0 + 2)));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(rs + j0), _mm_and_si128(_mm_and_si128(e1, e2), _mm_set1_epi8(1)));
+    }
+#endif
+    for (size_t j = j0; j + 2 < n; j++) rs[j] = uint8_t((b[j] == b[j + 1]) & (b[j] == b[j + 2]));
+    for (size_t j = n >= 2 ? n - 2 : 0; j <= n; j++) rs[j] = 0;
     size_t o = 0, i = 0;
-    auto run_start = [&](size_t j) { return j + 2 < n && b[j] == b[j + 1] && b[j] == b[j + 2]; };
     while (i < n) {
-        if (run_start(i)) {
+        if (rs[i]) {
             size_t r = 3;
             while (i + r < n && r < 130 && b[i + r] == b[i]) r++;
             if (o + 2 > cap) return 0;
@@ -485,8 +589,8 @@ size_t rle_encode(const uint8_t *b, size_t n, uint8_t *dst, size_t cap) {
             continue;
         }
         const size_t lim = std::min(n, i + 128);
-        size_t j = i + 1;
-        while (j < lim && !run_start(j)) j++;
+        const void *hit = lim > i + 1 ? std::memchr(rs + i + 1, 1, lim - i - 1) : nullptr;
+        const size_t j = hit ? size_t(static_cast<const uint8_t *>(hit) - rs) : lim;
         const size_t len = j - i;
         if (o + 1 + len > cap) return 0;
         dst[o++] = uint8_t(len - 1);
@@ -660,32 +764,48 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     const size_t T = n / C;
 
     Scratch &S = scratch();
-    S.u.resize(n);
     S.q.resize(n);
-    uint32_t *u = S.u.data();
     int8_t *q = S.q.data();
-    if (!K->canon(dtype, src, n, u)) {
-        *out_len = write_raw(dtype, src, src_bytes, dst);
-        return SPECKV_OK;
-    }
-
     size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
     const size_t raw_payload = src_bytes;
-    if (2 * G >= raw_payload) {
-        *out_len = write_raw(dtype, src, src_bytes, dst);
-        return SPECKV_OK;
+    uint8_t *payload = dst + kHeaderSize;
+    const size_t budget = raw_payload - 1 - 2 * std::min(G, raw_payload / 2);  // record must be shorter than raw
+    // FP16 with one scale per page or per token, b <= 8: straight from the
+    // FP16 bits (same values as canon + absmax + quant_const, docs §2-§3).
+    const bool direct = dtype == SPECKV_DTYPE_FP16 && P.bits <= 8 && P.group != kGroupChannel;
+    if (direct) {
+        S.amax.resize(G);
+        auto h = static_cast<const uint8_t *>(src);
+        const size_t gl = n / G;  // elements per group
+        bool finite = true;
+        for (size_t g = 0; g < G; g++) finite &= K->absmax_fp16(h + 2 * g * gl, gl, &S.amax[g]);
+        if (!finite || 2 * G >= raw_payload) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+    } else {
+        S.u.resize(n);
+        if (!K->canon(dtype, src, n, S.u.data())) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+        if (2 * G >= raw_payload) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+        S.amax.resize(G);
+        const uint32_t *u = S.u.data();
+        if (P.group == kGroupPage) {
+            S.amax[0] = K->absmax(u, n);
+        } else if (P.group == kGroupChannel) {
+            K->colmax(u, T, C, S.amax.data());
+        } else {
+            for (size_t t = 0; t < T; t++) S.amax[t] = K->absmax(u + t * C, C);
+        }
     }
-    S.amax.resize(G);
     S.es.resize(G);
     S.r.resize(G);
     S.scales.resize(G);
-    if (P.group == kGroupPage) {
-        S.amax[0] = K->absmax(u, n);
-    } else if (P.group == kGroupChannel) {
-        K->colmax(u, T, C, S.amax.data());
-    } else {
-        for (size_t t = 0; t < T; t++) S.amax[t] = K->absmax(u + t * C, C);
-    }
     for (size_t g = 0; g < G; g++) {
         if (!make_scale(S.amax[g], P.bits, &S.scales[g], &S.es[g], &S.r[g])) {
             *out_len = write_raw(dtype, src, src_bytes, dst);
@@ -693,44 +813,70 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         }
     }
     if (P.bits > 8) return encode_wide(mode, dtype, src, src_bytes, P, C, G, dst, out_len);
-    if (P.group == kGroupPage) {
-        K->quant_const(u, n, S.es[0], S.r[0], Q, q);
-    } else if (P.group == kGroupChannel) {
-        for (size_t t = 0; t < T; t++) K->quant_row(u + t * C, C, S.es.data(), S.r.data(), Q, q + t * C);
+    uint8_t *stream = payload + 2 * G;
+    const bool delta = P.order != kOrderNone;
+    // int8 (bytes, no delta): the q bytes are the stream; quantise in place.
+    const bool in_place = P.entropy == kEntropyBytes && !delta;
+    if (in_place) {
+        if (n > budget) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+        q = reinterpret_cast<int8_t *>(stream);
+    }
+    if (direct) {
+        auto h = static_cast<const uint8_t *>(src);
+        const size_t gl = n / G;
+        for (size_t g = 0; g < G; g++) K->quant_const_fp16(h + 2 * g * gl, gl, S.es[g], S.r[g], Q, q + g * gl);
     } else {
-        for (size_t t = 0; t < T; t++) K->quant_const(u + t * C, C, S.es[t], S.r[t], Q, q + t * C);
+        const uint32_t *u = S.u.data();
+        if (P.group == kGroupPage) {
+            K->quant_const(u, n, S.es[0], S.r[0], Q, q);
+        } else if (P.group == kGroupChannel) {
+            for (size_t t = 0; t < T; t++) K->quant_row(u + t * C, C, S.es.data(), S.r.data(), Q, q + t * C);
+        } else {
+            for (size_t t = 0; t < T; t++) K->quant_const(u + t * C, C, S.es[t], S.r[t], Q, q + t * C);
+        }
     }
 
     // Scan order (§5).
     const int8_t *s = q;
     if (P.order == kOrderColumnar && C > 1) {
         S.s.resize(n);
+        int8_t *so = S.s.data();
         for (size_t t = 0; t < T; t++)
-            for (size_t c = 0; c < C; c++) S.s[c * T + t] = q[t * C + c];
-        s = S.s.data();
+            for (size_t c = 0; c < C; c++) so[c * T + t] = q[t * C + c];
+        s = so;
     }
 
-    uint8_t *payload = dst + kHeaderSize;
     for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
-    uint8_t *stream = payload + 2 * G;
-    const size_t budget = raw_payload - 1 - 2 * G;  // record must be shorter than raw
     size_t slen = 0;
-    const bool delta = P.order != kOrderNone;
     if (P.entropy == kEntropyRice) {
         slen = rice_encode(s, n, delta, P.bits, stream, budget);
+    } else if (in_place) {
+        slen = n;
     } else {
-        // Bytes of d_i mod 256 (§6.0), built in place when they fit.
-        thread_local std::vector<uint8_t> db;
-        db.resize(n);
-        db[0] = uint8_t(s[0]);
-        if (delta)
-            for (size_t i = 1; i < n; i++) db[i] = uint8_t(uint8_t(s[i]) - uint8_t(s[i - 1]));
-        else
-            for (size_t i = 1; i < n; i++) db[i] = uint8_t(s[i]);
+        // Bytes of d_i mod 256 (§6.0).
+        thread_local std::vector<uint8_t> dbv;
+        dbv.resize(n);
+        uint8_t *__restrict db = dbv.data();
+        const uint8_t *__restrict sb = reinterpret_cast<const uint8_t *>(s);
+        db[0] = sb[0];
+        if (delta) {
+            size_t i = 1;
+#if defined(__SSE2__)
+            for (; i + 16 <= n; i += 16)
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(db + i),
+                                 _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sb + i)),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i *>(sb + i - 1))));
+#endif
+            for (; i < n; i++) db[i] = uint8_t(sb[i] - sb[i - 1]);
+        } else
+            std::memcpy(db + 1, sb + 1, n - 1);
         if (P.entropy == kEntropyRle) {
-            slen = rle_encode(db.data(), n, stream, budget);
+            slen = rle_encode(db, n, stream, budget);
         } else if (n <= budget) {
-            std::memcpy(stream, db.data(), n);
+            std::memcpy(stream, db, n);
             slen = n;
         }
     }
