@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "text.h"
 #include "config.h"
+#include "devices.h"
 #include "pool.h"
 #include "speckv.h"
 #include "status.h"
@@ -38,27 +39,70 @@ std::string human(uint64_t bytes) { return speckv::human_bytes(bytes); }
 
 using speckv::json_escape;
 
-// The file or device a URI names, for messages; anon:/numa: pools are private
-// to their process and can't be operated on from outside.
-bool target_of(const std::string &uri_text, std::string *target, bool allow_device = true) {
+// The file or device a URI names, for messages. anon: and unnamed numa:
+// pools are private to their process and can't be operated on from outside;
+// a named numa: pool is its tmpfs file.
+bool target_of(const std::string &uri_text, std::string *target, speckv::Uri *parsed = nullptr) {
     speckv::Uri u;
     if (int rc = speckv::parse_uri(uri_text, &u); rc != SPECKV_OK) {
         error(describe(rc));
         return false;
     }
-    if (u.scheme == speckv::Scheme::Anon || u.scheme == speckv::Scheme::Numa ||
-        (!allow_device && u.scheme != speckv::Scheme::File)) {
-        error(std::string(u.scheme == speckv::Scheme::Anon ? "anon:" : u.scheme == speckv::Scheme::Numa ? "numa:" : "dax:") +
-              " pools can't be used with this command (anon: and numa: pools live inside one process)");
+    if (u.scheme == speckv::Scheme::Anon) {
+        error("anon: pools can't be used with this command (an anon: pool lives inside one process)");
+        return false;
+    }
+    if (u.scheme == speckv::Scheme::Numa && !u.named) {
+        error("numa:" + std::to_string(u.node) +
+              " without name= is private memory of the process that opens it: no other process, and not this "
+              "command, can reach it. Name the pool to share it with other processes and the CLI: numa:" +
+              std::to_string(u.node) + "?size=64M&name=NAME");
         return false;
     }
     *target = u.target;
+    if (parsed) *parsed = std::move(u);
     return true;
 }
 
+std::string gbps(uint64_t bytes_per_s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f GB/s", double(bytes_per_s) / 1e9);
+    return b;
+}
+
+// What `pool inspect` adds to PoolInfo: where the pool's memory sits.
+struct Where {
+    speckv::Placement placement;
+    bool numa = false;  // a named numa: pool: its pages were counted
+    int node = -1;
+    speckv::NumaPlacement pages;
+};
+
+void print_where(const Where &w, bool json) {
+    if (json) {
+        std::printf(",\"placement\":%s", speckv::placement_json(w.placement).c_str());
+        if (w.numa)
+            std::printf(",\"numa_pages\":{\"node\":%d,\"total\":%" PRIu64 ",\"on_node\":%" PRIu64
+                        ",\"elsewhere\":%" PRIu64 ",\"absent\":%" PRIu64 "}",
+                        w.node, w.pages.pages, w.pages.on_node, w.pages.elsewhere, w.pages.absent);
+        return;
+    }
+    const speckv::Placement &p = w.placement;
+    std::printf("placement    %s: ~%" PRIu64 " ns, %s L3->L2 (%s)\n", p.cls.c_str(), p.latency_ns, gbps(p.bandwidth).c_str(),
+                p.source.c_str());
+    if (w.numa)
+        std::printf("numa pages   %" PRIu64 " of %" PRIu64 " on node %d (%" PRIu64 " elsewhere, %" PRIu64 " absent)\n",
+                    w.pages.on_node, w.pages.pages, w.node, w.pages.elsewhere, w.pages.absent);
+}
+
+void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w);
+
 }  // namespace
 
-void print_info(const speckv::PoolInfo &i, bool json) {
+void print_info(const speckv::PoolInfo &i, bool json) { print_info_where(i, json, nullptr); }
+
+namespace {
+void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
     if (json) {
         std::printf("{\"location\":\"%s\",\"format_version\":%u,\"uuid\":\"%s\",\"created\":\"%s\",\"pool_bytes\":%" PRIu64
                     ",\"page_size\":%" PRIu64 ",\"data_offset\":%" PRIu64 ",\"pages\":{\"total\":%" PRIu64
@@ -71,6 +115,8 @@ void print_info(const speckv::PoolInfo &i, bool json) {
                     i.n_pages - i.pages_used, i.blocks_live, i.max_blocks, i.bytes_by_dtype[0], i.bytes_by_dtype[1],
                     i.bytes_by_dtype[2], i.bytes_by_dtype[3], i.attached, i.clean ? "true" : "false", i.epoch,
                     i.recoveries, i.pages_quarantined, i.pages_in_write);
+        std::printf("\"codec\":{\"coded_pages\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64 "},",
+                    i.pages_coded, i.coded_raw_bytes, i.coded_stored_bytes);
         std::printf("\"sharing\":{\"published_blocks\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
                     ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
                     ",\"reclaimed_blocks\":%" PRIu64 "},\"processes\":[",
@@ -84,7 +130,9 @@ void print_info(const speckv::PoolInfo &i, bool json) {
         for (size_t k = 0; k < i.tenants.size(); k++)
             std::printf("%s{\"tenant\":%" PRIu64 ",\"quota_pages\":%" PRIu64 ",\"used_pages\":%" PRIu64 "}", k ? "," : "",
                         i.tenants[k].tenant, i.tenants[k].quota_pages, i.tenants[k].used_pages);
-        std::printf("]}\n");
+        std::printf("]");
+        if (w) print_where(*w, true);
+        std::printf("}\n");
         return;
     }
     std::printf("pool         %s\n", i.location.c_str());
@@ -104,6 +152,10 @@ void print_info(const speckv::PoolInfo &i, bool json) {
                 i.recoveries);
     std::printf("checksums    %" PRIu64 " quarantined pages, %" PRIu64 " pages mid-write\n", i.pages_quarantined,
                 i.pages_in_write);
+    std::printf("codec        %" PRIu64 " pages stored as records: %s in clear -> %s", i.pages_coded,
+                human(i.coded_raw_bytes).c_str(), human(i.coded_stored_bytes).c_str());
+    if (i.coded_stored_bytes) std::printf(" (%.2fx)", double(i.coded_raw_bytes) / double(i.coded_stored_bytes));
+    std::printf("\n");
     // Sharing: what is published, and what sharing saved (bytes a lookup
     // hit or a publish collision did not store again).
     uint64_t stored = i.bytes_by_dtype[0] + i.bytes_by_dtype[1] + i.bytes_by_dtype[2] + i.bytes_by_dtype[3];
@@ -121,7 +173,9 @@ void print_info(const speckv::PoolInfo &i, bool json) {
     for (const auto &t : i.tenants)
         std::printf("tenant       %" PRIu64 ": %" PRIu64 " pages used, quota %s\n", t.tenant, t.used_pages,
                     t.quota_pages ? std::to_string(t.quota_pages).c_str() : "none");
+    if (w) print_where(*w, false);
 }
+}  // namespace
 
 void register_pool_commands(CLI::App &app) {
     auto *pool = app.add_subcommand("pool", "Create, inspect, check and reset pools");
@@ -129,15 +183,16 @@ void register_pool_commands(CLI::App &app) {
 
     auto *create = pool->add_subcommand("create", "Create a pool (fails if it exists)");
     static std::string c_uri, c_size, c_page = "4096";
-    create->add_option("URI", c_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
+    create->add_option("URI", c_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
     create->add_option("--size", c_size, "pool size, e.g. 256M, 8G")->required();
     create->add_option("--page-size", c_page, "data page size (power of two, >= 4096)");
     create->callback([] {
         std::string path;
-        if (!target_of(c_uri, &path)) return void(g_exit = 1);
+        speckv::Uri u;
+        if (!target_of(c_uri, &path, &u)) return void(g_exit = 1);
         std::unique_ptr<speckv::Pool> existing;
         if (speckv::Pool::open_readonly_uri(c_uri, &existing) == SPECKV_OK ||
-            (c_uri.rfind("file:", 0) == 0 && access(path.c_str(), F_OK) == 0)) {
+            ((u.scheme == speckv::Scheme::File || u.scheme == speckv::Scheme::Numa) && access(path.c_str(), F_OK) == 0)) {
             error("a pool already exists at " + path + " (use `speckv pool reset` to wipe it)");
             return void(g_exit = 1);
         }
@@ -161,7 +216,7 @@ void register_pool_commands(CLI::App &app) {
     auto *inspect = pool->add_subcommand("inspect", "Show a pool's geometry, usage and checksum state");
     static std::string i_uri;
     static bool i_json = false;
-    inspect->add_option("URI", i_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
+    inspect->add_option("URI", i_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
     inspect->add_flag("--json", i_json, "one JSON object on stdout");
     inspect->callback([] {
         std::string path;
@@ -173,13 +228,22 @@ void register_pool_commands(CLI::App &app) {
         }
         speckv::PoolInfo i;
         p->info(&i);
-        print_info(i, i_json);
+        speckv::Uri u;
+        speckv::parse_uri(i_uri, &u);
+        Where w;
+        w.placement = speckv::placement_for_uri(u);
+        if (u.scheme == speckv::Scheme::Numa) {  // attached: every page is mapped here
+            w.numa = true;
+            w.node = u.node;
+            if (speckv::numa_placement(p->image(), p->image_size(), u.node, &w.pages) != SPECKV_OK) w.numa = false;
+        }
+        print_info_where(i, i_json, &w);
     });
 
     auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");
     static std::string k_uri;
     static bool k_json = false;
-    check->add_option("URI", k_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
+    check->add_option("URI", k_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
     check->add_flag("--json", k_json, "one JSON object on stdout");
     static bool k_repair = false;
     check->add_flag("--repair", k_repair,
@@ -231,7 +295,7 @@ void register_pool_commands(CLI::App &app) {
     auto *reset = pool->add_subcommand("reset", "Wipe every block of a pool, keeping its geometry (needs --force)");
     static std::string r_uri;
     static bool r_force = false;
-    reset->add_option("URI", r_uri, "file:/path, file:NAME or dax:/dev/daxX.Y")->required();
+    reset->add_option("URI", r_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
     reset->add_flag("--force", r_force, "really wipe it, even while processes are attached (their handles become invalid)");
     reset->callback([] {
         std::string path;

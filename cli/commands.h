@@ -13,6 +13,8 @@ namespace speckv_cli {
 extern int g_exit;
 
 void register_pool_commands(CLI::App &app);
+// `pool stats` (cmd_pool_stats.cc), under the `pool` subcommand.
+void register_pool_stats_command(CLI::App &pool);
 void register_demo_command(CLI::App &app);
 void register_codec_commands(CLI::App &app);
 void register_devices_command(CLI::App &app);

@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("speckv ") + SPECKV_VERSION_STRING);
     speckv_cli::register_pool_commands(app);
+    speckv_cli::register_pool_stats_command(*app.get_subcommand("pool"));
     speckv_cli::register_demo_command(app);
     speckv_cli::register_codec_commands(app);
     speckv_cli::register_devices_command(app);

@@ -177,6 +177,8 @@ typedef uint64_t speckv_handle;
  *   dax:/dev/daxX.Y            device-dax (CXL Type-3) via libdaxctl, mapped whole,
  *                              formatted on first open
  *   numa:N?size=S[&policy=bind|preferred]  anonymous memory on NUMA node N
+ *   numa:N?size=S&name=NAME  a shared tmpfs file bound to node N (other
+ *                            processes and the CLI attach it by the same URI)
  * A missing file pool is created with the size from the URI or the config key
  * "pool.size" (unless "pool.create" is 0); an existing one is attached and its
  * geometry wins. Several processes may attach the same pool at once.
@@ -200,6 +202,10 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
 #define SPECKV_DTYPE_FP32 3
 
 #define SPECKV_HINT_HAS_HASH 0x1u /* content_hash is set */
+/* The block holds keys / values: picks config codec.key_mode or
+ * codec.value_mode instead of codec.mode for its pages (docs/codec.md §17). */
+#define SPECKV_HINT_KEYS 0x2u
+#define SPECKV_HINT_VALUES 0x4u
 
 /* Bytes of a block content hash (speckv_block_hash, speckv_publish). */
 #define SPECKV_HASH_BYTES 32
@@ -311,6 +317,91 @@ SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);
  * Returns SPECKV_OK, SPECKV_ENOENT (no such block), SPECKV_EINVAL. Since 0.1.0. */
 SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
                                 uint64_t token_pos, speckv_handle *out, uint64_t *token_offset);
+
+/* ---- Near-memory page selection (docs/selection.md; the PNM-KV / PnG-KV
+ * design). For contexts far larger than the GPU holds: the pool scores the
+ * K pages of (tenant, request, layer) against the query next to the memory
+ * and returns only the few that matter (speckv_select); the rest can be
+ * attended next to the pool too (speckv_attend) and merged exactly with the
+ * GPU's part (speckv_merge_partials).
+ *
+ * Pages: the K blocks of (tenant, request, layer) are the live blocks
+ * allocated with SPECKV_HINT_KEYS and that (tenant, request, layer), ordered
+ * by token_pos; each holds rows of kv_heads * head_dim FP16 or FP32 keys, and
+ * a data page holds whole rows. A K page written to its end gets a summary
+ * (per-channel min and max, docs/selection.md §1) in the pool's summary
+ * area, kept with the page like its checksum: pools are created with
+ * config pool.summary_bytes >= 16 + 4 * kv_heads * head_dim, and the writer
+ * sets select.channels = kv_heads * head_dim. The V rows of the same tokens
+ * are in blocks hinted SPECKV_HINT_VALUES with the same row layout. */
+typedef struct speckv_select_params {
+    size_t struct_size;
+    uint32_t kv_heads;      /* KV heads in a row */
+    uint32_t head_dim;
+    uint32_t q_per_kv;      /* query heads per KV head (GQA group size), >= 1 */
+    uint32_t budget;        /* pages to select, >= 1 (forced pages included) */
+    uint32_t recent;        /* the most recent pages always selected; UINT32_MAX = config select.recent */
+    float band;             /* steady selection: a page selected last step stays while its score is
+                               >= the cut - band (logit units); < 0 = config select.band_milli */
+    float scale;            /* logit scale; 0 = 1/sqrt(head_dim) */
+    uint64_t context_tokens;/* tokens [0, context_tokens) exist; later rows are ignored */
+} speckv_select_params;
+
+/* One K page: where it is, which tokens, and its score (an upper bound of
+ * the largest logit any query head of any group gets on its keys; +inf for a
+ * page without a summary yet, e.g. the one being appended: always kept). */
+typedef struct speckv_page_ref {
+    speckv_handle block;
+    uint64_t offset;        /* byte offset of the page in the block */
+    uint64_t token_pos;     /* first token of the page */
+    uint32_t tokens;        /* tokens of the page below context_tokens */
+    float score;
+} speckv_page_ref;
+
+/* Selects params->budget pages of (tenant, request, layer) for query `q`
+ * (q_heads * head_dim floats, head-major; q_len = their count): the `recent`
+ * last pages, pages kept by the steady rule from this handle's previous call
+ * for the same (tenant, request, layer), then the best upper bounds (ties:
+ * the earlier page). O(pages) work next to the pool; deterministic. Writes
+ * the selection in token order to out[0..*n_out) (cap >= budget, or all pages
+ * when there are fewer); *n_pages (may be NULL) = the K pages there are.
+ * Returns SPECKV_OK, SPECKV_EINVAL (NULL, q_len, geometry, budget 0, q not
+ * finite), SPECKV_ESTRUCT, SPECKV_ENOENT (no K page), SPECKV_ERANGE (cap),
+ * SPECKV_ENOTSUP (pool without summary area; dtype not FP16/FP32; rows that
+ * straddle pages), SPECKV_ECORRUPT (a summary fails its checksum: the page is
+ * named). Since 0.1.0. */
+SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                             const float *q, size_t q_len, const speckv_select_params *params,
+                             speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
+
+/* A partial attention result per query head, mergeable exactly (the
+ * flash-decoding merge): out[h * head_dim ...] = softmax-weighted mean of V
+ * over the pages it covers, max_score[h] = largest logit, sum_exp[h] =
+ * sum of exp(logit - max_score[h]). Empty: out 0, max -inf, sum 0. */
+typedef struct speckv_partial {
+    size_t struct_size;
+    float *out;             /* q_heads * head_dim */
+    float *max_score;       /* q_heads */
+    float *sum_exp;         /* q_heads */
+} speckv_partial;
+
+/* Attention of `q` over the K/V pages of (tenant, request, layer) that are
+ * NOT in exclude[0..n_exclude) (matched by block and offset; typically what
+ * speckv_select returned and the GPU attends itself), computed next to the
+ * pool: pages are read (and decoded) there, only the partial comes back.
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT, SPECKV_ENOENT (no K page,
+ * or a K page without the V rows of its tokens), SPECKV_ENOTSUP, SPECKV_ECORRUPT.
+ * Since 0.1.0. */
+SPECKV_API int speckv_attend(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                             const float *q, size_t q_len, const speckv_select_params *params,
+                             const speckv_page_ref *exclude, size_t n_exclude, speckv_partial *out);
+
+/* out = the exact merge of partials a and b over disjoint page sets (out may
+ * alias a or b): M = max(m_a, m_b), w_i = sum_i exp(m_i - M), o = (w_a o_a +
+ * w_b o_b) / (w_a + w_b). Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT.
+ * Since 0.1.0. */
+SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const speckv_partial *a,
+                                     const speckv_partial *b, speckv_partial *out);
 
 /* ---------------------------------------------------------------- sharing */
 /* Content-addressed blocks, shared by every process attached to a pool
@@ -426,11 +517,18 @@ typedef struct speckv_pool_stats {
     uint64_t prefetch_wasted_bytes;
     uint64_t prefetch_ignored; /* hints naming no known block (unknown request, freed block) */
     uint64_t prefetch_dropped; /* hints dropped: the hint queue was full */
-    uint64_t link_bytes;       /* bytes moved L3 -> L2 by the prefetcher */
+    uint64_t link_bytes;       /* bytes moved L3 -> L2 by the prefetcher (record bytes for coded pages) */
     uint64_t tlb_hits;
     uint64_t tlb_misses;
     uint32_t prefetch_beta_ppm; /* aggressiveness beta, parts per million (1000000 = full) */
     uint32_t prefetch_depth;    /* depth k (units ahead) of the last plan */
+    /* Codec (this process; docs/codec.md §17). A page is encoded when a
+     * write completes it and the block's mode is not raw. */
+    uint64_t codec_pages_encoded;  /* pages stored as codec records */
+    uint64_t codec_raw_bytes;      /* their bytes in clear */
+    uint64_t codec_stored_bytes;   /* their record bytes (what L3 holds and the link carries) */
+    uint64_t codec_pages_bypassed; /* pages the codec left in clear (NaN/Inf, no gain, record > page) */
+    uint64_t codec_pages_decoded;  /* coded pages decoded on a read, prefetch or pin */
 } speckv_pool_stats;
 
 /* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,

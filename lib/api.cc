@@ -2,11 +2,14 @@
 // Every exported function catches everything: nothing thrown ever crosses
 // into the caller. Failures set the thread's detail message (speckv_errmsg);
 // successes leave it alone, so the hot paths touch no thread-local state.
+#include <cstddef>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "block_hash.h"
 #include "config.h"
+#include "nmp.h"
 #include "pool.h"
 #include "speckv.h"
 #include "status.h"
@@ -238,14 +241,65 @@ SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t req
     });
 }
 
+SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer, const float *q,
+                             size_t q_len, const speckv_select_params *params, speckv_page_ref *out, size_t cap,
+                             size_t *n_out, size_t *n_pages) {
+    return guard([&] {
+        NEED_POOL();
+        if (!q || !params || !n_out || (!out && cap)) return fail(SPECKV_EINVAL, "q, params, n_out (and out) must not be NULL");
+        return pool->rep->select(tenant, request, layer, q, q_len, *params, out, cap, n_out, n_pages);
+    });
+}
+
+namespace {
+int check_partial(const speckv_partial *p, const char *what) {
+    if (!p) return speckv::fail(SPECKV_EINVAL, "%s is NULL", what);
+    if (p->struct_size != sizeof(speckv_partial))
+        return speckv::fail(SPECKV_ESTRUCT, "%s: speckv_partial.struct_size is %zu, this library knows %zu", what,
+                            p->struct_size, sizeof(speckv_partial));
+    if (!p->out || !p->max_score || !p->sum_exp) return speckv::fail(SPECKV_EINVAL, "%s has a NULL array", what);
+    return SPECKV_OK;
+}
+}  // namespace
+
+SPECKV_API int speckv_attend(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer, const float *q,
+                             size_t q_len, const speckv_select_params *params, const speckv_page_ref *exclude,
+                             size_t n_exclude, speckv_partial *out) {
+    return guard([&] {
+        NEED_POOL();
+        if (!q || !params || (!exclude && n_exclude)) return fail(SPECKV_EINVAL, "q, params (and exclude) must not be NULL");
+        if (int rc = check_partial(out, "out"); rc != SPECKV_OK) return rc;
+        return pool->rep->attend(tenant, request, layer, q, q_len, *params, exclude, n_exclude, *out);
+    });
+}
+
+SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const speckv_partial *a,
+                                     const speckv_partial *b, speckv_partial *out) {
+    return guard([&] {
+        if (!q_heads || !head_dim) return fail(SPECKV_EINVAL, "q_heads and head_dim must be > 0");
+        for (auto [p, what] : {std::pair{a, "a"}, std::pair{b, "b"}, std::pair{static_cast<const speckv_partial *>(out), "out"}})
+            if (int rc = check_partial(p, what); rc != SPECKV_OK) return rc;
+        speckv::nmp::merge_partials(q_heads, head_dim, {a->out, a->max_score, a->sum_exp},
+                                    {b->out, b->max_score, b->sum_exp}, {out->out, out->max_score, out->sum_exp});
+        return SPECKV_OK;
+    });
+}
+
 SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
     return guard([&] {
         NEED_POOL();
         if (!out) return fail(SPECKV_EINVAL, "out is NULL");
-        if (out->struct_size != sizeof(speckv_pool_stats))
-            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu", out->struct_size,
-                        sizeof(speckv_pool_stats));
-        pool->rep->stats(out);
+        // Known layouts: this one, and the one before the codec fields
+        // (callers built against that header get exactly what they know).
+        constexpr size_t kBeforeCodec = offsetof(speckv_pool_stats, codec_pages_encoded);
+        size_t n = out->struct_size;
+        if (n != sizeof(speckv_pool_stats) && n != kBeforeCodec)
+            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu and %zu", n,
+                        sizeof(speckv_pool_stats), kBeforeCodec);
+        speckv_pool_stats all;
+        pool->rep->stats(&all);
+        all.struct_size = n;
+        std::memcpy(out, &all, n);
         return SPECKV_OK;
     });
 }

@@ -21,6 +21,7 @@ void Mapping::reset() {
     base_ = nullptr;
     size_ = 0;
     fd_ = -1;
+    node_ = -1;
 }
 
 Mapping &Mapping::operator=(Mapping &&o) noexcept {
@@ -31,6 +32,7 @@ Mapping &Mapping::operator=(Mapping &&o) noexcept {
         fd_ = o.fd_;
         shared_ = o.shared_;
         writable_ = o.writable_;
+        node_ = o.node_;
         path_ = std::move(o.path_);
         o.base_ = nullptr;
         o.size_ = 0;
@@ -85,7 +87,7 @@ int Mapping::open_file(const std::string &path, bool writable, Mapping *out) {
 }
 
 int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),
-                              void *ctx, Mapping *out) {
+                              void *ctx, Mapping *out, bool preallocate) {
     std::string tmp = path + ".tmp." + std::to_string(getpid());
     int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
     if (fd < 0) {
@@ -97,7 +99,7 @@ int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(
         unlink(tmp.c_str());
         return rc;
     };
-    if (int e = posix_fallocate(fd, 0, static_cast<off_t>(size)); e != 0) {
+    if (int e = preallocate ? posix_fallocate(fd, 0, static_cast<off_t>(size)) : EOPNOTSUPP; e != 0) {
         // tmpfs and most file systems support it; fall back to a sparse file.
         if (e == ENOSPC) return abandon(fail(SPECKV_ENOSPC, "no room for a %zu-byte pool at '%s'", size, path.c_str()));
         if (ftruncate(fd, static_cast<off_t>(size)) != 0) {

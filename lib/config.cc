@@ -8,6 +8,9 @@
 
 namespace speckv {
 
+// In the order of codec::Mode ids (a test checks it against codec::mode_name).
+const char *const kCodecChoices = "raw|paper|int8|k8|v8|k6|v6|k5|v5|p8r|k4|v4|k9|k10|k12|vp8|vp6|vp5";
+
 const std::vector<KeySpec> &config_keys() {
     static const std::vector<KeySpec> keys = {
         {"pool.size", 4 << 20, int64_t(1) << 46, 256 << 20,
@@ -16,6 +19,8 @@ const std::vector<KeySpec> &config_keys() {
         {"pool.max_blocks", 0, (int64_t(1) << 24) - 1, 0,
          "block slots of a new pool; 0 = one per 4 data pages (at least 64)"},
         {"pool.create", 0, 1, 1, "create a missing file pool on open"},
+        {"pool.summary_bytes", 0, 2 << 20, 0,
+         "page-summary slot per data page of a new pool (0 = none; >= 16 + 4 x select.channels for speckv_select)"},
         {"cache.bytes", 0, int64_t(1) << 36, 64 << 20,
          "per-process cache of verified pages (0 disables it; every read then checksums)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
@@ -34,10 +39,26 @@ const std::vector<KeySpec> &config_keys() {
         {"prefetch.beta_min_milli", 0, 1000, 50, "lowest aggressiveness beta, in thousandths"},
         {"prefetch.bandwidth", 1000000, int64_t(10000000000000), int64_t(8000000000),
          "configured L3->L2 bandwidth in bytes/s (utilisation is measured against it)"},
+        {"placement.latency_ns", 10, 1000000, 100,
+         "latency of the pool's memory in ns (unset: from the backend, docs/devices.md); the L3->L2 bandwidth follows from it"},
+        {"placement.bandwidth", 1000000, int64_t(10000000000000), int64_t(8000000000),
+         "L3->L2 bytes/s of the pool's memory (unset: from its latency class); prefetch.bandwidth, if set, wins"},
         {"prefetch.tick_us", 10, 10000000, 1000, "feedback period of the aggressiveness controller, microseconds"},
         {"tlb.entries", 64, 1 << 20, 4096, "per-process translation cache entries (a power of two)"},
         {"share.flush", 0, 1, 0,
          "explicit cache-line write-back at publish and invalidation at lookup, for hosts sharing a pool without hardware coherence"},
+        {"codec.mode", 0, 17, 0,
+         "codec preset for the pages of FP16/BF16/FP32 blocks; raw stores them in clear (docs/codec.md)",
+         kCodecChoices},
+        {"codec.key_mode", 0, 17, 0, "preset for blocks hinted SPECKV_HINT_KEYS (unset: codec.mode)", kCodecChoices},
+        {"codec.value_mode", 0, 17, 0, "preset for blocks hinted SPECKV_HINT_VALUES (unset: codec.mode)", kCodecChoices},
+        {"codec.channels", 1, 65535, 1,
+         "values per token in a page (head_dim or kv_dim): the layout channel and token scales use"},
+        {"select.channels", 0, 65535, 0,
+         "K row width (kv_heads x head_dim) of blocks hinted SPECKV_HINT_KEYS: their pages get summaries at write (0 = off)"},
+        {"select.recent", 0, 65535, 1, "most recent pages speckv_select always returns (params->recent = UINT32_MAX)"},
+        {"select.band_milli", 0, 1000000, 0,
+         "steady-selection hysteresis in thousandths of a logit (params->band < 0 takes it)"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (-1 = unbound)"},
     };

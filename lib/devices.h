@@ -118,4 +118,7 @@ struct NumaPlacement {
 };
 int numa_placement(const void *base, size_t size, int node, NumaPlacement *out);
 
+// Placement hints (Placement, placement_for_*) are declared in backend.h:
+// the pool reaches them from there; they are implemented in devices.cc.
+
 }  // namespace speckv

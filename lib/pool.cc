@@ -19,8 +19,10 @@
 #include <cstring>
 #include <fstream>
 
+#include "codec.h"
 #include "crc32c.h"
 #include "flush.h"
+#include "nmp.h"
 #include "status.h"
 #include "uri.h"
 
@@ -76,7 +78,20 @@ uint32_t crc_of_pool(const void *src, size_t n) {
     return c;
 }
 
+// A detaching or dead process's last published tier counters go to the
+// pool-wide totals of processes gone (`speckv pool stats`).
+void fold_tier_counters(SharedHeader *h, AttachRecord &a) {
+    for (uint32_t i = 0; i < kTcSummed; i++) h->tier_detached[i].fetch_add(a.tier[i].exchange(0));
+    for (uint32_t i = kTcSummed; i < kTierCounters; i++) a.tier[i].store(0);
+}
+
 thread_local std::vector<unsigned char> t_scratch;
+// Codec staging: a page's record (cap max_record_size(page)) and a decoded page.
+thread_local std::vector<unsigned char> t_record, t_decoded;
+unsigned char *scratch_of(std::vector<unsigned char> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
 
 // Block-record fields that lock-free readers snapshot are accessed atomically.
 template <typename T>
@@ -96,13 +111,16 @@ uint32_t record_crc(const BlockRecord &r) {
     return crc32c(0, reinterpret_cast<const unsigned char *>(&r) + 8, offsetof(BlockRecord, crc) - 8);
 }
 
-int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out) {
+int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out, uint32_t summary_bytes) {
     if (page_size < 4096 || page_size > (2u << 20) || (page_size & (page_size - 1)))
         return fail(SPECKV_EINVAL, "page size %u is not a power of two in [4096, 2 MiB]", page_size);
     if (size % page_size)
         return fail(SPECKV_EINVAL, "pool size %" PRIu64 " is not a multiple of the page size %u", size, page_size);
     if (max_blocks >= (uint64_t(1) << kSlotBits))
         return fail(SPECKV_EINVAL, "max_blocks %" PRIu64 " exceeds %" PRIu64, max_blocks, (uint64_t(1) << kSlotBits) - 1);
+    if (summary_bytes && (summary_bytes % 16 || summary_bytes < 32 || summary_bytes > page_size))
+        return fail(SPECKV_EINVAL, "summary bytes %u per page is not 0 or a multiple of 16 in [32, page size %u]",
+                    summary_bytes, page_size);
     uint64_t n = size / page_size;
     Superblock s{};
     for (int iter = 0; iter < 64; iter++) {
@@ -116,7 +134,9 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
         s.index_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
         s.xlate_off = align_up(s.index_off + s.index_buckets * 8, 64);
         s.bitmap_off = align_up(s.xlate_off + s.index_buckets * 8, 64);
-        uint64_t meta_end = s.bitmap_off + (n + 63) / 64 * 8;
+        s.summary_off = align_up(s.bitmap_off + (n + 63) / 64 * 8, 64);
+        s.summary_bytes = summary_bytes;
+        uint64_t meta_end = s.summary_off + n * summary_bytes;
         s.data_off = align_up(meta_end, kDataAlign);
         s.max_blocks = mb;
         if (s.data_off + page_size > size)
@@ -138,9 +158,10 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
     return SPECKV_OK;
 }
 
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed) {
+int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed,
+                uint32_t summary_bytes) {
     Superblock s;
-    if (int rc = plan_geometry(size, page_size, max_blocks, &s); rc != SPECKV_OK) return rc;
+    if (int rc = plan_geometry(size, page_size, max_blocks, &s, summary_bytes); rc != SPECKV_OK) return rc;
     if (getrandom(s.uuid, sizeof s.uuid, 0) != sizeof s.uuid) {
         uint64_t t = now_ns() ^ uint64_t(getpid());
         std::memcpy(s.uuid, &t, 8);
@@ -171,7 +192,8 @@ int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t m
     return SPECKV_OK;
 }
 
-int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted) {
+int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted,
+                    uint32_t summary_bytes) {
     *formatted = false;
     const char *where = m.path().c_str();
     auto blank = [&] {
@@ -185,7 +207,7 @@ int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, b
     if (m.size() % page_size)
         return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %u", where, m.size(), page_size);
     Superblock plan;
-    if (int rc = plan_geometry(m.size(), page_size, max_blocks, &plan); rc) return rc;
+    if (int rc = plan_geometry(m.size(), page_size, max_blocks, &plan, summary_bytes); rc) return rc;
     struct flock fl {};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
@@ -194,7 +216,7 @@ int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, b
     bool locked = m.fd() >= 0 && fcntl(m.fd(), F_OFD_SETLKW, &fl) == 0;
     int rc = SPECKV_OK;
     if (blank()) {  // still: nobody formatted it while we waited
-        rc = format_pool(m.base(), m.size(), page_size, max_blocks, /*zeroed=*/false);
+        rc = format_pool(m.base(), m.size(), page_size, max_blocks, /*zeroed=*/false, summary_bytes);
         *formatted = rc == SPECKV_OK;
     }
     if (locked) {
@@ -231,7 +253,8 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
         return fail(SPECKV_ECORRUPT, "%s: size %zu differs from the %" PRIu64 " bytes the superblock records", where,
                     m.size(), s.pool_bytes);
     Superblock plan;
-    if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan) != SPECKV_OK || plan.n_pages != s.n_pages ||
+    if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan, s.summary_bytes) != SPECKV_OK ||
+        plan.n_pages != s.n_pages || plan.summary_off != s.summary_off ||
         plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
         plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off || plan.tenant_off != s.tenant_off ||
         plan.index_off != s.index_off || plan.index_buckets != s.index_buckets || plan.xlate_off != s.xlate_off)
@@ -252,6 +275,8 @@ void Pool::bind_layout() {
     bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
     buckets_ = reinterpret_cast<uint64_t *>(b + s.index_off);
     xlate_ = reinterpret_cast<uint64_t *>(b + s.xlate_off);
+    summaries_ = s.summary_bytes ? b + s.summary_off : nullptr;
+    summary_bytes_ = s.summary_bytes;
     bucket_mask_ = s.index_buckets - 1;
     tenants_ = reinterpret_cast<TenantEntry *>(b + s.tenant_off);
     data_ = b + s.data_off;
@@ -264,6 +289,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     int64_t page_size = uri.params.count("page_size") ? uri.params["page_size"] : cfg.get("pool.page_size");
     int64_t max_blocks = uri.params.count("max_blocks") ? uri.params["max_blocks"] : cfg.get("pool.max_blocks");
     int64_t create = uri.params.count("create") ? uri.params["create"] : cfg.get("pool.create");
+    const auto sumb = static_cast<uint32_t>(cfg.get("pool.summary_bytes"));
     if (page_size < 4096 || page_size > (2 << 20) || (page_size & (page_size - 1)))
         return fail(SPECKV_EINVAL, "page_size %lld is not a power of two in [4096, 2 MiB]", static_cast<long long>(page_size));
     if (size <= 0 || size % page_size)
@@ -271,7 +297,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                     static_cast<long long>(size), static_cast<long long>(page_size));
     if (create < 0 || create > 1) return fail(SPECKV_EURI, "create must be 0 or 1");
     auto init = [&](unsigned char *b, size_t n) {
-        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true);
+        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true, sumb);
     };
 
     std::unique_ptr<Pool> p(new Pool);
@@ -288,7 +314,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                 if (!create)
                     return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
                 Superblock plan;
-                if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); prc)
+                if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); prc)
                     return prc;
                 rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_);
                 if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_);
@@ -298,7 +324,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
         }
         case Scheme::Anon: {
             Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); rc) return rc;
+            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
             if (int rc = Mapping::open_anon(static_cast<size_t>(size), &p->map_); rc) return rc;
             if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
             break;
@@ -309,23 +335,24 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
             // size wins over pool.size), unless create=0.
             bool formatted;
             if (int rc = format_if_blank(p->map_, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks),
-                                         create != 0, &formatted);
+                                         create != 0, &formatted, sumb);
                 rc)
                 return rc;
             break;
         }
         case Scheme::Numa: {
             Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan); rc) return rc;
-            int policy = uri.params.count("policy") ? static_cast<int>(uri.params["policy"]) : 0;
-            if (int rc = Mapping::open_numa(std::atoi(uri.target.c_str()), static_cast<size_t>(size), policy, &p->map_); rc)
+            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
+            // Unnamed: private memory on the node, formatted by init. Named
+            // (name=): the shared tmpfs file, attached if it exists (init not
+            // called) or created bound to the node (lib/backend_numa.cc).
+            if (int rc = Mapping::open_numa_uri(uri, static_cast<size_t>(size), create != 0, init, &p->map_); rc)
                 return rc;
-            if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
             break;
         }
     }
     const char *where = uri.scheme == Scheme::Anon ? "anonymous pool"
-                        : uri.scheme == Scheme::Numa ? "NUMA pool"
+                        : uri.scheme == Scheme::Numa && !uri.named ? "NUMA pool"
                                                      : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
     p->bind_layout();
@@ -333,6 +360,13 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->log_level_ = static_cast<int>(cfg.get("log.level"));
     p->tenant_id_ = cfg.get("tenant.id");
     p->flush_ = cfg.get("share.flush") != 0;
+    p->codec_mode_ = static_cast<uint8_t>(cfg.get("codec.mode"));
+    p->codec_kmode_ = cfg.is_set("codec.key_mode") ? static_cast<uint8_t>(cfg.get("codec.key_mode")) : p->codec_mode_;
+    p->codec_vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : p->codec_mode_;
+    p->codec_channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
+    p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
+    p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
+    p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
@@ -358,12 +392,15 @@ int Pool::open_readonly_uri(const std::string &uri_text, std::unique_ptr<Pool> *
             if (int rc = Mapping::open_dax(uri.target, false, &m); rc != SPECKV_OK) return rc;
             return open_image(std::move(m), out);
         }
+        case Scheme::Numa: {  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
+            Mapping m;
+            if (int rc = Mapping::attach_numa_uri(uri, false, &m); rc != SPECKV_OK) return rc;
+            return open_image(std::move(m), out);
+        }
         case Scheme::Anon:
-        case Scheme::Numa:
             break;
     }
-    return fail(SPECKV_ENOTSUP, "%s pools live in one process's private memory: there is nothing to open from outside it",
-                uri.scheme == Scheme::Anon ? "anon:" : "numa:");
+    return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: there is nothing to open from outside it");
 }
 
 int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
@@ -401,6 +438,8 @@ int Pool::close() {
             h->lookups.fetch_add(a.lookups.exchange(0));
             h->lookup_hits.fetch_add(a.lookup_hits.exchange(0));
             h->dedup_bytes.fetch_add(a.dedup_bytes.exchange(0));
+            publish_tier_counters();
+            fold_tier_counters(h, a);
             a.pid.store(0);
             if (h->attached) h->attached--;
             if (h->attached == 0) h->clean.store(1);
@@ -496,6 +535,7 @@ int Pool::attach() {
     a.lookups.store(0);
     a.lookup_hits.store(0);
     a.dedup_bytes.store(0);
+    for (auto &t : a.tier) t.store(0);
     attach_id_ = a.id;
     a.pid.store(static_cast<uint32_t>(getpid()));
     h->attached++;
@@ -528,6 +568,7 @@ void Pool::recover_locked(const char *why) {
         h->lookups.fetch_add(a.lookups.exchange(0));
         h->lookup_hits.fetch_add(a.lookup_hits.exchange(0));
         h->dedup_bytes.fetch_add(a.dedup_bytes.exchange(0));
+        fold_tier_counters(h, a);
         a.pid.store(0);
     }
     h->attached = static_cast<uint32_t>(__builtin_popcountll(live_mask));
@@ -604,7 +645,16 @@ void Pool::recover_locked(const char *why) {
         // which must never leak). Otherwise the bytes are this block's own,
         // old and new mixed: re-seal them.
         if (!(fl & kPageZero)) pe.crc.store(crc32c(0, page_data(p), page_size_));
-        pe.flags.store(fl & ~kPageWriterMask);
+        // A coded page cut short holds no valid record: it is quarantined
+        // (reads fail naming it) rather than decoded into garbage.
+        if ((fl & (kPageZero | kPageCoded)) == kPageCoded) {
+            unsigned char *dec = scratch_of(t_decoded, page_size_);
+            if (decode_page(p, page_data(p), dec) != SPECKV_OK) {
+                clear_error();
+                fl |= kPageQuarantined;
+            }
+        }
+        pe.flags.store(fl & ~(kPageWriterMask | kPageSummary));  // the summary may be of other bytes
         pe.seq.store(q + 1);
     }
     h->blocks_live.store(live);
@@ -1289,18 +1339,52 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
         unsigned char *d = page_data(page);
         uint32_t fl = pe.flags.load(std::memory_order_relaxed) & ~kPageWriterMask;
         bool whole = plen == page_size_;
-        if ((fl & kPageZero) && !whole) std::memset(d, 0, page_size_);
+        if ((fl & kPageZero) && !whole) {
+            std::memset(d, 0, page_size_);
+        } else if ((fl & (kPageZero | kPageCoded)) == kPageCoded && !whole) {
+            // A partial write into a coded page: the rest of the page is the
+            // record's values. A record that does not check keeps the page
+            // as it is (quarantined): nothing is written over it.
+            unsigned char *dec = scratch_of(t_decoded, page_size_);
+            int rc = crc32c(0, d, page_size_) == pe.crc.load(std::memory_order_relaxed) ? decode_page(page, d, dec)
+                     : fail(SPECKV_ECORRUPT, "page %" PRIu64 " failed its CRC32C check; page quarantined", page);
+            if (rc != SPECKV_OK) {
+                pe.flags.store(fl | kPageQuarantined, std::memory_order_relaxed);
+                pe.seq.store(q + 2, std::memory_order_release);
+                return rc;
+            }
+            std::memcpy(d, dec, page_size_);
+        }
         std::memcpy(d + poff, in + done, plen);
+        // A write that reaches the end of the page's bytes completes it: the
+        // page is then stored coded if its block's preset says so. L1 gets the
+        // values a read will return (decoded, not what was written).
+        uint64_t pstart = pos - poff;
+        size_t logical = static_cast<size_t>(std::min<uint64_t>(page_size_, r.bytes - pstart));
+        const unsigned char *l1 = d;
+        bool coded = false, summarized = false;
+        if (poff + plen == logical) {
+            const uint32_t hf = relaxed_load(r.rec->hint_flags);
+            if (uint8_t mode = codec_mode_for(hf, r.dtype)) {
+                unsigned char *dec = scratch_of(t_decoded, page_size_);
+                if ((coded = encode_page_locked(page, logical, mode, r.dtype, dec))) l1 = dec;
+            }
+            // A completed K page gets its summary, of the values reads return.
+            if ((hf & SPECKV_HINT_KEYS) && summaries_ && select_channels_)
+                summarized = summarize_page_locked(page, l1, logical, r.dtype);
+        }
         pe.crc.store(crc32c(0, d, page_size_), std::memory_order_relaxed);
         // A partial write into a quarantined page keeps the quarantine: the
         // rest of the page still holds the bytes that failed.
-        uint32_t nfl = fl & ~kPageZero;
+        uint32_t nfl = fl & ~(kPageZero | kPageCoded | kPageSummary);
         if (whole) nfl &= ~kPageQuarantined;
+        if (coded) nfl |= kPageCoded;
+        if (summarized) nfl |= kPageSummary;
         pe.flags.store(nfl, std::memory_order_relaxed);
         // Write-allocate into L1: a KV page just written is read next (the
         // engine's attention over the row it appended). Done while the page
         // is still locked, so the copy is exactly version q + 2.
-        if (!(nfl & kPageQuarantined)) cache_->put(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), d);
+        if (!(nfl & kPageQuarantined)) cache_->put(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), l1);
         pe.seq.store(q + 2, std::memory_order_release);
         done += plen;
     }
@@ -1356,6 +1440,17 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             return fail(SPECKV_ECORRUPT,
                         "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
                         stored, got);
+        }
+        if (fl & kPageCoded) {
+            unsigned char *dec = scratch_of(t_decoded, page_size_);
+            if (int rc = decode_page(page, buf, dec); rc != SPECKV_OK) {
+                pe.flags.fetch_or(kPageQuarantined);
+                log(SPECKV_LOG_ERROR, "page %" PRIu64 " holds a bad codec record; quarantined", page);
+                return rc;
+            }
+            cache_->put(page, s1, epoch, dec);
+            std::memcpy(dst, dec + poff, plen);
+            return SPECKV_OK;
         }
         cache_->put(page, s1, epoch, buf);
         if (buf != dst) std::memcpy(dst, buf + poff, plen);
@@ -1418,6 +1513,69 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         add(c[kRBytes], len, own);
     }
     return rc;
+}
+
+// ---- codec (docs/codec.md §17)
+
+uint8_t Pool::codec_mode_for(uint32_t hint_flags, uint8_t dtype) const {
+    if (dtype == SPECKV_DTYPE_OPAQUE) return 0;
+    if (hint_flags & SPECKV_HINT_KEYS) return codec_kmode_;
+    if (hint_flags & SPECKV_HINT_VALUES) return codec_vmode_;
+    return codec_mode_;
+}
+
+bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
+    unsigned char *d = page_data(page);
+    size_t es = codec::dtype_size(dtype);
+    if (es == 0 || logical % es) {
+        bump(kEncBypass);
+        return false;
+    }
+    size_t cap = codec::max_record_size(logical);
+    unsigned char *rec = scratch_of(t_record, cap);
+    size_t len = 0;
+    codec::Layout lay{codec_channels_};
+    if (codec::encode(static_cast<codec::Mode>(mode), dtype, d, logical, lay, rec, cap, &len) != SPECKV_OK) {
+        clear_error();
+        bump(kEncBypass);
+        return false;
+    }
+    // A record the codec stored raw (its bypass rule), or one that would not
+    // fit the page, leaves the page in clear: a raw record only adds a header.
+    codec::Header hd;
+    if (codec::peek_header(rec, len, &hd) != SPECKV_OK || hd.mode == codec::Mode::raw || len > page_size_) {
+        clear_error();
+        bump(kEncBypass);
+        return false;
+    }
+    size_t out = 0;
+    if (codec::decode(rec, len, decoded, page_size_, &out) != SPECKV_OK) {  // cannot happen: our own record
+        clear_error();
+        bump(kEncBypass);
+        return false;
+    }
+    std::memset(decoded + out, 0, page_size_ - out);
+    std::memcpy(d, rec, len);
+    std::memset(d + len, 0, page_size_ - len);
+    bump(kEncPages);
+    bump(kEncRaw, logical);
+    bump(kEncStored, len);
+    return true;
+}
+
+int Pool::decode_page(uint64_t page, const unsigned char *slot, unsigned char *out) {
+    codec::Header hd;
+    size_t n = 0;
+    int rc = codec::peek_header(slot, page_size_, &hd);
+    if (rc == SPECKV_OK) rc = codec::decode(slot, hd.record_len(), out, page_size_, &n);
+    if (rc != SPECKV_OK) {
+        std::string why = last_error();
+        bump(kCrcFail);
+        return fail(SPECKV_ECORRUPT, "page %" PRIu64 " holds a codec record that does not decode (%s)", page, why.c_str());
+    }
+    std::memset(out + n, 0, page_size_ - n);
+    bump(kDecPages);
+    return SPECKV_OK;
 }
 
 int Pool::verify_page_inplace(uint64_t page) {
@@ -1485,8 +1643,34 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
                 std::memset(page_data(p), 0, page_size_);
                 pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
             }
-            pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~(kPageZero | kPageWriterMask), std::memory_order_relaxed);
+            pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~(kPageZero | kPageCoded | kPageWriterMask), std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
+        } else if (pe.flags.load(std::memory_order_acquire) & kPageCoded) {
+            // The pointer must show values, not a record: the page is stored
+            // decoded from now on (the same values a read returns).
+            uint64_t q;
+            if (int rc = lock_page(p, handle, r.rec, &q); rc != SPECKV_OK) return rc;
+            uint32_t fl = pe.flags.load(std::memory_order_relaxed) & ~kPageWriterMask;
+            int rc = SPECKV_OK;
+            if ((fl & (kPageCoded | kPageZero)) == kPageCoded) {
+                unsigned char *dec = scratch_of(t_decoded, page_size_);
+                if (crc32c(0, page_data(p), page_size_) != pe.crc.load(std::memory_order_relaxed)) {
+                    bump(kCrcFail);
+                    rc = fail(SPECKV_ECORRUPT, "page %" PRIu64 " failed its CRC32C check; page quarantined", p);
+                } else {
+                    rc = decode_page(p, page_data(p), dec);
+                }
+                if (rc == SPECKV_OK) {
+                    std::memcpy(page_data(p), dec, page_size_);
+                    pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
+                    fl &= ~kPageCoded;
+                } else {
+                    fl |= kPageQuarantined;
+                }
+            }
+            pe.flags.store(fl, std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            if (rc != SPECKV_OK) return rc;
         } else {
             // This process holds a verified copy of exactly this version of
             // the page (L1): the bytes in the pool were checked already, as a
@@ -1578,7 +1762,7 @@ uint64_t Pool::total(Counter c) const {
     return t;
 }
 
-void Pool::stats(speckv_pool_stats *st) const {
+void Pool::stats_local(speckv_pool_stats *st) const {
     const Superblock &s = *sb();
     const SharedHeader *h = sh();
     speckv_pool_stats v{};
@@ -1618,6 +1802,11 @@ void Pool::stats(speckv_pool_stats *st) const {
     v.prefetch_ignored = total(kPfIgnored);
     v.prefetch_dropped = total(kPfDropped);
     v.link_bytes = total(kLinkBytes);
+    v.codec_pages_encoded = total(kEncPages);
+    v.codec_raw_bytes = total(kEncRaw);
+    v.codec_stored_bytes = total(kEncStored);
+    v.codec_pages_bypassed = total(kEncBypass);
+    v.codec_pages_decoded = total(kDecPages);
     v.prefetch_pages = total(kPfPages);
     if (l2_) {
         BufferStats b = l2_->stats();
@@ -1640,11 +1829,34 @@ void Pool::stats(speckv_pool_stats *st) const {
     *st = v;
 }
 
+void Pool::stats(speckv_pool_stats *st) const {
+    stats_local(st);
+    publish_tier_counters(st);
+}
+
+void Pool::publish_tier_counters(const speckv_pool_stats *have) const {
+    if (attach_slot_ < 0 || attach_pid_ != getpid() || !map_.base() || read_only()) return;
+    speckv_pool_stats v;
+    if (have) {
+        v = *have;
+    } else {
+        v.struct_size = sizeof v;
+        stats_local(&v);
+    }
+    const uint64_t vals[kTierCounters] = {
+        v.reads, v.cache_hits, v.cache_misses, v.l2_hits, v.sync_reads, v.prefetch_hints, v.prefetch_pages,
+        v.prefetch_used, v.prefetch_wasted, v.prefetch_wasted_bytes, v.link_bytes, v.tlb_hits, v.tlb_misses,
+        v.codec_pages_encoded, v.codec_raw_bytes, v.codec_stored_bytes, v.codec_pages_decoded,
+        uint64_t(v.prefetch_beta_ppm) << 32 | v.prefetch_depth, now_ns()};
+    AttachRecord &a = sh()->attach[attach_slot_];
+    for (uint32_t i = 0; i < kTierCounters; i++) a.tier[i].store(vals[i], std::memory_order_relaxed);
+}
+
 std::string Pool::stats_json() const {
     speckv_pool_stats s;
     stats(&s);
     auto ratio = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
-    char buf[2560];
+    char buf[3072];
     std::snprintf(buf, sizeof buf,
                   "{\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"pages_total\":%" PRIu64
                   ",\"pages_used\":%" PRIu64 ",\"blocks_live\":%" PRIu64 ",\"blocks_max\":%" PRIu64
@@ -1658,7 +1870,11 @@ std::string Pool::stats_json() const {
                   ",\"prefetch_wasted_bytes\":%" PRIu64 ",\"prefetch_ignored\":%" PRIu64 ",\"prefetch_dropped\":%" PRIu64
                   ",\"link_bytes\":%" PRIu64 ",\"tlb_hits\":%" PRIu64 ",\"tlb_misses\":%" PRIu64
                   ",\"prefetch_beta\":%.6f,\"prefetch_depth\":%u,\"hit_rate\":%.6f,\"precision\":%.6f"
-                  ",\"tlb_hit_rate\":%.6f}",
+                  ",\"tlb_hit_rate\":%.6f,\"codec_pages_encoded\":%" PRIu64 ",\"codec_raw_bytes\":%" PRIu64
+                  ",\"codec_stored_bytes\":%" PRIu64 ",\"codec_pages_bypassed\":%" PRIu64
+                  ",\"codec_pages_decoded\":%" PRIu64 ",\"codec_ratio\":%.6f,\"summaries_written\":%" PRIu64
+                  ",\"select_calls\":%" PRIu64 ",\"select_entered\":%" PRIu64 ",\"select_churn\":%.6f"
+                  ",\"attend_calls\":%" PRIu64 "}",
                   s.pool_bytes, s.page_size, s.pages_total, s.pages_used, s.blocks_live, s.blocks_max, s.allocs, s.frees,
                   s.bytes_written, s.bytes_read, s.reads, s.cache_hits, s.cache_misses, s.checksum_failures,
                   s.prefetch_hints, s.attached, s.blocks_published, s.shared_bytes, s.lookups, s.lookup_hits,
@@ -1666,8 +1882,16 @@ std::string Pool::stats_json() const {
                   s.prefetch_used, s.prefetch_wasted, s.prefetch_wasted_bytes, s.prefetch_ignored, s.prefetch_dropped,
                   s.link_bytes, s.tlb_hits, s.tlb_misses, s.prefetch_beta_ppm / 1e6, s.prefetch_depth,
                   ratio(s.l2_hits, s.l2_hits + s.sync_reads), ratio(s.prefetch_used, s.prefetch_used + s.prefetch_wasted),
-                  ratio(s.tlb_hits, s.tlb_hits + s.tlb_misses));
-    return buf;
+                  ratio(s.tlb_hits, s.tlb_hits + s.tlb_misses), s.codec_pages_encoded, s.codec_raw_bytes,
+                  s.codec_stored_bytes, s.codec_pages_bypassed, s.codec_pages_decoded,
+                  ratio(s.codec_raw_bytes, s.codec_stored_bytes), total(kSummaries), total(kSelCalls),
+                  total(kSelEntered), ratio(total(kSelEntered), total(kSelCalls)), total(kAttendCalls));
+    // Placement (docs/devices.md): numbers only, like every other key here.
+    std::string out = buf;
+    out.pop_back();  // the closing brace
+    return out + ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
+           ",\"placement_bandwidth\":" + std::to_string(placement_.bandwidth) +
+           ",\"placement_distance\":" + std::to_string(placement_.distance) + "}";
 }
 
 void Pool::info(PoolInfo *o) const {
@@ -1703,15 +1927,35 @@ void Pool::info(PoolInfo *o) const {
     for (const auto &a : h->attach) {
         uint32_t pid = a.pid.load();
         if (!pid) continue;
-        o->attach.push_back({pid, process_alive(pid, a.start_time), a.id, a.attach_ns, a.lookups.load(), a.lookup_hits.load()});
+        AttachInfo ai{pid, process_alive(pid, a.start_time), a.id, a.attach_ns, a.lookups.load(), a.lookup_hits.load(), {}};
+        for (uint32_t t = 0; t < kTierCounters; t++) ai.tier[t] = a.tier[t].load(std::memory_order_relaxed);
+        o->attach.push_back(ai);
     }
+    for (uint32_t t = 0; t < kTcSummed; t++) o->tier_detached[t] = h->tier_detached[t].load(std::memory_order_relaxed);
     o->tenants.clear();
     for (uint32_t t = 0; t < std::min<uint32_t>(h->tenants_used, kMaxTenants); t++)
         o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
+    o->pages_coded = o->coded_raw_bytes = o->coded_stored_bytes = 0;
     for (uint64_t p = 0; p < s.n_pages; p++) {
-        o->pages_quarantined += (pages()[p].flags.load() & kPageQuarantined) != 0;
-        o->pages_in_write += pages()[p].seq.load() & 1;
+        uint32_t fl = pages()[p].flags.load();
+        uint64_t q = pages()[p].seq.load();
+        o->pages_quarantined += (fl & kPageQuarantined) != 0;
+        o->pages_in_write += q & 1;
+        if ((fl & (kPageCoded | kPageZero)) != kPageCoded || (q & 1)) continue;
+        if (!(__atomic_load_n(&bitmap()[p / 64], __ATOMIC_RELAXED) >> (p % 64) & 1)) continue;  // a freed page keeps its last flags
+        // The record's own header says what it holds (a page rewritten
+        // meanwhile is skipped: figures of a live pool are a snapshot).
+        uint8_t hb[codec::kHeaderSize];
+        copy_from_pool(hb, page_data(p), sizeof hb);
+        codec::Header ch;
+        if (pages()[p].seq.load() != q || codec::peek_header(hb, s.page_size, &ch) != SPECKV_OK) {
+            clear_error();
+            continue;
+        }
+        o->pages_coded++;
+        o->coded_raw_bytes += ch.decoded_bytes();
+        o->coded_stored_bytes += ch.record_len();
     }
 }
 
@@ -1759,7 +2003,7 @@ int Pool::check(CheckReport *rep) const {
         hwm = s.max_blocks;
     }
     std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
-    std::vector<unsigned char> buf(s.page_size);
+    std::vector<unsigned char> buf(s.page_size), dec(s.page_size);
     uint64_t live = 0, used = 0, published = 0, shared = 0;
     uint64_t live_mask = 0;
     std::vector<uint64_t> live_ids;
@@ -1828,9 +2072,29 @@ int Pool::check(CheckReport *rep) const {
             copy_from_pool(buf.data(), page_data(p), s.page_size);
             uint32_t got = crc32c(0, buf.data(), s.page_size);
             rep->pages_verified++;
-            if (got != pe.crc.load() && pe.seq.load() == q)
+            if (got != pe.crc.load() && pe.seq.load() == q) {
                 problem("page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
                         pe.crc.load(), got);
+                continue;
+            }
+            if ((fl & kPageSummary) && summaries_) {
+                const unsigned char *sm = summaries_ + p * summary_bytes_;
+                uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+                size_t need = nmp::summary_size(ch);
+                if ((need > summary_bytes_ || nmp::check_summary(sm, need, ch) != SPECKV_OK) && pe.seq.load() == q)
+                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": its summary fails its checks (%s)", p, hd,
+                            need > summary_bytes_ ? "channel count too large" : last_error());
+                clear_error();
+            }
+            if (fl & kPageCoded) {
+                codec::Header ch;
+                size_t n = 0;
+                int rc = codec::peek_header(buf.data(), s.page_size, &ch);
+                if (rc == SPECKV_OK) rc = codec::decode(buf.data(), ch.record_len(), dec.data(), dec.size(), &n);
+                if (rc != SPECKV_OK && pe.seq.load() == q)
+                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": codec record does not decode (%s)", p, hd, last_error());
+                clear_error();
+            }
         }
     }
     uint64_t leaked = 0;
@@ -1901,10 +2165,11 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
         case Scheme::Dax:
             if (int rc = Mapping::open_dax(uri.target, true, &m); rc != SPECKV_OK) return rc;
             break;
+        case Scheme::Numa:  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
+            if (int rc = Mapping::attach_numa_uri(uri, true, &m); rc != SPECKV_OK) return rc;
+            break;
         case Scheme::Anon:
-        case Scheme::Numa:
-            return fail(SPECKV_ENOTSUP, "%s pools live in one process's private memory: nothing to reset from outside",
-                        uri.scheme == Scheme::Anon ? "anon:" : "numa:");
+            return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: nothing to reset from outside");
     }
     return reset_mapping(std::move(m), uri.target, even_if_attached);
 }

@@ -40,6 +40,7 @@ struct AttachInfo {
     uint32_t pid;
     bool alive;
     uint64_t id, attach_ns, lookups, lookup_hits;
+    uint64_t tier[fmt::kTierCounters];  // as it last published them (fmt::TierCounter)
 };
 
 struct TenantInfo {
@@ -56,8 +57,10 @@ struct PoolInfo {
     uint32_t attached;
     bool clean;
     uint64_t pages_quarantined, pages_in_write;
+    uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
     uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
     std::vector<AttachInfo> attach;
+    uint64_t tier_detached[fmt::kTcSummed];  // tier counters of processes that detached or died
     std::vector<TenantInfo> tenants;
 };
 
@@ -74,7 +77,7 @@ class Pool {
     // inspect/check: no attach record, no lock, nothing written.
     static int open_readonly(const std::string &path, std::unique_ptr<Pool> *out);
     static int open_image(Mapping &&m, std::unique_ptr<Pool> *out);
-    // Read-only by URI: file: and dax: (anon: and numa: are process-private).
+    // Read-only by URI: file:, dax: and named numa: (anon: and unnamed numa: are process-private).
     static int open_readonly_uri(const std::string &uri, std::unique_ptr<Pool> *out);
     ~Pool();
     int close();
@@ -101,7 +104,22 @@ class Pool {
     int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
                   uint64_t *offset);
 
+    // This process's counters (and the pool's); also publishes the tier
+    // counters into our attach record for `speckv pool stats`.
+    // Near-memory page selection (lib/pool_select.cc, docs/selection.md).
+    int select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
+    int attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
+               const speckv_partial &out);
+
     void stats(speckv_pool_stats *s) const;
+    // The memory class L3 was placed in and the L3->L2 bandwidth the
+    // prefetcher measures against (docs/devices.md "placement").
+    const Placement &placement() const { return placement_; }
+    // Publishes this process's tier counters into its attach record (from
+    // `have` if given). Owner-written, relaxed: a reader sees a recent value.
+    void publish_tier_counters(const speckv_pool_stats *have = nullptr) const;
     std::string stats_json() const;
     void info(PoolInfo *out) const;
     int list_blocks(std::vector<BlockInfo> *out) const;
@@ -164,7 +182,8 @@ class Pool {
     void stop_prefetcher();
     void prefetch_worker();
     void prefetch_hint(const speckv_hint &h);
-    uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from);
+    // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
+    uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
     uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
@@ -184,6 +203,31 @@ class Pool {
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
     int verify_page_inplace(uint64_t page);
+    void stats_local(speckv_pool_stats *s) const;
+    // With page `page` locked and `values` (page_size bytes) what reads of it
+    // return: writes its summary if its block holds keys (select.channels,
+    // a summary area). Returns whether it did.
+    bool summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype);
+    // The K pages of (tenant, request, layer) in token order (pool_select.cc).
+    struct KPage {
+        uint64_t handle, page, offset, token_pos;
+        uint32_t tokens;
+        uint8_t dtype;
+    };
+    int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
+                std::vector<KPage> *out);
+    int check_select_params(const speckv_select_params &p, size_t q_len) const;
+    // Codec (docs/codec.md §17): pages of FP16/BF16/FP32 blocks stored as
+    // records. The preset for a block: codec.key_mode / value_mode by its
+    // hint flags, else codec.mode; 0 (raw) = in clear.
+    uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const;
+    // With page `page` locked and its slot holding `logical` bytes in clear:
+    // replaces them by the record (zero tail) if the codec shrinks them, and
+    // puts the values a read will return in `decoded` (page_size bytes).
+    bool encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded);
+    // Decodes a verified copy of a coded page into out (page_size bytes,
+    // zero tail). SPECKV_ECORRUPT names the page.
+    int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
     bool pinned(uint64_t handle);
 
@@ -209,10 +253,17 @@ class Pool {
     uint64_t *bitmap_ = nullptr;
     uint64_t *buckets_ = nullptr;
     uint64_t *xlate_ = nullptr;   // translation-index bucket heads (index_buckets of them)
+    unsigned char *summaries_ = nullptr;  // page summary slots (summary_bytes_ each), or none
+    uint32_t summary_bytes_ = 0;
+    uint32_t select_channels_ = 0;  // config select.channels: K rows summarised at write (0 = off)
+    uint32_t select_recent_ = 1;    // config select.recent / select.band_milli: defaults of speckv_select
+    float select_band_ = 0;
     fmt::TenantEntry *tenants_ = nullptr;
     uint64_t bucket_mask_ = 0;
     unsigned char *data_ = nullptr;
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
+    uint8_t codec_mode_ = 0, codec_kmode_ = 0, codec_vmode_ = 0;  // codec::Mode ids
+    uint32_t codec_channels_ = 1;
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References this process holds to published blocks, by slot: the
@@ -225,6 +276,7 @@ class Pool {
     std::unique_ptr<PrefetchBuffer> l2_;
     std::unique_ptr<Tlb> tlb_;
     PrefetchParams pf_params_;
+    Placement placement_;
     std::unique_ptr<PrefetchController> ctl_owner_;
     std::atomic<PrefetchController *> ctl_{nullptr};
     bool pf_enabled_ = false;
@@ -248,11 +300,16 @@ class Pool {
     std::mutex pin_mu_;
     std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> pins_;  // handle -> (pins, of which hold a reference)
     std::atomic<uint64_t> pin_total_{0};
+    // speckv_select's previous selection per (tenant, request, layer): the steady rule.
+    std::mutex sel_mu_;
+    std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;
     // Process-local counters, sharded per thread so the hot paths do no
     // locked read-modify-write: shard i < kShards belongs to one thread only.
     enum Counter {
         kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
-        kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages, kNumCounters
+        kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
+        kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
+        kNumCounters
     };
     static constexpr int kShards = 64;
     struct alignas(64) Shard {
@@ -269,14 +326,18 @@ class Pool {
 // and re-checked under it, so two openers of a blank device never both
 // format it (the second finds the first's pool). *formatted says whether
 // this call did. SPECKV_ENOTPOOL if there is no pool and create is false.
-int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted);
+int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted,
+                    uint32_t summary_bytes = 0);
 
 // Lays out and initialises a fresh pool image of `size` bytes in `base`.
 // `zeroed`: the memory is known to be zero already (fresh file, anonymous).
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed);
+// summary_bytes: per-page summary slots (0 = none; pool.summary_bytes).
+int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed,
+                uint32_t summary_bytes = 0);
 
 // The layout a pool of this size would get (no writes). For tests and docs.
-int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::Superblock *out);
+int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::Superblock *out,
+                  uint32_t summary_bytes = 0);
 
 uint32_t superblock_crc(const fmt::Superblock &s);
 uint32_t record_crc(const fmt::BlockRecord &r);

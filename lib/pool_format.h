@@ -11,7 +11,7 @@
 namespace speckv::fmt {
 
 inline constexpr uint64_t kMagic = 0x314C4F4F50564B53ULL;  // "SKVPOOL1" little-endian
-inline constexpr uint32_t kFormatVersion = 3;  // 2: sharing; 3: translation index
+inline constexpr uint32_t kFormatVersion = 4;  // 2: sharing; 3: translation index; 4: coded pages
 inline constexpr uint64_t kDataAlign = 2u << 20;  // devdax alignment
 // Attach records; a block's `holders` word has one bit per record (bit 63 is
 // kHoldersDying), so there can be at most 63.
@@ -41,10 +41,25 @@ struct Superblock {
     uint64_t index_off;      // index_buckets x uint64_t: hash-index bucket heads
     uint64_t index_buckets;  // a power of two >= max_blocks
     uint64_t xlate_off;      // index_buckets x uint64_t: translation-index bucket heads
-    uint8_t reserved[364];
+    uint64_t summary_off;    // n_pages x summary_bytes: page summaries (0 bytes = none)
+    uint32_t summary_bytes;  // per page; 0 or a multiple of 16 in [32, page_size]
+    uint32_t pad0;
+    uint8_t reserved[348];
     uint32_t checksum;       // CRC32C of every byte before this field
 };
 static_assert(sizeof(Superblock) == 512);
+
+// A process's tier and codec counters as it last published them (at
+// speckv_stats, every 100 ms from its prefetch thread, and at close): what
+// `speckv pool stats` shows. Written by that process alone.
+enum TierCounter : uint32_t {
+    kTcReads, kTcL1Hits, kTcL1Misses, kTcL2Hits, kTcSyncReads, kTcHints, kTcPfPages, kTcPfUsed, kTcPfWasted,
+    kTcPfWastedBytes, kTcLinkBytes, kTcTlbHits, kTcTlbMisses, kTcEncPages, kTcEncRaw, kTcEncStored, kTcDecPages,
+    kTcSummed,          // the counters above are summed over processes
+    kTcBetaDepth = kTcSummed,  // beta in ppm << 32 | prefetch depth (a gauge)
+    kTcUpdatedNs,       // CLOCK_REALTIME of the last publication (0 = never)
+    kTierCounters
+};
 
 // A process attached to the pool. pid + start time (from /proc) tell a live
 // holder from a dead one whose pid was reused.
@@ -59,8 +74,9 @@ struct alignas(64) AttachRecord {
     uint64_t epoch;             // pool epoch when it attached
     uint64_t id;                // unique per attach (SharedHeader::next_attach_id): owns unpublished blocks
     std::atomic<uint64_t> lookups, lookup_hits, dedup_bytes;
+    std::atomic<uint64_t> tier[kTierCounters];  // TierCounter
 };
-static_assert(sizeof(AttachRecord) == 64);
+static_assert(sizeof(AttachRecord) == 256);
 
 // Mutable pool-wide state, all changed under `lock` (atomics may be read
 // without it). 4096 bytes at shared_off.
@@ -87,10 +103,11 @@ struct SharedHeader {
     std::atomic<uint64_t> evictions, reclaimed;
     uint32_t tenants_used;               // TenantEntry rows in use
     uint32_t pad;
+    std::atomic<uint64_t> tier_detached[kTcSummed];  // tier counters of processes gone
     AttachRecord attach[kMaxAttach];
 };
 inline constexpr uint64_t kLockMagic = 0x4B434F4C564B5350ULL;
-inline constexpr uint64_t kSharedSize = 8192;
+inline constexpr uint64_t kSharedSize = 20480;
 static_assert(sizeof(SharedHeader) <= kSharedSize);
 
 // A tenant with a page quota. Rows [0, tenants_used) are in use; changed
@@ -113,6 +130,14 @@ struct PageEntry {
 static_assert(sizeof(PageEntry) == 16);
 inline constexpr uint32_t kPageZero = 1;         // reads as zeros; media bytes undefined
 inline constexpr uint32_t kPageQuarantined = 2;  // failed its checksum; reads fail until rewritten
+// The page's bytes are a codec record (docs/codec.md) followed by zeros up to
+// page_size; `crc` still covers the whole page. Reads decode it. A page
+// flagged kPageZero reads as zeros whatever this bit says.
+inline constexpr uint32_t kPageCoded = 4;
+// The page's slot in the summary area holds a summary of its current keys
+// (lib/nmp.h: per-channel min/max, self-checksummed). Cleared by any write
+// that does not write a new one, and by recovery of a torn write.
+inline constexpr uint32_t kPageSummary = 8;
 
 // A block slot. The slot is live iff `handle` != 0; setting `handle` is the
 // commit point of alloc and clearing it the commit point of free, so a crash

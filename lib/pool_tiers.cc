@@ -9,7 +9,9 @@
 
 #include <cinttypes>
 #include <cstring>
+#include <vector>
 
+#include "codec.h"
 #include "crc32c.h"
 #include "pool.h"
 #include "seqlock.h"
@@ -23,6 +25,12 @@ namespace {
 template <typename T>
 T rl(const T &field) {
     return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
+}
+// The prefetch thread's copy of a coded page before it is decoded into L2.
+unsigned char *pf_slot(size_t n) {
+    thread_local std::vector<unsigned char> v;
+    if (v.size() < n) v.resize(n);
+    return v.data();
 }
 uint64_t mono_ns() {
     timespec t;
@@ -204,7 +212,13 @@ int Pool::init_tiers(const Config &cfg) {
     p.kappa = double(cfg.get("prefetch.kappa_milli")) / 1000.0;
     p.theta_target = double(cfg.get("prefetch.theta_milli")) / 1000.0;
     p.beta_min = double(cfg.get("prefetch.beta_min_milli")) / 1000.0;
-    p.bandwidth = double(cfg.get("prefetch.bandwidth"));
+    // The L3->L2 bandwidth beta measures link use against: the pool memory's
+    // placement class (a remote or CXL node is slower than local DRAM), unless
+    // placement.* or prefetch.bandwidth say otherwise (docs/devices.md).
+    Placement where = placement_for_mapping(map_);
+    apply_placement_config(cfg, &where);
+    p.bandwidth = double(where.bandwidth);
+    placement_ = where;
     p.tick_ns = uint64_t(cfg.get("prefetch.tick_us")) * 1000;
     if (p.k_min > p.k_max)
         return fail(SPECKV_EINVAL, "prefetch.k_min (%u) is larger than prefetch.k_max (%u)", p.k_min, p.k_max);
@@ -275,6 +289,14 @@ void Pool::stop_prefetcher() {
 }
 
 void Pool::prefetch_worker() {
+    uint64_t published = 0;
+    // Every 100 ms this process's tier counters go to its attach record,
+    // where `speckv pool stats` reads them.
+    auto publish = [&](uint64_t now) {
+        if (now - published < 100'000'000) return;
+        published = now;
+        publish_tier_counters();
+    };
     for (;;) {
         speckv_hint h;
         {
@@ -283,20 +305,24 @@ void Pool::prefetch_worker() {
             if (pf_stop_) return;
             if (pf_q_.empty()) {
                 g.unlock();
-                ctl_owner_->tick(mono_ns());  // an idle link lets beta recover
+                uint64_t now = mono_ns();
+                ctl_owner_->tick(now);  // an idle link lets beta recover
+                publish(now);
                 continue;
             }
             h = pf_q_.front();
             pf_q_.pop_front();
         }
         prefetch_hint(h);
-        ctl_owner_->tick(mono_ns());
+        uint64_t now = mono_ns();
+        ctl_owner_->tick(now);
+        publish(now);
     }
 }
 
 // Reads a block's pages that are in neither L1 nor L2 into L2, verified.
 // Returns the pages brought in.
-uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from) {
+uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link) {
     BlockView v{};
     if (resolve_outofline(handle, &v) != SPECKV_OK) {
         clear_error();
@@ -318,23 +344,43 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         if (fl & (kPageZero | kPageQuarantined)) continue;  // zeros cost nothing; a bad page is the reader's to report
         uint64_t tag = l2_tag(s1, epoch);
         if (cache_->contains(p, s1, epoch) || l2_->contains(p, tag)) continue;
+        // L2 holds decoded pages: a coded page is copied (the record is what
+        // crosses the link), checked, then decoded on this thread.
         struct Fill {
             Pool *pool;
             uint64_t page, seq;
-        } ctx{this, p, s1};
+            bool coded;
+            size_t moved;
+        } ctx{this, p, s1, (fl & kPageCoded) != 0, 0};
         auto fill = [](void *user, void *dst) -> bool {
             auto *c = static_cast<Fill *>(user);
             Pool *pool = c->pool;
             PageEntry &e = pool->pages()[c->page];
+            unsigned char *buf = c->coded ? pf_slot(pool->page_size_) : static_cast<unsigned char *>(dst);
             SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(dst, pool->page_data(c->page), pool->page_size_);
+            std::memcpy(buf, pool->page_data(c->page), pool->page_size_);
             SEQLOCK_IGNORE_END();
             uint32_t stored = e.crc.load(std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
-            return crc32c(0, dst, pool->page_size_) == stored;  // a bad page is left to the synchronous path
+            if (crc32c(0, buf, pool->page_size_) != stored) return false;  // a bad page is left to the synchronous path
+            if (!c->coded) {
+                c->moved = pool->page_size_;
+                return true;
+            }
+            codec::Header h;
+            if (codec::peek_header(buf, pool->page_size_, &h) != SPECKV_OK ||
+                pool->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
+                clear_error();
+                return false;  // likewise
+            }
+            c->moved = h.record_len();
+            return true;
         };
-        if (l2_->insert_with(p, tag, owner, gen, fill, &ctx)) n++;
+        if (l2_->insert_with(p, tag, owner, gen, fill, &ctx)) {
+            n++;
+            *link += ctx.moved;
+        }
     }
     // The block was freed while we read: what we stored carries the old
     // sequence numbers and never matches again.
@@ -354,7 +400,7 @@ void Pool::prefetch_hint(const speckv_hint &h) {
     if (pf_hinted_) plan.units.push_back(PrefetchUnit{h.request, h.layer});  // exactly what the engine named
     else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
-    uint64_t pages = 0;
+    uint64_t pages = 0, link = 0;
     bool any = false;
     for (const PrefetchUnit &u : plan.units) {
         auto t = pf_req_.find(u.request);
@@ -363,16 +409,17 @@ void Pool::prefetch_hint(const speckv_hint &h) {
         xlate_collect(tenant, u.request, u.layer, ~0ull, &hs);
         any |= !hs.empty();
         uint64_t owner = u.request << 16 ^ (u.layer & 0xFFFF);
-        uint64_t n = 0;
-        for (uint64_t hd : hs) n += prefetch_block(hd, owner, appending);
-        if (n) c->on_issued(u.request, static_cast<uint32_t>(n), n * page_size_);
+        uint64_t n = 0, moved = 0;
+        for (uint64_t hd : hs) n += prefetch_block(hd, owner, appending, &moved);
+        if (n) c->on_issued(u.request, static_cast<uint32_t>(n), moved);
         pages += n;
+        link += moved;
     }
     if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
     if (pages) {
         bump(kPfPages, pages);
-        bump(kLinkBytes, pages * page_size_);
-        c->on_transfer(pages * page_size_);
+        bump(kLinkBytes, link);
+        c->on_transfer(link);
     }
 }
 

@@ -44,6 +44,11 @@ std::string default_pool_dir() {
     return "/tmp";
 }
 
+std::string named_pool_path(std::string_view name, std::string_view suffix) {
+    std::string dir = default_pool_dir();
+    return dir + (dir == "/dev/shm" || dir == "/tmp" ? "/speckv-" : "/") + std::string(name) + std::string(suffix);
+}
+
 static bool valid_name(std::string_view n) {
     if (n.empty() || n.size() > 200 || n[0] == '.') return false;
     for (char c : n)
@@ -80,8 +85,7 @@ int parse_uri(std::string_view text, Uri *out) {
                     return fail(SPECKV_EURI, "pool name '%.*s' must be 1-200 characters of [A-Za-z0-9._-], not starting with '.'",
                                 static_cast<int>(rest.size()), rest.data());
                 u.named = true;
-                std::string dir = default_pool_dir();
-                u.target = dir + (dir == "/dev/shm" || dir == "/tmp" ? "/speckv-" : "/") + std::string(rest) + ".pool";
+                u.target = named_pool_path(rest, ".pool");
             } else {
                 u.target = std::string(rest);
             }
@@ -99,6 +103,7 @@ int parse_uri(std::string_view text, Uri *out) {
                 if (!std::isdigit(static_cast<unsigned char>(c)))
                     return fail(SPECKV_EURI, "numa: node '%.*s' is not a number", static_cast<int>(rest.size()), rest.data());
             u.target = std::string(rest);
+            u.node = std::atoi(u.target.c_str());
             break;
     }
 
@@ -108,15 +113,29 @@ int parse_uri(std::string_view text, Uri *out) {
         query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
         if (kv.empty()) continue;
         size_t eq = kv.find('=');
+        if (u.scheme == Scheme::Numa && kv == "name=")
+            return fail(SPECKV_EURI, "numa: name= is empty: give the pool a name (numa:%s?name=kv0) or leave name= out "
+                                     "for a process-private pool", u.target.c_str());
         if (eq == std::string_view::npos || eq == 0 || eq + 1 == kv.size())
             return fail(SPECKV_EURI, "URI parameter '%.*s' is not key=value", static_cast<int>(kv.size()), kv.data());
         std::string key(kv.substr(0, eq));
         std::string_view val = kv.substr(eq + 1);
-        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" &&
-            !(key == "policy" && u.scheme == Scheme::Numa))
+        const bool numa_key = u.scheme == Scheme::Numa && (key == "policy" || key == "name");
+        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" && !numa_key)
             return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create%s)", key.c_str(),
-                        u.scheme == Scheme::Numa ? ", policy" : "");
+                        u.scheme == Scheme::Numa ? ", policy, name" : "");
+        if (key == "name") {
+            if (!u.name.empty()) return fail(SPECKV_EURI, "URI parameter 'name' given twice");
+            if (!valid_name(val))
+                return fail(SPECKV_EURI,
+                            "numa: pool name '%.*s' must be 1-200 characters of [A-Za-z0-9._-], not starting with '.' "
+                            "(it names a file in %s)",
+                            static_cast<int>(val.size()), val.data(), default_pool_dir().c_str());
+            u.name = std::string(val);
+            continue;
+        }
         if (key == "policy") {
+            if (u.params.count(key)) return fail(SPECKV_EURI, "URI parameter 'policy' given twice");
             std::string_view pv = kv.substr(eq + 1);
             if (pv != "bind" && pv != "preferred")
                 return fail(SPECKV_EURI, "numa: policy must be bind or preferred, not '%.*s'", static_cast<int>(pv.size()),
@@ -130,6 +149,10 @@ int parse_uri(std::string_view text, Uri *out) {
                         static_cast<int>(val.size()), val.data());
         if (u.params.count(key)) return fail(SPECKV_EURI, "URI parameter '%s' given twice", key.c_str());
         u.params[key] = v;
+    }
+    if (!u.name.empty()) {  // a named numa: pool is a shared file; the node stays in u.node
+        u.named = true;
+        u.target = named_pool_path(u.name, ".numa.pool");
     }
     *out = std::move(u);
     return SPECKV_OK;

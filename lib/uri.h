@@ -11,8 +11,13 @@ enum class Scheme { File, Anon, Dax, Numa };
 
 struct Uri {
     Scheme scheme = Scheme::File;
-    std::string target;  // file path (resolved) / device path / node number text
-    bool named = false;  // file:NAME form, resolved to the default directory
+    // file: the file path (resolved); dax: the device path; numa: the node
+    // number text, or for a named numa: pool (name=) its shared file.
+    std::string target;
+    // file:NAME, or numa:N?name=NAME: a file in default_pool_dir().
+    bool named = false;
+    int node = -1;     // numa: the node number
+    std::string name;  // numa: the name= value ("" = unnamed, process-private)
     // Query parameters, already validated: size, page_size, max_blocks, create;
     // for numa:, policy (0 = bind, 1 = preferred).
     std::map<std::string, int64_t> params;
@@ -29,5 +34,10 @@ bool parse_size(std::string_view text, int64_t *out);
 // The directory named pools live in: $XDG_RUNTIME_DIR/speckv, else /dev/shm,
 // else /tmp.
 std::string default_pool_dir();
+
+// The file a named pool lives in: default_pool_dir() + "/" + name + suffix
+// ("/speckv-" in the shared /dev/shm and /tmp). file:NAME uses ".pool",
+// numa:N?name=NAME ".numa.pool". `name` must be a valid pool name.
+std::string named_pool_path(std::string_view name, std::string_view suffix);
 
 }  // namespace speckv

@@ -12,7 +12,8 @@ norm() {
     sed -e "s#$work#WORK#g" \
         -e 's/[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}/UUID/g' \
         -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' \
-        -e 's/pid [0-9]*/pid PID/g; s/attach id [0-9]*/attach id N/g'
+        -e 's/pid [0-9]*/pid PID/g; s/attach id [0-9]*/attach id N/g' \
+        -e "s#/dev/shm/speckv-cli-test-[0-9]*#XDG#g"
 }
 
 # case NAME EXPECTED_RC ARGS...
@@ -68,6 +69,35 @@ case_ check_missing 2 pool check "file:$work/none.pool"
 head -c 3000000 /dev/zero >"$work/zero.bin"
 case_ check_not_pool 2 pool check "file:$work/zero.bin"
 case_ inspect_anon 1 pool inspect "anon:?size=8M"
+
+# Named numa: pools (node 0): a tmpfs file in $XDG_RUNTIME_DIR/speckv, here a
+# private directory under /dev/shm; unnamed numa: is refused with the reason.
+xdg=/dev/shm/speckv-cli-test-$$
+rm -rf "$xdg" && mkdir -p "$xdg"
+export XDG_RUNTIME_DIR=$xdg
+N="numa:0?name=cli1"
+case_ numa_create 0 pool create "$N" --size 8M
+case_ numa_create_again 1 pool create "$N" --size 8M
+case_ numa_demo 0 demo "$N" --layers 2 --tokens 64 --keep
+case_ numa_inspect 0 pool inspect "$N"
+case_ numa_inspect_json 0 pool inspect "$N" --json
+case_ numa_check 0 pool check "$N"
+case_ numa_reset_refused 1 pool reset "$N"
+case_ numa_reset 0 pool reset "$N" --force
+case_ numa_check_after_reset 0 pool check "$N"
+case_ numa_inspect_other_node 1 pool inspect "numa:1?name=cli1"
+case_ numa_inspect_missing 1 pool inspect "numa:0?name=nope"
+case_ numa_unnamed_inspect 1 pool inspect "numa:0?size=8M"
+case_ numa_unnamed_check 2 pool check "numa:0?size=8M"
+case_ numa_unnamed_reset 1 pool reset "numa:0?size=8M" --force
+case_ numa_unnamed_create 1 pool create "numa:0" --size 8M
+case_ numa_bad_name 1 pool create "numa:0?name=../x" --size 8M
+case_ numa_bad_param 1 pool create "numa:0?name=ok&colour=red" --size 8M
+case_ numa_empty_name 1 pool inspect "numa:0?name="
+left=$(ls "$xdg/speckv")
+[ "$left" = "cli1.numa.pool" ] || { echo "FAIL numa files: '$left' in $xdg/speckv"; fails=$((fails + 1)); }
+rm -rf "$xdg"
+unset XDG_RUNTIME_DIR
 
 echo "$((n - fails)) passed, $fails failed"
 [ $fails = 0 ]

@@ -1,0 +1,512 @@
+// The codec in the pool (docs/codec.md §17): pages of FP16/BF16/FP32 blocks
+// stored as records when a write completes them, read back decoded through
+// every tier (L1 write-allocate, L2 prefetch, L3 read, pin), by any process,
+// with corruption and crashes reported, never decoded into garbage.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codec.h"
+#include "crc32c.h"
+#include "pool.h"
+#include "pool_format.h"
+#include "speckv.h"
+#include "testutil.h"
+
+namespace {
+
+using speckv::codec::Mode;
+
+speckv_pool *open_codec(const std::string &uri, std::initializer_list<std::pair<const char *, const char *>> kv) {
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    for (auto &[k, v] : kv) REQUIRE_MESSAGE(speckv_config_set_str(c, k, v) == SPECKV_OK, k, speckv_errmsg());
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open(uri.c_str(), c, &p);
+    speckv_config_free(c);
+    REQUIRE_MESSAGE(rc == SPECKV_OK, speckv_errmsg());
+    return p;
+}
+
+// FP16 values shaped like K/V: smooth per channel, a few large channels.
+std::vector<uint16_t> kv_values(size_t n, uint32_t seed, size_t channels = 64) {
+    std::vector<uint16_t> v(n);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % channels, t = i / channels;
+        float x = std::sin(0.37f * float(c) + 0.011f * float(t) + float(seed)) * (c % 17 == 3 ? 6.0f : 0.8f) +
+                  0.05f * std::cos(float(i * 7 + seed));
+        v[i] = speckv::codec::fp32_to_fp16_rne(x);
+    }
+    return v;
+}
+
+// What a read of a page coded with `mode` must return: the reference's
+// encode -> decode of exactly those bytes.
+std::vector<unsigned char> roundtrip(Mode mode, const void *src, size_t bytes, uint32_t channels = 1) {
+    std::vector<unsigned char> rec(speckv::codec::max_record_size(bytes)), out(bytes);
+    size_t len = 0, n = 0;
+    REQUIRE(speckv::codec::encode(mode, SPECKV_DTYPE_FP16, src, bytes, {channels}, rec.data(), rec.size(), &len,
+                                  speckv::codec::Impl::scalar) == SPECKV_OK);
+    REQUIRE(speckv::codec::decode(rec.data(), len, out.data(), out.size(), &n, speckv::codec::Impl::scalar) == SPECKV_OK);
+    REQUIRE(n == bytes);
+    return out;
+}
+
+speckv_pool_stats stats_of(speckv_pool *p) {
+    speckv_pool_stats s{};
+    s.struct_size = sizeof s;
+    REQUIRE(speckv_stats(p, &s) == SPECKV_OK);
+    return s;
+}
+
+speckv_handle alloc_fp16(speckv_pool *p, size_t bytes, uint64_t req = 1, uint32_t layer = 0, uint32_t flags = 0) {
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.request = req;
+    h.layer = layer;
+    h.token_count = 16;
+    h.flags = flags;
+    speckv_handle b = 0;
+    REQUIRE_MESSAGE(speckv_alloc(p, bytes, SPECKV_DTYPE_FP16, &h, &b) == SPECKV_OK, speckv_errmsg());
+    return b;
+}
+
+std::vector<unsigned char> read_all(speckv_pool *p, speckv_handle b, size_t bytes) {
+    std::vector<unsigned char> v(bytes);
+    REQUIRE_MESSAGE(speckv_access(p, b, 0, v.data(), bytes, 0) == SPECKV_OK, speckv_errmsg());
+    return v;
+}
+
+speckv::BlockInfo info_of(speckv_pool *p, speckv_handle b) {
+    std::vector<speckv::BlockInfo> all;
+    REQUIRE(p->rep->list_blocks(&all) == SPECKV_OK);
+    for (auto &i : all)
+        if (i.handle == b) return i;
+    FAIL("block not listed");
+    return {};
+}
+
+// A second, raw view of a pool file: its bytes as on media.
+struct Raw {
+    int fd = -1;
+    unsigned char *base = nullptr;
+    size_t size = 0;
+    explicit Raw(const std::string &path) {
+        fd = ::open(path.c_str(), O_RDWR);
+        REQUIRE(fd >= 0);
+        size = static_cast<size_t>(lseek(fd, 0, SEEK_END));
+        base = static_cast<unsigned char *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+        REQUIRE(base != MAP_FAILED);
+    }
+    ~Raw() {
+        munmap(base, size);
+        ::close(fd);
+    }
+    const speckv::fmt::Superblock &sb() const { return *reinterpret_cast<const speckv::fmt::Superblock *>(base); }
+    speckv::fmt::PageEntry &entry(uint64_t p) {
+        return reinterpret_cast<speckv::fmt::PageEntry *>(base + sb().page_table_off)[p];
+    }
+    unsigned char *page(uint64_t p) { return base + sb().data_off + p * sb().page_size; }
+};
+
+}  // namespace
+
+TEST_CASE("codec.mode: the choices are the codec's preset names, in mode-id order") {
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    for (int i = 0; i < speckv::codec::kModeCount; i++) {
+        const char *name = speckv::codec::mode_name(Mode(i));
+        REQUIRE(speckv_config_set_str(c, "codec.mode", name) == SPECKV_OK);
+        int64_t v = -1;
+        REQUIRE(speckv_config_get_int(c, "codec.mode", &v) == SPECKV_OK);
+        CHECK_MESSAGE(v == i, name);
+    }
+    CHECK(speckv_config_set_str(c, "codec.mode", "zstd") == SPECKV_EINVAL);
+    CHECK(std::string(speckv_errmsg()).find("not one of") != std::string::npos);
+    CHECK(speckv_config_set_int(c, "codec.channels", 0) == SPECKV_EINVAL);
+    speckv_config_free(c);
+}
+
+TEST_CASE("codec in the pool: completed pages are stored as records and read back decoded, by any process") {
+    std::string path = fresh_pool("codec");
+    const size_t bytes = 4 * 4096 + 2048;  // 4 whole pages and a short last one
+    auto vals = kv_values(bytes / 2, 3);
+    speckv_handle b;
+    {
+        speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"}, {"cache.bytes", "0"}});
+        b = alloc_fp16(p, bytes);
+        REQUIRE(speckv_write(p, b, 0, vals.data(), bytes) == SPECKV_OK);
+        auto s = stats_of(p);
+        CHECK(s.codec_pages_encoded == 5);
+        CHECK(s.codec_raw_bytes == bytes);
+        CHECK(s.codec_stored_bytes < bytes * 6 / 10);  // int8: ~2x
+        CHECK(s.codec_stored_bytes > bytes / 3);
+        // Each page reads back as the reference's round trip of that page.
+        auto got = read_all(p, b, bytes);
+        for (size_t pg = 0; pg * 4096 < bytes; pg++) {
+            size_t n = std::min<size_t>(4096, bytes - pg * 4096);
+            auto want = roundtrip(Mode::int8, reinterpret_cast<const unsigned char *>(vals.data()) + pg * 4096, n);
+            CHECK_MESSAGE(std::memcmp(got.data() + pg * 4096, want.data(), n) == 0, "page ", pg);
+        }
+        CHECK(std::memcmp(got.data(), vals.data(), bytes) != 0);  // lossy: it really was coded
+        CHECK(stats_of(p).codec_pages_decoded == 5);  // no cache: every page decoded from L3
+        speckv::PoolInfo in;
+        p->rep->info(&in);
+        CHECK(in.pages_coded == 5);
+        CHECK(in.coded_raw_bytes == bytes);
+        CHECK(in.coded_stored_bytes == s.codec_stored_bytes);
+        speckv::CheckReport rep;
+        REQUIRE(p->rep->check(&rep) == SPECKV_OK);
+        CHECK_MESSAGE(rep.problems.empty(), (rep.problems.empty() ? "" : rep.problems[0]));
+        REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+        // The expected values, for the other process.
+        std::vector<unsigned char> expect = got;
+        // A process with the codec off reads the same decoded values: the
+        // records describe themselves.
+        pid_t pid = fork();
+        if (pid == 0) {
+            speckv_pool *q = nullptr;
+            if (speckv_pool_open(("file:" + path).c_str(), nullptr, &q) != SPECKV_OK) _exit(2);
+            std::vector<unsigned char> v(bytes);
+            if (speckv_access(q, b, 0, v.data(), bytes, 0) != SPECKV_OK) _exit(3);
+            if (std::memcmp(v.data(), expect.data(), bytes) != 0) _exit(4);
+            speckv_pool_close(q);
+            _exit(0);
+        }
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st));
+        CHECK(WEXITSTATUS(st) == 0);
+    }
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: a page is coded when a write completes it; partial rewrites keep the other values") {
+    std::string path = fresh_pool("codec-partial");
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "paper"}});
+    auto vals = kv_values(2048, 5);
+    auto *src = reinterpret_cast<const unsigned char *>(vals.data());
+    speckv_handle b = alloc_fp16(p, 4096);
+    // Appending token by token (128 bytes): exact until the page is complete.
+    for (size_t off = 0; off < 4096 - 128; off += 128) REQUIRE(speckv_write(p, b, off, src + off, 128) == SPECKV_OK);
+    auto half = read_all(p, b, 4096);
+    CHECK(std::memcmp(half.data(), src, 4096 - 128) == 0);
+    CHECK(stats_of(p).codec_pages_encoded == 0);
+    REQUIRE(speckv_write(p, b, 4096 - 128, src + 4096 - 128, 128) == SPECKV_OK);
+    CHECK(stats_of(p).codec_pages_encoded == 1);
+    auto want = roundtrip(Mode::paper, src, 4096);
+    CHECK(read_all(p, b, 4096) == want);  // from L1 (write-allocated decoded values)
+    // A partial write into the coded page: stored in clear, the rest of the
+    // page keeps the decoded values.
+    uint16_t patch[4] = {0x3C00, 0x4000, 0x4200, 0x4400};
+    REQUIRE(speckv_write(p, b, 256, patch, sizeof patch) == SPECKV_OK);
+    auto after = read_all(p, b, 4096);
+    std::vector<unsigned char> expect = want;
+    std::memcpy(expect.data() + 256, patch, sizeof patch);
+    CHECK(after == expect);
+    speckv::PoolInfo in;
+    p->rep->info(&in);
+    CHECK(in.pages_coded == 0);
+    // A whole-page write codes it again.
+    REQUIRE(speckv_write(p, b, 0, src, 4096) == SPECKV_OK);
+    p->rep->info(&in);
+    CHECK(in.pages_coded == 1);
+    CHECK(read_all(p, b, 4096) == want);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: what is left in clear (opaque blocks, NaN pages, raw mode, odd sizes)") {
+    std::string path = fresh_pool("codec-clear");
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"}});
+    auto vals = kv_values(2048, 7);
+    // Opaque blocks are never coded.
+    speckv_handle o = 0;
+    REQUIRE(speckv_alloc(p, 4096, SPECKV_DTYPE_OPAQUE, nullptr, &o) == SPECKV_OK);
+    REQUIRE(speckv_write(p, o, 0, vals.data(), 4096) == SPECKV_OK);
+    CHECK(std::memcmp(read_all(p, o, 4096).data(), vals.data(), 4096) == 0);
+    CHECK(stats_of(p).codec_pages_encoded == 0);
+    CHECK(stats_of(p).codec_pages_bypassed == 0);
+    // A page with a NaN: the codec's bypass rule keeps it exact.
+    auto nan = vals;
+    nan[100] = 0x7E00;
+    speckv_handle b = alloc_fp16(p, 4096);
+    REQUIRE(speckv_write(p, b, 0, nan.data(), 4096) == SPECKV_OK);
+    CHECK(std::memcmp(read_all(p, b, 4096).data(), nan.data(), 4096) == 0);
+    CHECK(stats_of(p).codec_pages_bypassed == 1);
+    CHECK(stats_of(p).codec_pages_encoded == 0);
+    // An FP16 block of an odd byte count: its last page cannot hold whole
+    // elements, so it stays in clear (the others are coded).
+    speckv_handle odd = alloc_fp16(p, 4096 + 3);
+    std::vector<unsigned char> ob(4096 + 3, 0x11);
+    std::memcpy(ob.data(), vals.data(), 4096);
+    REQUIRE(speckv_write(p, odd, 0, ob.data(), ob.size()) == SPECKV_OK);
+    CHECK(stats_of(p).codec_pages_encoded == 1);
+    CHECK(stats_of(p).codec_pages_bypassed == 2);
+    auto r = read_all(p, odd, ob.size());
+    CHECK(std::memcmp(r.data() + 4096, ob.data() + 4096, 3) == 0);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: keys and values get their own presets from the hint flags") {
+    std::string path = fresh_pool("codec-kv");
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"},
+                                                               {"codec.key_mode", "k6"},
+                                                               {"codec.value_mode", "vp6"},
+                                                               {"codec.channels", "64"}});
+    auto vals = kv_values(2048, 11);
+    speckv_handle k = alloc_fp16(p, 4096, 1, 0, SPECKV_HINT_KEYS);
+    speckv_handle v = alloc_fp16(p, 4096, 1, 0, SPECKV_HINT_VALUES);
+    speckv_handle n = alloc_fp16(p, 4096, 1, 0, 0);
+    for (auto h : {k, v, n}) REQUIRE(speckv_write(p, h, 0, vals.data(), 4096) == SPECKV_OK);
+    Raw raw(path);
+    auto mode_of = [&](speckv_handle h) {
+        speckv::codec::Header hd;
+        REQUIRE(speckv::codec::peek_header(raw.page(info_of(p, h).first_page), 4096, &hd) == SPECKV_OK);
+        return hd.mode;
+    };
+    CHECK(mode_of(k) == Mode::k6);
+    CHECK(mode_of(v) == Mode::vp6);
+    CHECK(mode_of(n) == Mode::int8);
+    CHECK(read_all(p, k, 4096) == roundtrip(Mode::k6, vals.data(), 4096, 64));
+    CHECK(read_all(p, v, 4096) == roundtrip(Mode::vp6, vals.data(), 4096, 64));
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: the prefetcher moves records and decodes them into L2") {
+    std::string path = fresh_pool("codec-l2");
+    speckv_pool *p = open_codec("file:" + path + "?size=32M",
+                                {{"codec.mode", "int8"}, {"cache.bytes", "0"}, {"prefetch.policy", "1"}});
+    const int layers = 4, blocks = 8;
+    std::vector<speckv_handle> hs;
+    auto vals = kv_values(2048, 13);
+    for (int l = 0; l < layers; l++)
+        for (int i = 0; i < blocks; i++) {
+            speckv_hint h{};
+            h.struct_size = sizeof h;
+            h.request = 7;
+            h.layer = uint32_t(l);
+            h.token_pos = uint64_t(i) * 16;
+            h.token_count = 16;
+            speckv_handle b = 0;
+            REQUIRE(speckv_alloc(p, 4096, SPECKV_DTYPE_FP16, &h, &b) == SPECKV_OK);
+            REQUIRE(speckv_write(p, b, 0, vals.data(), 4096) == SPECKV_OK);
+            hs.push_back(b);
+        }
+    auto want = roundtrip(Mode::int8, vals.data(), 4096);
+    auto s0 = stats_of(p);
+    // Hint each layer, give the thread time, then read it.
+    for (int l = 0; l < layers; l++) {
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.request = 7;
+        h.layer = uint32_t(l);
+        h.token_pos = 1000;  // past every block: none is being appended to
+        REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+        for (int t = 0; t < 200 && stats_of(p).prefetch_pages < s0.prefetch_pages + uint64_t(blocks) * (l + 1); t++)
+            usleep(1000);
+        for (int i = 0; i < blocks; i++) CHECK(read_all(p, hs[size_t(l * blocks + i)], 4096) == want);
+    }
+    auto s = stats_of(p);
+    uint64_t fetched = s.prefetch_pages - s0.prefetch_pages;
+    CHECK(fetched > 0);
+    CHECK(s.l2_hits > 0);
+    // What crossed L3 -> L2 was records, about half a page each.
+    CHECK(s.link_bytes - s0.link_bytes < fetched * 4096 * 6 / 10);
+    CHECK(s.link_bytes - s0.link_bytes > fetched * 4096 / 3);
+    CHECK(s.codec_pages_decoded >= fetched);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: pin stores the page decoded, so the pointer shows values") {
+    std::string path = fresh_pool("codec-pin");
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"}});
+    auto vals = kv_values(4096, 17);
+    speckv_handle b = alloc_fp16(p, 8192);
+    REQUIRE(speckv_write(p, b, 0, vals.data(), 8192) == SPECKV_OK);
+    auto want = read_all(p, b, 8192);
+    const void *ptr = nullptr;
+    size_t len = 0;
+    REQUIRE(speckv_pin(p, b, &ptr, &len) == SPECKV_OK);
+    REQUIRE(len == 8192);
+    CHECK(std::memcmp(ptr, want.data(), 8192) == 0);
+    speckv::PoolInfo in;
+    p->rep->info(&in);
+    CHECK(in.pages_coded == 0);
+    REQUIRE(speckv_unpin(p, b) == SPECKV_OK);
+    CHECK(read_all(p, b, 8192) == want);
+    speckv::CheckReport rep;
+    REQUIRE(p->rep->check(&rep) == SPECKV_OK);
+    CHECK(rep.problems.empty());
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: a damaged record is an error naming the page, never garbage") {
+    std::string path = fresh_pool("codec-bad");
+    auto vals = kv_values(2048, 19);
+    speckv_handle b;
+    uint64_t page;
+    {
+        speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"}});
+        b = alloc_fp16(p, 4096);
+        REQUIRE(speckv_write(p, b, 0, vals.data(), 4096) == SPECKV_OK);
+        page = info_of(p, b).first_page;
+        REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    }
+    SUBCASE("bytes flipped on media: the page CRC catches it") {
+        Raw raw(path);
+        raw.page(page)[100] ^= 0x40;
+    }
+    SUBCASE("a record that lies but carries a matching page CRC: the record's own checks catch it") {
+        Raw raw(path);
+        raw.page(page)[100] ^= 0x40;  // payload byte: the record CRC no longer matches
+        raw.entry(page).crc.store(speckv::crc32c(0, raw.page(page), 4096));
+    }
+    SUBCASE("a record whose length field runs past the page") {
+        Raw raw(path);
+        unsigned char *d = raw.page(page);
+        uint32_t big = 1u << 20;  // payload length, header offset 16 (docs/codec.md §8)
+        std::memcpy(d + 16, &big, 4);
+        raw.entry(page).crc.store(speckv::crc32c(0, d, 4096));
+    }
+    speckv_pool *p = open_codec("file:" + path, {{"cache.bytes", "0"}});
+    std::vector<unsigned char> v(4096, 0xEE);
+    CHECK(speckv_access(p, b, 0, v.data(), 4096, 0) == SPECKV_ECORRUPT);
+    CHECK(std::string(speckv_errmsg()).find("page " + std::to_string(page)) != std::string::npos);
+    speckv::CheckReport rep;
+    REQUIRE(p->rep->check(&rep) == SPECKV_OK);
+    CHECK(!rep.problems.empty());
+    // Quarantined: a second read fails the same way; a whole-page write heals
+    // it (this handle has the codec off: the page is now stored in clear).
+    CHECK(speckv_access(p, b, 0, v.data(), 4096, 0) == SPECKV_ECORRUPT);
+    REQUIRE(speckv_write(p, b, 0, vals.data(), 4096) == SPECKV_OK);
+    CHECK(std::memcmp(read_all(p, b, 4096).data(), vals.data(), 4096) == 0);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec in the pool: a coded write cut short by SIGKILL reads as a whole page or fails, never garbage") {
+    std::string path = fresh_pool("codec-crash");
+    // A short lock timeout: a page whose writer died between taking its
+    // sequence lock and tagging it stays locked while anyone is attached
+    // (docs/pool-format.md), and reads of it give up with SPECKV_EBUSY.
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"cache.bytes", "0"}, {"lock.timeout_ms", "100"}});
+    const int nblocks = 8;
+    const size_t bytes = 4 * 4096;
+    std::vector<speckv_handle> hs;
+    for (int i = 0; i < nblocks; i++) hs.push_back(alloc_fp16(p, bytes, uint64_t(i + 1)));
+    auto a = kv_values(bytes / 2, 23), b = kv_values(bytes / 2, 29);
+    std::vector<std::vector<unsigned char>> rta, rtb;  // per page: the values a read may return
+    for (size_t pg = 0; pg < 4; pg++) {
+        rta.push_back(roundtrip(Mode::int8, reinterpret_cast<unsigned char *>(a.data()) + pg * 4096, 4096));
+        rtb.push_back(roundtrip(Mode::int8, reinterpret_cast<unsigned char *>(b.data()) + pg * 4096, 4096));
+    }
+    std::mt19937 rng(99);
+    uint64_t whole = 0, failed = 0;
+    for (int round = 0; round < 10; round++) {
+        CAPTURE(round);
+        pid_t kid = fork();
+        if (kid == 0) {
+            speckv_pool *q = nullptr;
+            speckv_config *c = nullptr;
+            if (speckv_config_new(&c) != SPECKV_OK || speckv_config_set_str(c, "codec.mode", "int8") != SPECKV_OK) _exit(2);
+            if (speckv_pool_open(("file:" + path).c_str(), c, &q) != SPECKV_OK) _exit(3);
+            for (uint64_t n = 0;; n++)
+                for (speckv_handle h : hs)
+                    if (speckv_write(q, h, 0, (n + h) % 2 ? a.data() : b.data(), bytes) != SPECKV_OK) _exit(4);
+        }
+        timespec ts{0, static_cast<long>(5'000'000 + rng() % 30'000'000)};
+        nanosleep(&ts, nullptr);
+        kill(kid, SIGKILL);
+        int st = 0;
+        REQUIRE(waitpid(kid, &st, 0) == kid);
+        REQUIRE(WIFSIGNALED(st));
+        REQUIRE(p->rep->repair() == SPECKV_OK);  // re-seals (or quarantines) the dead writer's torn page
+        std::vector<unsigned char> got(4096);
+        for (speckv_handle h : hs)
+            for (size_t pg = 0; pg < 4; pg++) {
+                int rc = speckv_access(p, h, pg * 4096, got.data(), 4096, 0);
+                if (rc == SPECKV_ECORRUPT || rc == SPECKV_EBUSY) {
+                    failed++;
+                    continue;
+                }
+                REQUIRE_MESSAGE(rc == SPECKV_OK, speckv_errmsg());
+                bool zero = std::all_of(got.begin(), got.end(), [](unsigned char x) { return x == 0; });
+                CHECK((zero || got == rta[pg] || got == rtb[pg]));
+                whole += !zero;
+            }
+    }
+    MESSAGE("whole pages read: " << whole << ", torn pages quarantined or still locked: " << failed);
+    CHECK(whole > 0);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("speckv_stats: a caller built before the codec fields gets exactly the layout it knows") {
+    speckv_pool *p = open_codec("anon:?size=8M", {{"codec.mode", "int8"}});
+    speckv_pool_stats st;
+    std::memset(&st, 0xAB, sizeof st);
+    st.struct_size = offsetof(speckv_pool_stats, codec_pages_encoded);
+    REQUIRE(speckv_stats(p, &st) == SPECKV_OK);
+    CHECK(st.struct_size == offsetof(speckv_pool_stats, codec_pages_encoded));
+    CHECK(st.pages_total > 0);
+    CHECK(st.codec_pages_encoded == 0xABABABABABABABABull);  // beyond its size: untouched
+    st.struct_size = offsetof(speckv_pool_stats, codec_pages_encoded) + 8;  // a size no release had
+    CHECK(speckv_stats(p, &st) == SPECKV_ESTRUCT);
+    speckv_pool_close(p);
+}
+
+TEST_CASE("pool stats: each process publishes its tier counters into its attach record; they outlive it") {
+    std::string path = fresh_pool("tierstats");
+    speckv_pool *p = open_codec("file:" + path + "?size=16M", {{"codec.mode", "int8"}, {"cache.bytes", "0"}});
+    auto vals = kv_values(4096, 31);
+    speckv_handle b = alloc_fp16(p, 8192);
+    REQUIRE(speckv_write(p, b, 0, vals.data(), 8192) == SPECKV_OK);
+    for (int i = 0; i < 5; i++) read_all(p, b, 8192);
+    auto s = stats_of(p);  // publishes
+    std::unique_ptr<speckv::Pool> ro;
+    REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+    speckv::PoolInfo in;
+    ro->info(&in);
+    REQUIRE(in.attach.size() == 1);
+    const uint64_t *t = in.attach[0].tier;
+    CHECK(t[speckv::fmt::kTcReads] == s.reads);
+    CHECK(t[speckv::fmt::kTcReads] == 5);
+    CHECK(t[speckv::fmt::kTcL1Misses] == 10);
+    CHECK(t[speckv::fmt::kTcEncPages] == 2);
+    CHECK(t[speckv::fmt::kTcEncStored] == s.codec_stored_bytes);
+    CHECK(t[speckv::fmt::kTcDecPages] == 10);
+    CHECK(t[speckv::fmt::kTcUpdatedNs] > 0);
+    CHECK(in.tier_detached[speckv::fmt::kTcReads] == 0);
+    // More reads, then close: the final figures go to the totals of processes gone.
+    for (int i = 0; i < 3; i++) read_all(p, b, 8192);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    ro->info(&in);
+    CHECK(in.attach.empty());
+    CHECK(in.tier_detached[speckv::fmt::kTcReads] == 8);
+    CHECK(in.tier_detached[speckv::fmt::kTcDecPages] == 16);
+    CHECK(in.tier_detached[speckv::fmt::kTcEncPages] == 2);
+    // A second process adds to them.
+    p = open_codec("file:" + path, {{"cache.bytes", "0"}});
+    read_all(p, b, 8192);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    ro->info(&in);
+    CHECK(in.tier_detached[speckv::fmt::kTcReads] == 9);
+    unlink(path.c_str());
+}
