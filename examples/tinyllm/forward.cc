@@ -1,6 +1,7 @@
 #include "forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -56,6 +57,91 @@ void PooledForward::attention(int npos) {
     }
 }
 
+// Attention through near-memory selection: speckv_select picks the pages
+// (the pool scores its page summaries against q_), only those are read back;
+// with Attn::attend the rest is attended next to the pool and merged exactly.
+int PooledForward::sparse_attention(uint64_t request, int layer, int npos) {
+    const llama2::Config &c = m_.c;
+    const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads, H = c.n_heads;
+    const int npages = (npos + kPageTokens - 1) / kPageTokens;
+    speckv_select_params sp;
+    std::memset(&sp, 0, sizeof sp);
+    sp.struct_size = sizeof sp;
+    sp.kv_heads = uint32_t(c.n_kv_heads);
+    sp.head_dim = uint32_t(hs);
+    sp.q_per_kv = uint32_t(kv_mul);
+    sp.budget = uint32_t(std::max(1.0, std::ceil(frac_ * npages)));
+    sp.recent = 1;
+    sp.context_tokens = uint64_t(npos);
+    refs_.resize(sp.budget);
+    size_t n = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    if (int rc = speckv_select(kv_.pool(), tenant_, request, uint32_t(layer), q_.data(), size_t(c.dim), &sp,
+                               refs_.data(), refs_.size(), &n, nullptr);
+        rc != SPECKV_OK)
+        return rc;
+    ast_.select_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    refs_.resize(n);
+    ast_.steps++;
+    ast_.pages_total += uint64_t(npages);
+    ast_.pages_recalled += n;
+    // The selected pages, compacted: tokens in page order.
+    int m = 0;
+    for (const speckv_page_ref &r : refs_) {
+        const int page = int(r.token_pos / kPageTokens);
+        if (int rc = kv_.gather_page(request, layer, page, int(r.tokens), kc_.data() + size_t(m) * kv_dim,
+                                     vc_.data() + size_t(m) * kv_dim);
+            rc != SPECKV_OK)
+            return rc;
+        m += int(r.tokens);
+    }
+    if (mode_ == Attn::select) {
+        attention(m);
+        return SPECKV_OK;
+    }
+    // Attn::attend: this side's partial over the selected tokens ...
+    pout_.assign(size_t(H) * hs, 0.f);
+    pmax_.assign(size_t(H), 0.f);
+    psum_.assign(size_t(H), 0.f);
+    for (int h = 0; h < H; h++) {
+        const float *q = q_.data() + h * hs;
+        float *att = att_.data() + size_t(h) * c.seq_len;
+        float mx = -INFINITY;
+        for (int t = 0; t < m; t++) {
+            const float *k = kc_.data() + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            float score = 0;
+            for (int i = 0; i < hs; i++) score += q[i] * k[i];
+            att[t] = score / std::sqrt(float(hs));
+            mx = std::max(mx, att[t]);
+        }
+        float sum = 0;
+        for (int t = 0; t < m; t++) sum += (att[t] = std::exp(att[t] - mx));
+        float *o = pout_.data() + size_t(h) * hs;
+        for (int t = 0; t < m; t++) {
+            const float *v = vc_.data() + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            for (int i = 0; i < hs; i++) o[i] += att[t] / sum * v[i];
+        }
+        pmax_[size_t(h)] = mx;
+        psum_[size_t(h)] = sum;
+    }
+    // ... the pool's over the rest, and the exact merge.
+    nout_.assign(size_t(H) * hs, 0.f);
+    nmax_.assign(size_t(H), 0.f);
+    nsum_.assign(size_t(H), 0.f);
+    speckv_partial mine{sizeof(speckv_partial), pout_.data(), pmax_.data(), psum_.data()};
+    speckv_partial near{sizeof(speckv_partial), nout_.data(), nmax_.data(), nsum_.data()};
+    t0 = std::chrono::steady_clock::now();
+    if (int rc = speckv_attend(kv_.pool(), tenant_, request, uint32_t(layer), q_.data(), size_t(c.dim), &sp,
+                               refs_.data(), refs_.size(), &near);
+        rc != SPECKV_OK)
+        return rc;
+    ast_.attend_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    rmax_.resize(size_t(H));
+    rsum_.resize(size_t(H));
+    speckv_partial res{sizeof(speckv_partial), xb_.data(), rmax_.data(), rsum_.data()};
+    return speckv_merge_partials(uint32_t(H), uint32_t(hs), &mine, &near, &res);
+}
+
 int PooledForward::forward(uint64_t request, int token, int pos, const NextUnit &next, const float **logits) {
     const llama2::Config &c = m_.c;
     const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
@@ -81,8 +167,15 @@ int PooledForward::forward(uint64_t request, int token, int pos, const NextUnit 
         // The cache lives in the pool: append this position, then read the
         // whole history [0, pos] back for attention.
         if ((rc = kv_.append(request, l, pos, k, v)) != SPECKV_OK) return rc;
-        if ((rc = kv_.gather(request, l, pos + 1, kc_.data(), vc_.data())) != SPECKV_OK) return rc;
-        attention(pos + 1);
+        if (mode_ != Attn::full) {
+            if ((rc = sparse_attention(request, l, pos + 1)) != SPECKV_OK) return rc;
+        } else {
+            if ((rc = kv_.gather(request, l, pos + 1, kc_.data(), vc_.data())) != SPECKV_OK) return rc;
+            attention(pos + 1);
+            ast_.steps++;
+            ast_.pages_total += uint64_t(pos / kPageTokens + 1);
+            ast_.pages_recalled += uint64_t(pos / kPageTokens + 1);
+        }
 
         llama2::attn_out_and_ffn(m_, l, x, xb_.data(), xb2_.data(), hb_.data(), hb2_.data());
     }

@@ -22,9 +22,32 @@ struct NextUnit {
     bool valid = false;
 };
 
+// How a layer's attention gets its K/V (docs/selection.md §7):
+//   full    every page, read through the pool (run.c's arithmetic: exact);
+//   select  only the pages speckv_select returns (approximate attention);
+//   attend  the selected pages here, every other page by speckv_attend next
+//           to the pool, merged with speckv_merge_partials (exact up to float
+//           rounding). select/attend need a PagedKv in the split layout.
+enum class Attn { full, select, attend };
+
+struct AttnStats {
+    uint64_t steps = 0;             // (layer, position) attentions
+    uint64_t pages_total = 0;       // K/V pages that existed, summed over steps
+    uint64_t pages_recalled = 0;    // pages read back to "the GPU", summed
+    double select_ns = 0, attend_ns = 0;
+};
+
 class PooledForward {
 public:
     PooledForward(const llama2::Model &m, PagedKv &kv);
+
+    // select/attend: budget = max(1, ceil(frac * pages)) pages per layer.
+    void set_attention(Attn mode, double frac, uint64_t tenant) {
+        mode_ = mode;
+        frac_ = frac;
+        tenant_ = tenant;
+    }
+    const AttnStats &attn_stats() const { return ast_; }
 
     // Runs `token` at `pos` of `request`. Before layer l it hints
     // (request, l + 1, pos), and before the last layer `next` (its layer 0).
@@ -33,9 +56,16 @@ public:
 
 private:
     void attention(int npos);
+    int sparse_attention(uint64_t request, int layer, int npos);
     const llama2::Model &m_;
     PagedKv &kv_;
     std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_, kc_, vc_;
+    Attn mode_ = Attn::full;
+    double frac_ = 1.0;
+    uint64_t tenant_ = 0;
+    AttnStats ast_;
+    std::vector<speckv_page_ref> refs_;
+    std::vector<float> pout_, pmax_, psum_, nout_, nmax_, nsum_, rmax_, rsum_;
 };
 
 }  // namespace tinyllm

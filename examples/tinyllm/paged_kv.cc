@@ -5,7 +5,7 @@
 
 namespace tinyllm {
 
-PagedKv::PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, bool prefetch, bool pin)
+PagedKv::PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, bool prefetch, bool pin, bool split)
     : pool_(pool),
       tenant_(tenant),
       n_layers_(n_layers),
@@ -13,6 +13,7 @@ PagedKv::PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, b
       row_bytes_(size_t(kv_dim) * sizeof(float)),
       prefetch_(prefetch),
       pin_(pin),
+      split_(split),
       buf_(size_t(2) * kPageTokens * row_bytes_) {}
 
 int PagedKv::fail(int rc, const char *what) {
@@ -37,10 +38,26 @@ int PagedKv::append(uint64_t request, int layer, int pos, const float *k, const 
         h.token_pos = uint64_t(page) * kPageTokens;
         h.token_count = kPageTokens;
         speckv_handle b = SPECKV_HANDLE_INVALID;
-        if (int rc = speckv_alloc(pool_, block_bytes(), SPECKV_DTYPE_FP32, &h, &b); rc != SPECKV_OK)
-            return fail(rc, "speckv_alloc");
+        if (split_) {
+            auto &vl = vtable_[request];
+            if (vl.empty()) vl.resize(size_t(n_layers_));
+            speckv_handle vb = SPECKV_HANDLE_INVALID;
+            h.flags = SPECKV_HINT_KEYS;
+            if (int rc = speckv_alloc(pool_, block_bytes() / 2, SPECKV_DTYPE_FP32, &h, &b); rc != SPECKV_OK)
+                return fail(rc, "speckv_alloc K");
+            h.flags = SPECKV_HINT_VALUES;
+            if (int rc = speckv_alloc(pool_, block_bytes() / 2, SPECKV_DTYPE_FP32, &h, &vb); rc != SPECKV_OK) {
+                speckv_free(pool_, b);
+                return fail(rc, "speckv_alloc V");
+            }
+            vl[size_t(layer)].push_back(vb);
+            allocs_ += 2;
+        } else {
+            if (int rc = speckv_alloc(pool_, block_bytes(), SPECKV_DTYPE_FP32, &h, &b); rc != SPECKV_OK)
+                return fail(rc, "speckv_alloc");
+            allocs_++;
+        }
         pages.push_back(b);
-        allocs_++;
     } else if (page != pages.size() - 1) {
         err_ = "positions must be appended in order";
         return SPECKV_EINVAL;
@@ -48,8 +65,31 @@ int PagedKv::append(uint64_t request, int layer, int pos, const float *k, const 
     const speckv_handle b = pages.back();
     if (int rc = speckv_write(pool_, b, slot * row_bytes_, k, row_bytes_); rc != SPECKV_OK)
         return fail(rc, "speckv_write K");
+    if (split_) {
+        if (int rc = speckv_write(pool_, vtable_[request][size_t(layer)].back(), slot * row_bytes_, v, row_bytes_);
+            rc != SPECKV_OK)
+            return fail(rc, "speckv_write V");
+        return SPECKV_OK;
+    }
     if (int rc = speckv_write(pool_, b, (kPageTokens + slot) * row_bytes_, v, row_bytes_); rc != SPECKV_OK)
         return fail(rc, "speckv_write V");
+    return SPECKV_OK;
+}
+
+int PagedKv::gather_page(uint64_t request, int layer, int page, int n, float *kc, float *vc) {
+    auto it = table_.find(request);
+    auto vt = vtable_.find(request);
+    if (!split_ || it == table_.end() || vt == vtable_.end() || size_t(page) >= it->second[size_t(layer)].size()) {
+        err_ = "gather_page: no such page (split layout only)";
+        return SPECKV_ENOENT;
+    }
+    const size_t len = size_t(n) * row_bytes_;
+    if (int rc = speckv_access(pool_, it->second[size_t(layer)][size_t(page)], 0, kc, len, SPECKV_ACCESS_DEFAULT);
+        rc != SPECKV_OK)
+        return fail(rc, "speckv_access K");
+    if (int rc = speckv_access(pool_, vt->second[size_t(layer)][size_t(page)], 0, vc, len, SPECKV_ACCESS_DEFAULT);
+        rc != SPECKV_OK)
+        return fail(rc, "speckv_access V");
     return SPECKV_OK;
 }
 
@@ -66,6 +106,12 @@ int PagedKv::gather(uint64_t request, int layer, int npos, float *kc, float *vc)
         return SPECKV_ERANGE;
     }
     for (int p = 0; p < npages; p++) {
+        if (split_) {  // K and V blocks share (request, layer, tokens): the engine's own table names them
+            const int n = std::min(kPageTokens, npos - p * kPageTokens);
+            const size_t first = size_t(p) * kPageTokens * size_t(kv_dim_);
+            if (int rc = gather_page(request, layer, p, n, kc + first, vc + first); rc != SPECKV_OK) return rc;
+            continue;
+        }
         // Find the block as an engine's attention kernel would: by
         // (tenant, request, layer, token) through the pool's translation.
         speckv_handle b = SPECKV_HANDLE_INVALID;
@@ -130,6 +176,12 @@ int PagedKv::release(uint64_t request) {
         for (speckv_handle b : pages)
             if (int rc = speckv_free(pool_, b); rc != SPECKV_OK && first == SPECKV_OK) first = fail(rc, "speckv_free");
     table_.erase(it);
+    if (auto vt = vtable_.find(request); vt != vtable_.end()) {
+        for (auto &pages : vt->second)
+            for (speckv_handle b : pages)
+                if (int rc = speckv_free(pool_, b); rc != SPECKV_OK && first == SPECKV_OK) first = fail(rc, "speckv_free V");
+        vtable_.erase(vt);
+    }
     return first;
 }
 

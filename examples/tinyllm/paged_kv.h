@@ -5,6 +5,7 @@
 // (tenant, request, layer, token) to the block and the prefetcher can find the
 // blocks a hint names. A block holds the page's K rows, then its V rows:
 //   [K row 0 .. K row 15 | V row 0 .. V row 15], each row kv_dim float32,
+// or, in the split layout, a K block and a V block of 16 rows each,
 // K after RoPE (as run.c caches it). Nothing is kept on the host between
 // tokens except the handles: attention reads every row back through the pool.
 #pragma once
@@ -25,9 +26,15 @@ class PagedKv {
 public:
     // `pin`: read with speckv_pin/speckv_unpin instead of speckv_access.
     // `prefetch`: send speckv_prefetch hints (off: hint() does nothing).
-    PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, bool prefetch, bool pin);
+    // `split`: K and V of a page in two blocks, hinted SPECKV_HINT_KEYS and
+    // SPECKV_HINT_VALUES (what speckv_select / speckv_attend work on; the
+    // pool then keeps a summary of every K page).
+    PagedKv(speckv_pool *pool, uint64_t tenant, int n_layers, int kv_dim, bool prefetch, bool pin, bool split = false);
 
     uint64_t block_bytes() const { return uint64_t(2) * kPageTokens * row_bytes_; }
+
+    // Split layout only: the K/V rows [0, n) of page `page` of (request, layer).
+    int gather_page(uint64_t request, int layer, int page, int n, float *kc, float *vc);
 
     // Stores the K and V rows (kv_dim floats each) of `request` at (layer, pos);
     // allocates the page's block when pos starts a page. Positions of a
@@ -47,6 +54,7 @@ public:
     // Text of the last failure ("speckv_write(...): <strerror>: <errmsg>").
     const std::string &error() const { return err_; }
 
+    speckv_pool *pool() const { return pool_; }
     uint64_t blocks_allocated() const { return allocs_; }
     uint64_t hints_sent() const { return hints_; }
     uint64_t translations() const { return translations_; }
@@ -58,7 +66,9 @@ private:
     uint64_t tenant_;
     int n_layers_, kv_dim_;
     size_t row_bytes_;
-    bool prefetch_, pin_;
+    bool prefetch_, pin_, split_;
+    // Split layout: request -> [layer][page] -> V block (table_ holds the K blocks).
+    std::unordered_map<uint64_t, std::vector<std::vector<speckv_handle>>> vtable_;
     // request -> [layer][page] -> handle: what this engine allocated. Reads
     // find the block through speckv_translate and check it against this.
     std::unordered_map<uint64_t, std::vector<std::vector<speckv_handle>>> table_;

@@ -10,13 +10,14 @@
 //
 //   tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]
 //           [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]
-//           [--no-prefetch] [--oracle] [--pin] [--check] [--json] [--skip-missing]
+//           [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json] [--skip-missing]
 //
-// Exit status: 0 ok, 1 failure (or --check found a different token),
+// Exit status: 0 ok, 1 failure (or --check found a different token with --codec raw),
 // 2 usage, 77 model files missing with --skip-missing (CTest: skipped).
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -63,6 +64,10 @@ struct Options {
     int batch = 4, steps = 128, requests = 0;
     int64_t l1_bytes = -1, l2_bytes = -1;
     bool prefetch = true, pin = false, check = false, json = false, skip_missing = false, oracle = false;
+    std::string codec = "raw";
+    double select_pct = 0;    // --select PCT: pages per layer kept (percent); 0 = full attention
+    bool attend = false;      // --attend: the rest attended next to the pool, merged exactly
+    std::string eval_text;    // --eval-text FILE: teacher-forced comparison with full attention
     std::vector<std::string> prompts;
 };
 
@@ -70,7 +75,8 @@ void usage(FILE *f) {
     std::fprintf(f,
                  "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
                  "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
-                 "               [--no-prefetch] [--oracle] [--pin] [--check] [--json] [--skip-missing]\n"
+                 "               [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json]\n"
+                 "               [--select PCT [--attend]] [--eval-text FILE] [--skip-missing]\n"
                  "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K)\n"
                  "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
                  "  --batch N       sequences running at once (default 4)\n"
@@ -84,6 +90,17 @@ void usage(FILE *f) {
                  "  --oracle        prefetch.policy = 1: fetch exactly the unit each hint names (the engine's\n"
                  "                  hints are the true next unit: an oracle for the learned policy)\n"
                  "  --pin           read K/V with speckv_pin/unpin instead of speckv_access\n"
+                 "  --codec MODE    store K/V pages as codec records (config codec.mode: paper, int8, k6,\n"
+                 "                  vp6, ...; default raw = in clear). Lossy: --check then reports how many\n"
+                 "                  tokens still match instead of failing\n"
+                 "  --select PCT    near-memory page selection: each layer's attention reads only the PCT%%\n"
+                 "                  best pages by the pool's summaries (speckv_select; K and V in separate\n"
+                 "                  blocks; the pool gets a summary area). Approximate: --check reports\n"
+                 "  --attend        with --select: attend the other pages next to the pool (speckv_attend)\n"
+                 "                  and merge exactly (speckv_merge_partials)\n"
+                 "  --eval-text F   instead of serving: run the text of F teacher-forced through full\n"
+                 "                  attention and through --select/--attend side by side; print KL, top-1\n"
+                 "                  agreement, perplexity change, pages and bytes recalled, time per step\n"
                  "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
                  "  --json          print one JSON object instead of text\n"
                  "  --skip-missing  exit 77 (skipped) when the model or tokenizer file is missing\n");
@@ -156,6 +173,22 @@ int parse(int argc, char **argv, Options *o) {
             o->oracle = true;
         } else if (a == "--pin") {
             o->pin = true;
+        } else if (a == "--codec") {
+            if (!value(&v)) return 2;
+            o->codec = v;
+        } else if (a == "--select") {
+            if (!value(&v)) return 2;
+            char *end = nullptr;
+            o->select_pct = std::strtod(v, &end);
+            if (end == v || *end || !(o->select_pct > 0 && o->select_pct <= 100)) {
+                std::fprintf(stderr, "tinyllm: --select: '%s' is not a percentage in (0, 100]\n", v);
+                return 2;
+            }
+        } else if (a == "--attend") {
+            o->attend = true;
+        } else if (a == "--eval-text") {
+            if (!value(&v)) return 2;
+            o->eval_text = v;
         } else if (a == "--check") {
             o->check = true;
         } else if (a == "--json") {
@@ -167,6 +200,14 @@ int parse(int argc, char **argv, Options *o) {
             usage(stderr);
             return 2;
         }
+    }
+    if (o->attend && !o->select_pct) {
+        std::fprintf(stderr, "tinyllm: --attend needs --select PCT (the pages kept on this side)\n");
+        return 2;
+    }
+    if (!o->eval_text.empty() && !o->select_pct) {
+        std::fprintf(stderr, "tinyllm: --eval-text compares --select [--attend] with full attention: give --select PCT\n");
+        return 2;
     }
     if (o->requests == 0) o->requests = 2 * o->batch;
     if (o->prompts.empty()) o->prompts.assign(std::begin(kDefaultPrompts), std::end(kDefaultPrompts));
@@ -262,6 +303,92 @@ bool set_key(speckv_config *cfg, const char *key, int64_t v) {
     return true;
 }
 
+// --eval-text: the text's tokens run teacher-forced through two engines on
+// the same pool, one with full attention, one with --select [--attend]; per
+// position the next-token distributions are compared (KL, top-1) and the
+// text's perplexity taken under both (docs/selection.md §7).
+int eval_text(const llama2::Model &model, const llama2::Tokenizer &tok, speckv_pool *pool, const Options &o,
+              tinyllm::Attn mode) {
+    const llama2::Config &c = model.c;
+    std::FILE *f = std::fopen(o.eval_text.c_str(), "rb");
+    if (!f) {
+        std::fprintf(stderr, "tinyllm: cannot read %s\n", o.eval_text.c_str());
+        return 1;
+    }
+    std::string text;
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+    std::vector<int> toks{kBos};
+    for (int t : tok.encode(text)) toks.push_back(t);
+    const int steps = std::min<int>(std::min(o.steps, c.seq_len), int(toks.size()));
+    if (steps < 2) {
+        std::fprintf(stderr, "tinyllm: %s gives fewer than 2 tokens\n", o.eval_text.c_str());
+        return 1;
+    }
+    PagedKv kv_full(pool, kTenant, c.n_layers, c.kv_dim(), false, false, true),
+        kv_sel(pool, kTenant, c.n_layers, c.kv_dim(), false, false, true);
+    PooledForward full(model, kv_full), sel(model, kv_sel);
+    sel.set_attention(mode, o.select_pct / 100.0, kTenant);
+    const uint64_t rf = (uint64_t(getpid()) << 24) | 0xF00001, rs = rf + 1;
+    double kl = 0, nll_f = 0, nll_s = 0;
+    int agree = 0, n = 0;
+    std::vector<double> pf(size_t(c.vocab_size)), ps(size_t(c.vocab_size));
+    auto softmax_d = [&](const float *lg, std::vector<double> &p) {
+        double m = -1e300, z = 0;
+        for (int i = 0; i < c.vocab_size; i++) m = std::max(m, double(lg[i]));
+        for (int i = 0; i < c.vocab_size; i++) z += (p[size_t(i)] = std::exp(double(lg[i]) - m));
+        for (auto &x : p) x /= z;
+    };
+    for (int pos = 0; pos + 1 < steps; pos++) {
+        const float *lf = nullptr, *ls = nullptr;
+        int rc = full.forward(rf, toks[size_t(pos)], pos, NextUnit{}, &lf);
+        if (rc == SPECKV_OK) rc = sel.forward(rs, toks[size_t(pos)], pos, NextUnit{}, &ls);
+        if (rc != SPECKV_OK) {
+            std::fprintf(stderr, "tinyllm: eval at position %d: %s (%s)\n", pos, speckv_strerror(rc), speckv_errmsg());
+            kv_full.release(rf);
+            kv_sel.release(rs);
+            return 1;
+        }
+        softmax_d(lf, pf);
+        softmax_d(ls, ps);
+        for (int i = 0; i < c.vocab_size; i++)
+            if (pf[size_t(i)] > 0) kl += pf[size_t(i)] * std::log(pf[size_t(i)] / std::max(ps[size_t(i)], 1e-300));
+        agree += llama2::argmax(lf, c.vocab_size) == llama2::argmax(ls, c.vocab_size);
+        const size_t next = size_t(toks[size_t(pos) + 1]);
+        nll_f -= std::log(std::max(pf[next], 1e-300));
+        nll_s -= std::log(std::max(ps[next], 1e-300));
+        n++;
+    }
+    kv_full.release(rf);
+    kv_sel.release(rs);
+    const tinyllm::AttnStats &a = sel.attn_stats();
+    const double ppl_f = std::exp(nll_f / n), ppl_s = std::exp(nll_s / n);
+    const double page_bytes = 2.0 * tinyllm::kPageTokens * c.kv_dim() * sizeof(float);  // K + V
+    const double recalled = double(a.pages_recalled) / n, total = double(a.pages_total) / n;
+    const char *mname = mode == tinyllm::Attn::attend ? "attend" : "select";
+    if (o.json) {
+        std::printf("{\"model\":%s,\"text\":%s,\"mode\":\"%s\",\"budget_pct\":%g,\"positions\":%d,\"kl\":%.6g,"
+                    "\"top1_agree\":%.6f,\"ppl_full\":%.6f,\"ppl\":%.6f,\"ppl_delta_pct\":%.4f,"
+                    "\"pages_per_token\":%.3f,\"pages_recalled_per_token\":%.3f,\"bytes_recalled_per_token\":%.1f,"
+                    "\"bytes_full_per_token\":%.1f,\"select_us_per_token\":%.3f,\"attend_us_per_token\":%.3f}\n",
+                    json_str(o.model).c_str(), json_str(o.eval_text).c_str(), mname, o.select_pct, n, kl / n,
+                    double(agree) / n, ppl_f, ppl_s, 100 * (ppl_s / ppl_f - 1), total, recalled, recalled * page_bytes,
+                    total * page_bytes, a.select_ns / n / 1e3, a.attend_ns / n / 1e3);
+    } else {
+        std::printf("tinyllm eval: %s on %s, %d positions, --select %g%%%s\n", o.model.c_str(), o.eval_text.c_str(), n,
+                    o.select_pct, mode == tinyllm::Attn::attend ? " --attend" : "");
+        std::printf("  KL(full || %s)        %.6g nats/position\n", mname, kl / n);
+        std::printf("  top-1 agreement        %.2f%%\n", 100.0 * agree / n);
+        std::printf("  perplexity             %.4f full, %.4f %s (%+.2f%%)\n", ppl_f, ppl_s, mname, 100 * (ppl_s / ppl_f - 1));
+        std::printf("  pages per token        %.1f of %.1f recalled (all layers): %.0f of %.0f bytes\n", recalled, total,
+                    recalled * page_bytes, total * page_bytes);
+        std::printf("  time per token         select %.1f us, attend next to the pool %.1f us\n", a.select_ns / n / 1e3,
+                    a.attend_ns / n / 1e3);
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -307,6 +434,21 @@ int main(int argc, char **argv) {
     bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
                   (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes)) &&
                   (!o.oracle || set_key(cfg, "prefetch.policy", 1));
+    // The codec: one preset for the block (K rows then V rows, kv_dim values per token).
+    if (cfg_ok && o.codec != "raw") {
+        int crc = speckv_config_set_str(cfg, "codec.mode", o.codec.c_str());
+        if (crc != SPECKV_OK) {
+            std::fprintf(stderr, "tinyllm: --codec %s: %s (%s)\n", o.codec.c_str(), speckv_strerror(crc), speckv_errmsg());
+            cfg_ok = false;
+        } else {
+            cfg_ok = set_key(cfg, "codec.channels", c.kv_dim());
+        }
+    }
+    // Near-memory selection: K pages get summaries in the pool (a summary
+    // area of 16 + 4 * kv_dim bytes per page, rounded up to 16).
+    if (cfg_ok && o.select_pct)
+        cfg_ok = set_key(cfg, "pool.summary_bytes", (16 + 4 * int64_t(c.kv_dim()) + 15) / 16 * 16) &&
+                 set_key(cfg, "select.channels", c.kv_dim());
     speckv_pool *pool = nullptr;
     int rc = cfg_ok ? speckv_pool_open(o.uri.c_str(), cfg, &pool) : SPECKV_EINVAL;
     speckv_config_free(cfg);
@@ -315,8 +457,17 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    PagedKv kv(pool, kTenant, c.n_layers, c.kv_dim(), o.prefetch, o.pin);
+    const tinyllm::Attn mode = !o.select_pct ? tinyllm::Attn::full
+                               : o.attend    ? tinyllm::Attn::attend
+                                             : tinyllm::Attn::select;
+    if (!o.eval_text.empty()) {
+        int erc = eval_text(model, tok, pool, o, mode);
+        speckv_pool_close(pool);
+        return erc;
+    }
+    PagedKv kv(pool, kTenant, c.n_layers, c.kv_dim(), o.prefetch, o.pin, /*split=*/o.select_pct > 0);
     PooledForward fwd(model, kv);
+    fwd.set_attention(mode, o.select_pct / 100.0, kTenant);
 
     // Continuous batching: slots run round-robin, one token each per step.
     std::vector<int> slot(size_t(o.batch), -1);  // request index or -1
@@ -385,7 +536,7 @@ int main(int argc, char **argv) {
 
     // --check: the same prompts and limits on the plain Runner.
     int mismatched = 0;
-    uint64_t compared = 0;
+    uint64_t compared = 0, agreed = 0;  // agreed: tokens before each sequence's first difference
     std::vector<int> first_diff(reqs.size(), -1);
     if (o.check) {
         for (size_t i = 0; i < reqs.size(); i++) {
@@ -394,6 +545,7 @@ int main(int argc, char **argv) {
             size_t n = std::min(ref.size(), got.size()), d = 0;
             while (d < n && ref[d] == got[d]) d++;
             compared += n;
+            agreed += d;
             if (d < n || ref.size() != got.size()) {
                 first_diff[i] = int(d);
                 mismatched++;
@@ -407,10 +559,10 @@ int main(int argc, char **argv) {
     const double l1 = ratio(st.cache_hits, st.cache_hits + st.cache_misses);
     if (o.json) {
         std::printf("{\"model\":%s,\"uri\":%s,\"batch\":%d,\"requests\":%d,\"steps\":%d,\"prefetch\":%s,"
-                    "\"read\":\"%s\",\"page_tokens\":%d,\"block_bytes\":%" PRIu64 ",\"tokens\":%" PRIu64
+                    "\"read\":\"%s\",\"codec\":%s,\"page_tokens\":%d,\"block_bytes\":%" PRIu64 ",\"tokens\":%" PRIu64
                     ",\"seconds\":%.6f,\"sequences\":[",
                     json_str(o.model).c_str(), json_str(o.uri).c_str(), o.batch, o.requests, steps,
-                    o.prefetch ? "true" : "false", o.pin ? "pin" : "access", tinyllm::kPageTokens, kv.block_bytes(),
+                    o.prefetch ? "true" : "false", o.pin ? "pin" : "access", json_str(o.codec).c_str(), tinyllm::kPageTokens, kv.block_bytes(),
                     tokens_run, secs);
         for (size_t i = 0; i < reqs.size(); i++) {
             std::printf("%s{\"prompt_tokens\":%zu,\"limit\":%d,\"tokens\":[", i ? "," : "", reqs[i].prompt.size(),
@@ -422,8 +574,9 @@ int main(int argc, char **argv) {
         }
         std::printf("],");
         if (o.check)
-            std::printf("\"check\":{\"sequences\":%zu,\"mismatched\":%d,\"tokens_compared\":%" PRIu64 "},",
-                        reqs.size(), mismatched, compared);
+            std::printf("\"check\":{\"sequences\":%zu,\"mismatched\":%d,\"tokens_compared\":%" PRIu64
+                        ",\"tokens_before_divergence\":%" PRIu64 "},",
+                        reqs.size(), mismatched, compared, agreed);
         std::printf("\"derived\":{\"l1_hit_rate\":%.6f,\"hit_rate\":%.6f,\"precision\":%.6f,\"tlb_hit_rate\":%.6f,"
                     "\"beta\":%.6f,\"depth\":%u},\"stats\":%s}\n",
                     l1, hit, prec, tlb, st.prefetch_beta_ppm / 1e6, st.prefetch_depth, stats_json.c_str());
@@ -464,6 +617,24 @@ int main(int argc, char **argv) {
         std::printf("  depth                    %12u\n", st.prefetch_depth);
         std::printf("  TLB hit rate             %11.1f%%   (%" PRIu64 " hits, %" PRIu64 " misses)\n", 100 * tlb,
                     st.tlb_hits, st.tlb_misses);
+        std::printf("  link bytes (L3 -> L2)    %12" PRIu64 "\n", st.link_bytes);
+        if (o.codec != "raw")
+            std::printf("  codec %-8s pages      %12" PRIu64 "   (%.2fx: %" PRIu64 " B -> %" PRIu64 " B; %" PRIu64
+                        " left in clear; %" PRIu64 " decoded)\n",
+                        o.codec.c_str(), st.codec_pages_encoded, ratio(st.codec_raw_bytes, st.codec_stored_bytes),
+                        st.codec_raw_bytes, st.codec_stored_bytes, st.codec_pages_bypassed, st.codec_pages_decoded);
+    }
+    // A lossy codec or approximate attention (--select without --attend)
+    // changes tokens by design: --check then reports instead of failing.
+    const bool lossy = o.codec != "raw" || (o.select_pct > 0 && !o.attend);
+    if (o.check && mismatched && lossy) {
+        if (!o.json)
+            std::printf("check (lossy: %s%s): %zu of %zu sequences identical; %" PRIu64 " of %" PRIu64
+                        " tokens generated before a sequence first differs\n",
+                        o.codec != "raw" ? ("codec " + o.codec).c_str() : "",
+                        o.select_pct > 0 && !o.attend ? (o.codec != "raw" ? ", --select" : "--select") : "",
+                        reqs.size() - size_t(mismatched), reqs.size(), agreed, compared);
+        return 0;
     }
     if (o.check && mismatched) {
         std::fprintf(stderr, "tinyllm: --check: %d of %zu sequences differ from the plain llama2 run\n", mismatched,

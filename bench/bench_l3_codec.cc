@@ -1,0 +1,200 @@
+// L3 pages stored as codec records (docs/codec.md §17), through the public
+// API: what a write that completes a page costs (encode + decode for L1),
+// what a read from L3 costs (copy + CRC32C + decode), the bytes L3 holds and
+// the link would carry — per preset, beside the same pool storing pages in
+// clear and beside memcpy of the same bytes, in the same run. The pages are
+// real K/V: stories260K's cache over a greedy continuation, as FP16 pages of
+// 64 tokens x kv_dim, cycled to fill `--mib` MiB.
+//   ./build/release/bench/bench_l3_codec [--repeats N] [--mib N] [--model PATH]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv_eval.h"
+#include "llama2.h"
+#include "speckv.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown CPU";
+}
+
+[[noreturn]] void die(const char *what, int rc) {
+    std::fprintf(stderr, "bench_l3_codec: %s: %s (%s)\n", what, speckv_strerror(rc), speckv_errmsg());
+    std::exit(1);
+}
+
+struct Row {
+    const char *name, *key_mode, *value_mode;
+};
+
+struct Result {
+    double write_gbps, read_gbps, ratio;
+};
+
+constexpr size_t kPage = 4096;
+
+// One run: a fresh anonymous pool, every page written (one block of 4 pages
+// per K or V unit) then read back with no L1 and no L2, so each read is an L3
+// read. GB/s are of page bytes in clear.
+Result run(const Row &row, const std::vector<std::vector<uint16_t>> &pages, const std::vector<bool> &is_value,
+           int kv_dim) {
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    speckv_config_set_int(cfg, "cache.bytes", 0);
+    speckv_config_set_int(cfg, "prefetch.l2_bytes", 0);
+    speckv_config_set_int(cfg, "codec.channels", kv_dim);
+    if (int rc = speckv_config_set_str(cfg, "codec.key_mode", row.key_mode)) die("codec.key_mode", rc);
+    if (int rc = speckv_config_set_str(cfg, "codec.value_mode", row.value_mode)) die("codec.value_mode", rc);
+    const size_t n = pages.size();
+    char uri[64];
+    std::snprintf(uri, sizeof uri, "anon:?size=%zu", (n * kPage * 5 / 4 + (8u << 20)) & ~size_t(4095));
+    speckv_pool *p = nullptr;
+    if (int rc = speckv_pool_open(uri, cfg, &p)) die("open", rc);
+    speckv_config_free(cfg);
+    const size_t per = 4;  // pages per block
+    std::vector<speckv_handle> hs;
+    for (size_t i = 0; i < n; i += per) {
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.flags = is_value[i] ? SPECKV_HINT_VALUES : SPECKV_HINT_KEYS;
+        speckv_handle b;
+        if (int rc = speckv_alloc(p, std::min(per, n - i) * kPage, SPECKV_DTYPE_FP16, &h, &b)) die("alloc", rc);
+        hs.push_back(b);
+    }
+    // Two passes: the first faults the pool's pages in; the second is timed.
+    for (size_t i = 0; i < n; i++)
+        if (int rc = speckv_write(p, hs[i / per], (i % per) * kPage, pages[i].data(), kPage)) die("write", rc);
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < n; i++)
+        if (int rc = speckv_write(p, hs[i / per], (i % per) * kPage, pages[i].data(), kPage)) die("write", rc);
+    double wsec = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::vector<unsigned char> dst(kPage);
+    t0 = Clock::now();
+    for (size_t i = 0; i < n; i++)
+        if (int rc = speckv_access(p, hs[i / per], (i % per) * kPage, dst.data(), kPage, 0)) die("access", rc);
+    double rsec = std::chrono::duration<double>(Clock::now() - t0).count();
+    speckv_pool_stats st{};
+    st.struct_size = sizeof st;
+    speckv_stats(p, &st);
+    speckv_pool_close(p);
+    double bytes = double(n * kPage);
+    // Each pass codes every page: halve the counters (the stats cover both).
+    double stored = double(st.codec_stored_bytes / 2 + (n - st.codec_pages_encoded / 2) * kPage);
+    return {bytes / wsec / 1e9, bytes / rsec / 1e9, bytes / stored};
+}
+
+double memcpy_gbps(size_t n) {
+    // The same access pattern as the pool reads: n distinct source pages
+    // (touched first), one destination page. The faster of two passes.
+    std::vector<unsigned char> src(n * kPage, 1), dst(kPage);
+    double best = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        auto t0 = Clock::now();
+        for (size_t i = 0; i < n; i++) {
+            std::memcpy(dst.data(), src.data() + i * kPage, kPage);
+            asm volatile("" : : "r"(dst.data()) : "memory");
+        }
+        best = std::max(best, double(n * kPage) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+    }
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int repeats = 7;
+    size_t mib = 16;
+    std::string model = SPECKV_MODEL_DIR "/stories260K/stories260K.bin";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+        else if (!std::strcmp(argv[i], "--mib")) mib = size_t(std::max(1, std::atoi(argv[i + 1])));
+        else if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    }
+    llama2::Model m;
+    std::string err;
+    if (!m.load(model, &err)) {
+        std::fprintf(stderr, "bench_l3_codec: %s\n", err.c_str());
+        return 1;
+    }
+    const int kv_dim = m.c.kv_dim();
+    const int page_tokens = int(kPage / 2) / kv_dim;
+    std::vector<int> toks = llama2::greedy(m, m.c.seq_len - 1);
+    toks.insert(toks.begin(), 1);  // BOS
+    llama2::KvCapture cap = llama2::capture_kv(m, toks);
+    // Real pages, K and V of every layer, in 4-page groups of one kind.
+    std::vector<std::vector<uint16_t>> real;
+    std::vector<bool> real_v;
+    for (int l = 0; l < cap.n_layers; l++)
+        for (bool v : {false, true}) {
+            size_t np = 0;
+            std::vector<uint16_t> all = llama2::fp16_pages(cap, l, v, page_tokens, &np);
+            for (size_t i = 0; i + 4 <= np; i += 4)
+                for (size_t j = i; j < i + 4; j++) {
+                    real.emplace_back(all.begin() + long(j * kPage / 2), all.begin() + long((j + 1) * kPage / 2));
+                    real_v.push_back(v);
+                }
+        }
+    if (real.empty()) {
+        std::fprintf(stderr, "bench_l3_codec: the model gave no whole 4-page group of K/V\n");
+        return 1;
+    }
+    const size_t n = mib * (1u << 20) / kPage / 4 * 4;
+    std::vector<std::vector<uint16_t>> pages(n);
+    std::vector<bool> is_value(n);
+    for (size_t i = 0; i < n; i++) {
+        pages[i] = real[i % real.size()];
+        is_value[i] = real_v[i % real.size()];
+    }
+    const Row rows[] = {
+        {"raw (in clear)", "raw", "raw"}, {"paper", "paper", "paper"}, {"int8", "int8", "int8"},
+        {"k6 / vp6", "k6", "vp6"},       {"k5 / vp5", "k5", "vp5"},
+    };
+    std::printf("L3 pages as codec records on %s, %u CPUs; %s (kv_dim %d, %d-token FP16 pages: %zu real pages\n"
+                "cycled to %zu MiB); no L1, no L2: every read is an L3 read. Median of %d runs; ratios from the same run.\n\n",
+                cpu_name().c_str(), std::thread::hardware_concurrency(), model.c_str(), kv_dim, page_tokens,
+                real.size(), mib, repeats);
+    std::printf("%-16s %8s %11s %11s %12s %12s %12s\n", "preset K / V", "ratio", "write GB/s", "read GB/s",
+                "read/clear", "read/memcpy", "write/clear");
+    std::vector<double> mc;
+    std::vector<std::vector<Result>> res(std::size(rows));
+    for (int r = 0; r < repeats; r++) {
+        mc.push_back(memcpy_gbps(n));
+        for (size_t k = 0; k < std::size(rows); k++) res[k].push_back(run(rows[k], pages, is_value, kv_dim));
+    }
+    auto med = [&](size_t k, double Result::*f) {
+        std::vector<double> v;
+        for (auto &x : res[k]) v.push_back(x.*f);
+        return median(v);
+    };
+    // Ratios to clear and to memcpy per run, then the median of those.
+    auto med_ratio = [&](size_t k, double Result::*f, bool vs_memcpy) {
+        std::vector<double> v;
+        for (size_t r = 0; r < res[k].size(); r++) v.push_back(res[k][r].*f / (vs_memcpy ? mc[r] : res[0][r].*f));
+        return median(v);
+    };
+    for (size_t k = 0; k < std::size(rows); k++)
+        std::printf("%-16s %7.2fx %11.2f %11.2f %11.2fx %11.2fx %11.2fx\n", rows[k].name, med(k, &Result::ratio),
+                    med(k, &Result::write_gbps), med(k, &Result::read_gbps), med_ratio(k, &Result::read_gbps, false),
+                    med_ratio(k, &Result::read_gbps, true), med_ratio(k, &Result::write_gbps, false));
+    std::printf("%-16s %8s %11s %11.2f\n", "memcpy 4 KiB", "", "", median(mc));
+    return 0;
+}
