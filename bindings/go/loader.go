@@ -116,7 +116,7 @@ func check(op string, rc C.int, msg *msgBuf) error {
 }
 
 // layoutSizes reports the sizes of the hand-declared structs (for tests:
-// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 288).
+// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 328).
 func layoutSizes() (hint, meta, stats uintptr) {
 	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_block_meta{}), unsafe.Sizeof(C.skv_pool_stats{})
 }
@@ -127,4 +127,13 @@ func statsOffsets() (l2Hits, tlbMisses, betaPPM, depth uintptr) {
 	var s C.skv_pool_stats
 	return unsafe.Offsetof(s.l2_hits), unsafe.Offsetof(s.tlb_misses), unsafe.Offsetof(s.prefetch_beta_ppm),
 		unsafe.Offsetof(s.prefetch_depth)
+}
+
+// codecOffsets reports where the codec counters (the last fields) sit in the
+// hand-declared speckv_pool_stats (for tests: on LP64 288, 296, 304, 312, 320).
+func codecOffsets() [5]uintptr {
+	var s C.skv_pool_stats
+	return [5]uintptr{unsafe.Offsetof(s.codec_pages_encoded), unsafe.Offsetof(s.codec_raw_bytes),
+		unsafe.Offsetof(s.codec_stored_bytes), unsafe.Offsetof(s.codec_pages_bypassed),
+		unsafe.Offsetof(s.codec_pages_decoded)}
 }

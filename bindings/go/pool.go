@@ -35,7 +35,19 @@ const (
 	FP32   DType = 3
 )
 
-// Hint says what a block holds (placement, prefetch, prefix sharing).
+// The SPECKV_HINT_* flags of a Hint.
+const (
+	// HintHasHash (SPECKV_HINT_HAS_HASH) is set from Hint.HasHash.
+	HintHasHash uint32 = 0x1
+	// HintKeys (SPECKV_HINT_KEYS): the block holds keys; its pages use config
+	// codec.key_mode instead of codec.mode (docs/codec.md §17).
+	HintKeys uint32 = 0x2
+	// HintValues (SPECKV_HINT_VALUES): the block holds values; its pages use
+	// config codec.value_mode instead of codec.mode.
+	HintValues uint32 = 0x4
+)
+
+// Hint says what a block holds (placement, prefetch, prefix sharing, codec).
 type Hint struct {
 	Tenant     uint64
 	Request    uint64
@@ -45,6 +57,9 @@ type Hint struct {
 	// ContentHash is the prefix-block hash (see BlockHash); HasHash says it is set.
 	HasHash     bool
 	ContentHash Hash
+	// Flags are further SPECKV_HINT_* flags: HintKeys, HintValues. HintHasHash
+	// is ignored here: it follows HasHash.
+	Flags uint32
 }
 
 // raw builds the C struct in Go memory; it holds no Go pointers, so it may be
@@ -57,8 +72,9 @@ func (h *Hint) raw() C.skv_hint {
 	r.layer = C.uint32_t(h.Layer)
 	r.token_pos = C.uint64_t(h.TokenPos)
 	r.token_count = C.uint64_t(h.TokenCount)
+	r.flags = C.uint32_t(h.Flags &^ HintHasHash)
 	if h.HasHash {
-		r.flags = 1
+		r.flags |= C.uint32_t(HintHasHash)
 		for i, b := range h.ContentHash {
 			r.content_hash[i] = C.uint8_t(b)
 		}
@@ -95,6 +111,15 @@ type Stats struct {
 	// million (1000000 = full); PrefetchDepth the depth k (units ahead) of
 	// its last plan.
 	PrefetchBetaPPM, PrefetchDepth uint32
+
+	// Codec, this process (docs/codec.md §17; config codec.mode):
+	// CodecPagesEncoded pages stored as codec records (encoded by the write
+	// that completed them), CodecRawBytes their bytes in clear,
+	// CodecStoredBytes their record bytes (what L3 holds and the link
+	// carries); CodecPagesBypassed pages the codec left in clear (NaN/Inf, no
+	// gain, record larger than the page); CodecPagesDecoded coded pages
+	// decoded on a read, prefetch or pin.
+	CodecPagesEncoded, CodecRawBytes, CodecStoredBytes, CodecPagesBypassed, CodecPagesDecoded uint64
 }
 
 func ratio(a, b uint64) float64 {
@@ -115,6 +140,10 @@ func (s Stats) PrefetchPrecision() float64 {
 
 // TLBHitRate is TLBHits / (TLBHits + TLBMisses); 0 before any translation.
 func (s Stats) TLBHitRate() float64 { return ratio(s.TLBHits, s.TLBHits+s.TLBMisses) }
+
+// CodecRatio is CodecRawBytes / CodecStoredBytes (the JSON's codec_ratio); 0
+// before any page is encoded.
+func (s Stats) CodecRatio() float64 { return ratio(s.CodecRawBytes, s.CodecStoredBytes) }
 
 // Config holds settings used when opening a pool (keys as in the TOML file).
 // Not safe for concurrent use. Close it when done; a pool opened with it
@@ -455,6 +484,9 @@ func (p *Pool) Stats() (Stats, error) {
 		PrefetchIgnored: uint64(s.prefetch_ignored), PrefetchDropped: uint64(s.prefetch_dropped),
 		LinkBytes: uint64(s.link_bytes), TLBHits: uint64(s.tlb_hits), TLBMisses: uint64(s.tlb_misses),
 		PrefetchBetaPPM: uint32(s.prefetch_beta_ppm), PrefetchDepth: uint32(s.prefetch_depth),
+		CodecPagesEncoded: uint64(s.codec_pages_encoded), CodecRawBytes: uint64(s.codec_raw_bytes),
+		CodecStoredBytes: uint64(s.codec_stored_bytes), CodecPagesBypassed: uint64(s.codec_pages_bypassed),
+		CodecPagesDecoded: uint64(s.codec_pages_decoded),
 	}, nil
 }
 

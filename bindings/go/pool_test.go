@@ -52,13 +52,17 @@ func pattern(seed byte, n int) []byte {
 
 func TestLayout(t *testing.T) {
 	h, m, s := layoutSizes()
-	if h != 80 || m != 96 || s != 288 {
-		t.Fatalf("struct sizes %d, %d, %d; speckv.h has 80, 96, 288", h, m, s)
+	if h != 80 || m != 96 || s != 328 {
+		t.Fatalf("struct sizes %d, %d, %d; speckv.h has 80, 96, 328", h, m, s)
 	}
 	l2, tlbMisses, beta, depth := statsOffsets()
 	if l2 != 192 || tlbMisses != 272 || beta != 280 || depth != 284 {
 		t.Fatalf("speckv_pool_stats offsets l2_hits %d, tlb_misses %d, prefetch_beta_ppm %d, prefetch_depth %d; "+
 			"speckv.h has 192, 272, 280, 284", l2, tlbMisses, beta, depth)
+	}
+	if c := codecOffsets(); c != [5]uintptr{288, 296, 304, 312, 320} {
+		t.Fatalf("speckv_pool_stats offsets of codec_pages_encoded .. codec_pages_decoded %v; "+
+			"speckv.h has [288 296 304 312 320]", c)
 	}
 }
 

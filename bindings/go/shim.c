@@ -29,6 +29,11 @@ static struct {
 	int (*unpin)(skv_pool *, uint64_t);
 	int (*prefetch)(skv_pool *, const skv_hint *);
 	int (*translate)(skv_pool *, uint64_t, uint64_t, uint32_t, uint64_t, uint64_t *, uint64_t *);
+	int (*select)(skv_pool *, uint64_t, uint64_t, uint32_t, const float *, size_t, const skv_select_params *,
+	              skv_page_ref *, size_t, size_t *, size_t *);
+	int (*attend)(skv_pool *, uint64_t, uint64_t, uint32_t, const float *, size_t, const skv_select_params *,
+	              const skv_page_ref *, size_t, skv_partial *);
+	int (*merge_partials)(uint32_t, uint32_t, const skv_partial *, const skv_partial *, skv_partial *);
 	int (*block_hash)(int, uint64_t, const uint8_t *, const uint32_t *, size_t, const void *, size_t, uint8_t *);
 	int (*publish)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
 	int (*lookup)(skv_pool *, uint64_t, const uint8_t *, uint64_t *);
@@ -61,6 +66,7 @@ int skv_resolve(char *err) {
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
 	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(translate); SYM(stats); SYM(stats_json);
+	SYM(select); SYM(attend); SYM(merge_partials);
 	SYM(block_hash); SYM(publish); SYM(lookup); SYM(tenant_set_quota); SYM(tenant_usage);
 #undef SYM
 	return 0;
@@ -101,6 +107,31 @@ int skv_prefetch(skv_pool *p, const skv_hint *h, char *m) { return skv_done(skv.
 int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
                   uint64_t *off, char *m) {
 	return skv_done(skv.translate(p, tenant, request, layer, pos, o, off), m);
+}
+int skv_select(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const skv_select_params *sp, skv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages, char *m) {
+	return skv_done(skv.select(p, tenant, request, layer, q, q_len, sp, out, cap, n_out, n_pages), m);
+}
+int skv_attend(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const skv_select_params *sp, const skv_page_ref *ex, size_t n_ex, float *out, float *max_score,
+               float *sum_exp, char *m) {
+	skv_partial r = {sizeof r, out, max_score, sum_exp};
+	return skv_done(skv.attend(p, tenant, request, layer, q, q_len, sp, ex, n_ex, &r), m);
+}
+int skv_merge_partials(uint32_t q_heads, uint32_t head_dim, const float *a_out, const float *a_max,
+                       const float *a_sum, const float *b_out, const float *b_max, const float *b_sum,
+                       float *out, float *max_score, float *sum_exp, char *m) {
+	// speckv_partial's pointers are not const; a and b are only read.
+	skv_partial a = {sizeof a, (float *)a_out, (float *)a_max, (float *)a_sum};
+	skv_partial b = {sizeof b, (float *)b_out, (float *)b_max, (float *)b_sum};
+	skv_partial o = {sizeof o, out, max_score, sum_exp};
+	return skv_done(skv.merge_partials(q_heads, head_dim, &a, &b, &o), m);
+}
+// For tests: speckv_merge_partials with a speckv_partial of struct_size n.
+int skv_partial_struct_size(size_t n, char *m) {
+	float o[2] = {0, 0}, mx[1] = {0}, s[1] = {1};
+	skv_partial a = {n, o, mx, s};
+	return skv_done(skv.merge_partials(1, 2, &a, &a, &a), m);
 }
 // Go cannot take the address of an empty slice's first byte, so an empty but
 // present extra (not the same as none: NULL is CBOR null) points here.

@@ -26,6 +26,8 @@ typedef struct skv_pool_stats {
 		l2_hits, sync_reads, prefetch_pages, prefetch_used, prefetch_wasted, prefetch_wasted_bytes,
 		prefetch_ignored, prefetch_dropped, link_bytes, tlb_hits, tlb_misses;
 	uint32_t prefetch_beta_ppm, prefetch_depth;
+	uint64_t codec_pages_encoded, codec_raw_bytes, codec_stored_bytes, codec_pages_bypassed,
+		codec_pages_decoded;
 } skv_pool_stats;
 
 typedef struct skv_block_meta {
@@ -38,6 +40,24 @@ typedef struct skv_block_meta {
 	uint64_t token_pos, token_count;
 	uint8_t content_hash[SKV_HASH_BYTES];
 } skv_block_meta;
+
+typedef struct skv_select_params {
+	size_t struct_size;
+	uint32_t kv_heads, head_dim, q_per_kv, budget, recent;
+	float band, scale;
+	uint64_t context_tokens;
+} skv_select_params;
+
+typedef struct skv_page_ref {
+	uint64_t block, offset, token_pos;
+	uint32_t tokens;
+	float score;
+} skv_page_ref;
+
+typedef struct skv_partial {
+	size_t struct_size;
+	float *out, *max_score, *sum_exp;
+} skv_partial;
 
 #define SKV_MSG 512
 
@@ -66,6 +86,17 @@ int skv_unpin(skv_pool *p, uint64_t h, char *m);
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);
 int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
                   uint64_t *off, char *m);
+int skv_select(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const skv_select_params *sp, skv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages, char *m);
+// The partials' arrays are separate arguments: Go memory may not hold Go
+// pointers when it is passed to C, so the speckv_partial is built here.
+int skv_attend(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const skv_select_params *sp, const skv_page_ref *ex, size_t n_ex, float *out, float *max_score,
+               float *sum_exp, char *m);
+int skv_merge_partials(uint32_t q_heads, uint32_t head_dim, const float *a_out, const float *a_max,
+                       const float *a_sum, const float *b_out, const float *b_max, const float *b_sum,
+                       float *out, float *max_score, float *sum_exp, char *m);
+int skv_partial_struct_size(size_t n, char *m);
 int skv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tok, size_t n,
                    const void *extra, size_t elen, int has_extra, uint8_t *out, char *m);
 int skv_publish(skv_pool *p, uint64_t h, const uint8_t *hash, uint64_t *canonical, char *m);

@@ -15,6 +15,12 @@ tokens[16:32], parent=h0); pool.publish(handle, h1); pool.lookup(tenant, h1).
 Address translation: pool.translate(tenant, request, layer, token_pos) ->
 (handle, offset) of the block whose alloc hint covers the token, or None.
 
+Near-memory page selection (docs/selection.md): sp = speckv.SelectParams(
+kv_heads=8, head_dim=128, q_per_kv=4, budget=64, context_tokens=n);
+pages = pool.select(tenant, request, layer, q, sp) -> [PageRef, ...];
+near = pool.attend(tenant, request, layer, q, sp, exclude=pages) -> Partial;
+near.merge(gpu_partial) -> Partial (speckv.merge_partials).
+
 The library is loaded at run time from $SPECKV_LIB or the soname
 libspeckv.so.0; one of another major version is refused (VersionError, code
 SPECKV_EVERSION) with a message naming both versions. Every failure raises a
@@ -27,6 +33,7 @@ import collections
 import contextlib
 import ctypes
 import json
+import math
 import operator
 import os
 import threading
@@ -35,7 +42,8 @@ __all__ = [
     "Pool", "Config", "Hint", "SpeckvError", "load", "check_version", "version_text",
     "library_version", "replay", "OPAQUE", "FP16", "BF16", "FP32",
     "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY", "block_hash", "HASH_BYTES", "HASH_NATIVE",
-    "HASH_VLLM_CBOR", "Published", "TenantUsage",
+    "HASH_VLLM_CBOR", "Published", "TenantUsage", "HINT_HAS_HASH", "HINT_KEYS", "HINT_VALUES",
+    "SelectParams", "PageRef", "Partial", "Selection", "merge_partials",
 ]
 
 # The version of speckv.h this binding was written against.
@@ -43,7 +51,13 @@ BINDING_VERSION_NUMBER = 100  # 0.1.0
 DEFAULT_LIBRARY = "libspeckv.so.0"
 
 OPAQUE, FP16, BF16, FP32 = 0, 1, 2, 3
-_HINT_HAS_HASH = 0x1
+# Hint flags (SPECKV_HINT_*). HINT_HAS_HASH is set by Hint from content_hash;
+# HINT_KEYS / HINT_VALUES make the block's pages use config codec.key_mode /
+# codec.value_mode instead of codec.mode (docs/codec.md section 17).
+HINT_HAS_HASH = 0x1
+HINT_KEYS = 0x2
+HINT_VALUES = 0x4
+_HINT_HAS_HASH = HINT_HAS_HASH
 
 # Block content hashes (speckv_block_hash, speckv_publish).
 HASH_BYTES = 32
@@ -142,11 +156,18 @@ _STATS_FIELDS = (
     "tlb_misses",
 )
 _STATS_FIELDS_U32 = ("prefetch_beta_ppm", "prefetch_depth")
+# codec, this process (uint64_t, after the two uint32_t)
+_STATS_FIELDS_CODEC = (
+    "codec_pages_encoded", "codec_raw_bytes", "codec_stored_bytes", "codec_pages_bypassed",
+    "codec_pages_decoded",
+)
+_STATS_ALL = _STATS_FIELDS + _STATS_FIELDS_U32 + _STATS_FIELDS_CODEC
 
 
 class _Stats(ctypes.Structure):
     _fields_ = ([("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
-                + [(f, ctypes.c_uint32) for f in _STATS_FIELDS_U32])
+                + [(f, ctypes.c_uint32) for f in _STATS_FIELDS_U32]
+                + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_CODEC])
 
 
 class _BlockMeta(ctypes.Structure):
@@ -155,6 +176,28 @@ class _BlockMeta(ctypes.Structure):
         ("flags", ctypes.c_uint32), ("tenant", ctypes.c_uint64), ("request", ctypes.c_uint64),
         ("layer", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("token_pos", ctypes.c_uint64),
         ("token_count", ctypes.c_uint64), ("content_hash", ctypes.c_uint8 * HASH_BYTES),
+    ]
+
+
+class _SelectParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("kv_heads", ctypes.c_uint32), ("head_dim", ctypes.c_uint32),
+        ("q_per_kv", ctypes.c_uint32), ("budget", ctypes.c_uint32), ("recent", ctypes.c_uint32),
+        ("band", ctypes.c_float), ("scale", ctypes.c_float), ("context_tokens", ctypes.c_uint64),
+    ]
+
+
+class _PageRef(ctypes.Structure):
+    _fields_ = [
+        ("block", ctypes.c_uint64), ("offset", ctypes.c_uint64), ("token_pos", ctypes.c_uint64),
+        ("tokens", ctypes.c_uint32), ("score", ctypes.c_float),
+    ]
+
+
+class _Partial(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("out", ctypes.POINTER(ctypes.c_float)),
+        ("max_score", ctypes.POINTER(ctypes.c_float)), ("sum_exp", ctypes.POINTER(ctypes.c_float)),
     ]
 
 
@@ -187,6 +230,12 @@ _SIGS = {
     "speckv_unpin": (_I, [_P, _U64]),
     "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
     "speckv_translate": (_I, [_P, _U64, _U64, ctypes.c_uint32, _U64, ctypes.POINTER(_U64), ctypes.POINTER(_U64)]),
+    "speckv_select": (_I, [_P, _U64, _U64, ctypes.c_uint32, _P, _SZ, ctypes.POINTER(_SelectParams),
+                           ctypes.POINTER(_PageRef), _SZ, ctypes.POINTER(_SZ), ctypes.POINTER(_SZ)]),
+    "speckv_attend": (_I, [_P, _U64, _U64, ctypes.c_uint32, _P, _SZ, ctypes.POINTER(_SelectParams),
+                           ctypes.POINTER(_PageRef), _SZ, ctypes.POINTER(_Partial)]),
+    "speckv_merge_partials": (_I, [ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(_Partial),
+                                   ctypes.POINTER(_Partial), ctypes.POINTER(_Partial)]),
     "speckv_block_hash": (_I, [_I, _U64, _P, _P, _SZ, _P, _SZ, _P]),
     "speckv_publish": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
     "speckv_lookup": (_I, [_P, _U64, _P, ctypes.POINTER(_U64)]),
@@ -368,31 +417,205 @@ TenantUsage = collections.namedtuple("TenantUsage", "pages_used max_pages")
 TenantUsage.__doc__ = "Pages a tenant's blocks occupy now, and its cap (0 = none)."
 
 
+# ------------------------------------------------------------ page selection
+
+def _f32_array(values, what):
+    """values as a contiguous array.array('f') (copied): any buffer of
+    float32 (array('f'), numpy float32) or any iterable of numbers."""
+    try:
+        mv = memoryview(values)
+    except TypeError:
+        mv = None
+    if mv is not None and mv.format in ("f", "<f", "=f") and mv.itemsize == 4 and mv.c_contiguous:
+        a = array.array("f")
+        a.frombytes(mv.cast("B"))
+        return a
+    try:
+        return array.array("f", values)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidError(-1, "%s must be float32 values: %s" % (what, e)) from None
+
+
+def _f32_ptr(a):
+    return ctypes.cast(a.buffer_info()[0], ctypes.POINTER(ctypes.c_float))
+
+
+class SelectParams:
+    """Geometry and policy of Pool.select and Pool.attend (speckv_select_params,
+    docs/selection.md). A K row holds kv_heads * head_dim FP16 or FP32 keys;
+    the query has kv_heads * q_per_kv heads of head_dim floats, head-major.
+
+    recent: the most recent pages always selected (None = config select.recent).
+    band: steady selection, in logit units: a page selected by the previous
+    call for the same (tenant, request, layer) stays while its score is >=
+    the cut - band (None = config select.band_milli). scale: the logit scale
+    (None = 1/sqrt(head_dim)). context_tokens: tokens [0, context_tokens)
+    exist; later rows are ignored."""
+
+    __slots__ = ("kv_heads", "head_dim", "q_per_kv", "budget", "recent", "band", "scale", "context_tokens")
+
+    def __init__(self, kv_heads, head_dim, q_per_kv=1, budget=1, recent=None, band=None, scale=None,
+                 context_tokens=0):
+        self.kv_heads, self.head_dim, self.q_per_kv = kv_heads, head_dim, q_per_kv
+        self.budget, self.recent, self.band, self.scale = budget, recent, band, scale
+        self.context_tokens = context_tokens
+
+    @property
+    def q_heads(self):
+        return self.kv_heads * self.q_per_kv
+
+    @property
+    def q_len(self):
+        """Floats of a query: q_heads * head_dim."""
+        return self.q_heads * self.head_dim
+
+    def _raw(self):
+        r = _SelectParams()
+        r.struct_size = ctypes.sizeof(_SelectParams)
+        r.kv_heads = _uint(self.kv_heads, 32, "kv_heads")
+        r.head_dim = _uint(self.head_dim, 32, "head_dim")
+        r.q_per_kv = _uint(self.q_per_kv, 32, "q_per_kv")
+        r.budget = _uint(self.budget, 32, "budget")
+        r.recent = 0xFFFFFFFF if self.recent is None else _uint(self.recent, 32, "recent")
+        try:
+            r.band = -1.0 if self.band is None else float(self.band)
+            r.scale = 0.0 if self.scale is None else float(self.scale)
+        except (TypeError, ValueError):
+            raise InvalidError(-1, "band and scale must be numbers or None") from None
+        r.context_tokens = _uint(self.context_tokens, 64, "context_tokens")
+        return r
+
+    def __repr__(self):
+        return ("SelectParams(kv_heads=%r, head_dim=%r, q_per_kv=%r, budget=%r, recent=%r, band=%r, scale=%r, "
+                "context_tokens=%r)" % (self.kv_heads, self.head_dim, self.q_per_kv, self.budget, self.recent,
+                                        self.band, self.scale, self.context_tokens))
+
+
+PageRef = collections.namedtuple("PageRef", "block offset token_pos tokens score")
+PageRef.__doc__ = """One K page of a selection (speckv_page_ref): the K block holding it, the
+page's byte offset in the block, its first token, its tokens below
+context_tokens, and its score: an upper bound of the largest logit any
+query head gets on its keys (inf for a page without a summary yet, e.g.
+the one being appended). Pool.attend matches pages by (block, offset)."""
+
+
+class Selection(list):
+    """What Pool.select returns: a list of PageRef in token order, with
+    .total_pages = the K pages there are (below context_tokens)."""
+
+    total_pages = 0
+
+
+class Partial:
+    """A partial attention result per query head (speckv_partial), mergeable
+    exactly: out[h*head_dim ...] is the softmax-weighted mean of V over the
+    pages it covers, max_score[h] the largest logit, sum_exp[h] the sum of
+    exp(logit - max_score[h]). The three are array.array('f') (buffers:
+    numpy.frombuffer works without a copy); any float sequences may be given."""
+
+    __slots__ = ("out", "max_score", "sum_exp")
+
+    def __init__(self, out, max_score, sum_exp):
+        self.out = _f32_array(out, "out")
+        self.max_score = _f32_array(max_score, "max_score")
+        self.sum_exp = _f32_array(sum_exp, "sum_exp")
+
+    @classmethod
+    def empty(cls, q_heads, head_dim):
+        """The result over no page, the identity of the merge: out 0, max -inf, sum 0."""
+        return cls(array.array("f", bytes(4 * q_heads * head_dim)), array.array("f", [-math.inf]) * q_heads,
+                   array.array("f", bytes(4 * q_heads)))
+
+    @property
+    def q_heads(self):
+        return len(self.max_score)
+
+    @property
+    def head_dim(self):
+        return len(self.out) // len(self.max_score) if len(self.max_score) else 0
+
+    def _shape(self, what):
+        h = len(self.max_score)
+        if len(self.sum_exp) != h:
+            raise InvalidError(-1, "partial %s: %d max_score but %d sum_exp" % (what, h, len(self.sum_exp)),
+                               "merge_partials")
+        if h == 0 or not len(self.out) or len(self.out) % h:
+            raise InvalidError(-1, "partial %s: out has %d floats for %d query heads (need q_heads * head_dim, "
+                               "both > 0)" % (what, len(self.out), h), "merge_partials")
+        d = len(self.out) // h
+        if h > 0xFFFFFFFF or d > 0xFFFFFFFF:
+            raise InvalidError(-1, "partial %s: %d heads x %d is too large" % (what, h, d), "merge_partials")
+        return h, d
+
+    def _raw(self):
+        return _Partial(ctypes.sizeof(_Partial), _f32_ptr(self.out), _f32_ptr(self.max_score),
+                        _f32_ptr(self.sum_exp))
+
+    def merge(self, other):
+        """merge_partials(self, other)."""
+        return merge_partials(self, other)
+
+    def __eq__(self, other):
+        if not isinstance(other, Partial):
+            return NotImplemented
+        return (self.out, self.max_score, self.sum_exp) == (other.out, other.max_score, other.sum_exp)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "Partial(q_heads=%d, head_dim=%d)" % (self.q_heads, self.head_dim)
+
+
+def merge_partials(a, b):
+    """The exact merge of partials a and b over disjoint page sets, as a new
+    Partial (speckv_merge_partials, the flash-decoding merge): M = max(m_a,
+    m_b), w_i = sum_i exp(m_i - M), o = (w_a o_a + w_b o_b) / (w_a + w_b).
+    Both must have the same shape, else InvalidError."""
+    h, d = a._shape("a")
+    hb, db = b._shape("b")
+    if (h, d) != (hb, db):
+        raise InvalidError(-1, "partials differ in shape: %d x %d and %d x %d" % (h, d, hb, db), "merge_partials")
+    lib = load()
+    out = Partial.empty(h, d)
+    ra, rb, ro = a._raw(), b._raw(), out._raw()
+    _check(lib, lib.speckv_merge_partials(h, d, ctypes.byref(ra), ctypes.byref(rb), ctypes.byref(ro)),
+           "merge_partials")
+    return out
+
+
 # ------------------------------------------------------------------ objects
 
 class Hint:
-    """What a block holds. All fields default to 0; content_hash is HASH_BYTES (32) bytes or None."""
+    """What a block holds. All fields default to 0; content_hash is HASH_BYTES (32) bytes or None.
+    flags are further SPECKV_HINT_* flags (HINT_KEYS, HINT_VALUES); HINT_HAS_HASH
+    is ignored there: it follows content_hash."""
 
-    __slots__ = ("tenant", "request", "layer", "token_pos", "token_count", "content_hash")
+    __slots__ = ("tenant", "request", "layer", "token_pos", "token_count", "content_hash", "flags")
 
-    def __init__(self, tenant=0, request=0, layer=0, token_pos=0, token_count=0, content_hash=None):
+    def __init__(self, tenant=0, request=0, layer=0, token_pos=0, token_count=0, content_hash=None,
+                 flags=0):
         self.tenant, self.request, self.layer = tenant, request, layer
         self.token_pos, self.token_count, self.content_hash = token_pos, token_count, content_hash
+        self.flags = flags
 
     def _raw(self):
         h = _Hint()
         h.struct_size = ctypes.sizeof(_Hint)
         h.tenant, h.request, h.layer = self.tenant, self.request, self.layer
         h.token_pos, h.token_count = self.token_pos, self.token_count
+        flags = operator.index(self.flags)
+        if not 0 <= flags <= 0xFFFFFFFF:
+            raise InvalidError(-1, "hint flags %d out of the uint32_t range" % flags)
+        h.flags = flags & ~_HINT_HAS_HASH
         if self.content_hash is not None:
             ch = _hash_arg(self.content_hash, "content_hash")
-            h.flags = _HINT_HAS_HASH
+            h.flags |= _HINT_HAS_HASH
             h.content_hash[:] = list(ch)
         return h
 
     def __repr__(self):
-        return "Hint(tenant=%d, request=%d, layer=%d, token_pos=%d, token_count=%d)" % (
-            self.tenant, self.request, self.layer, self.token_pos, self.token_count)
+        return "Hint(tenant=%d, request=%d, layer=%d, token_pos=%d, token_count=%d, flags=%#x)" % (
+            self.tenant, self.request, self.layer, self.token_pos, self.token_count, self.flags)
 
 
 class Config:
@@ -663,10 +886,82 @@ class Pool:
             _check(self._lib, rc, "translate")
         return out.value, off.value
 
+    def select(self, tenant, request, layer, q, params):
+        """Near-memory page selection (speckv_select): the params.budget K pages
+        of (tenant, request, layer) that matter most for query q
+        (params.q_len float32 values, head-major; a list, array('f') or numpy
+        float32 array), as a Selection (a list of PageRef in token order,
+        with .total_pages): the `recent` last pages, the pages the steady
+        rule keeps from this pool handle's previous call for the same
+        (tenant, request, layer), then the best upper bounds. All the pages
+        when there are fewer than the budget.
+
+        The K pages are those of live blocks allocated with HINT_KEYS and
+        that (tenant, request, layer); they have summaries in a pool created
+        with config pool.summary_bytes >= 16 + 4 * kv_heads * head_dim and
+        written with select.channels = kv_heads * head_dim (else
+        NotSupportedError). NotFoundError when there is no K page;
+        InvalidError for a wrong q length, geometry, budget 0, or q not finite."""
+        tenant, request = _uint(tenant, 64, "tenant"), _uint(request, 64, "request")
+        layer = _uint(layer, 32, "layer")
+        qa = _f32_array(q, "q")
+        sp = params._raw()
+        # The selection has min(budget, pages) refs. Start small so that a
+        # budget of "everything" (2**32 - 1) allocates no more than the pages
+        # there are: SPECKV_ERANGE changes nothing and says how many there are.
+        cap = max(1, min(sp.budget, 256))
+        n, pages = _SZ(), _SZ()
+        while True:
+            out = (_PageRef * cap)()
+            with self._use() as p:
+                rc = self._lib.speckv_select(p, tenant, request, layer, qa.buffer_info()[0] if len(qa) else None,
+                                             len(qa), ctypes.byref(sp), out, cap, ctypes.byref(n),
+                                             ctypes.byref(pages))
+            if rc == -12 and min(pages.value, sp.budget) > cap:  # SPECKV_ERANGE
+                cap = min(pages.value, sp.budget)
+                continue
+            _check(self._lib, rc, "select")
+            break
+        sel = Selection(PageRef(r.block, r.offset, r.token_pos, r.tokens, r.score) for r in out[:n.value])
+        sel.total_pages = pages.value
+        return sel
+
+    def attend(self, tenant, request, layer, q, params, exclude=()):
+        """Attention of q over the K/V pages of (tenant, request, layer) that are
+        not in `exclude` (PageRefs, matched by block and offset; typically
+        what select() returned and the GPU attends itself), computed next to
+        the pool (speckv_attend), as a Partial with q_heads * head_dim
+        outputs. The V rows are those of blocks allocated with HINT_VALUES,
+        same layout. Merge it with the GPU's part with Partial.merge."""
+        tenant, request = _uint(tenant, 64, "tenant"), _uint(request, 64, "request")
+        layer = _uint(layer, 32, "layer")
+        qa = _f32_array(q, "q")
+        sp = params._raw()
+        ex = list(exclude)
+        exa = (_PageRef * max(1, len(ex)))()
+        try:
+            for i, r in enumerate(ex):
+                exa[i] = _PageRef(r[0], r[1], r[2], r[3], r[4])
+        except (TypeError, IndexError):
+            raise InvalidError(-1, "exclude must hold PageRef values") from None
+        # The library writes only when len(q) == q_heads * head_dim, so
+        # arrays sized from q itself are always large enough.
+        heads = len(qa) // sp.head_dim if sp.head_dim else 0
+        part = Partial(array.array("f", bytes(4 * max(1, len(qa)))), array.array("f", bytes(4 * max(1, heads))),
+                       array.array("f", bytes(4 * max(1, heads))))
+        raw = part._raw()
+        with self._use() as p:
+            rc = self._lib.speckv_attend(p, tenant, request, layer, qa.buffer_info()[0] if len(qa) else None,
+                                         len(qa), ctypes.byref(sp), exa if ex else None, len(ex), ctypes.byref(raw))
+            _check(self._lib, rc, "attend")
+        del part.out[len(qa):], part.max_score[heads:], part.sum_exp[heads:]
+        return part
+
     def stats(self):
         """The counters as a dict (from speckv_stats_json): every field of
         speckv_pool_stats, plus the library's derived values (prefetch_beta
-        as a fraction, hit_rate, precision, tlb_hit_rate)."""
+        as a fraction, hit_rate, precision, tlb_hit_rate, codec_ratio =
+        codec_raw_bytes / codec_stored_bytes)."""
         d = json.loads(self.stats_json())
         if "prefetch_beta" in d and "prefetch_beta_ppm" not in d:
             # The JSON has beta with 6 decimals: exactly the struct's ppm.
@@ -691,7 +986,7 @@ class Pool:
         s.struct_size = ctypes.sizeof(_Stats)
         with self._use() as p:
             _check(self._lib, self._lib.speckv_stats(p, ctypes.byref(s)), "stats")
-        return {f: getattr(s, f) for f in _STATS_FIELDS + _STATS_FIELDS_U32}
+        return {f: getattr(s, f) for f in _STATS_ALL}
 
 
 # ------------------------------------------------------------------ replay

@@ -4,6 +4,7 @@
 import array
 import ctypes
 import hashlib
+import math
 import os
 import struct
 import subprocess
@@ -24,13 +25,15 @@ class StatsAgree:
     # Counted by this process's prefetcher thread too (asynchronously), or not
     # counters: they may move between two stats calls.
     _ASYNC = {"l2_hits", "sync_reads", "prefetch_pages", "prefetch_used", "prefetch_wasted",
-              "prefetch_wasted_bytes", "prefetch_ignored", "prefetch_dropped", "link_bytes"}
+              "prefetch_wasted_bytes", "prefetch_ignored", "prefetch_dropped", "link_bytes",
+              "codec_pages_decoded"}
     _GAUGES = {"prefetch_beta_ppm", "prefetch_depth"}
 
     def assert_stats_agree(self, js, struct):
         """stats() (the JSON, taken first) and stats_struct() (taken after)
         carry every speckv_pool_stats field with the same values."""
-        self.assertEqual(set(struct), set(speckv._STATS_FIELDS + speckv._STATS_FIELDS_U32))
+        self.assertEqual(set(struct), set(speckv._STATS_FIELDS + speckv._STATS_FIELDS_U32
+                                          + speckv._STATS_FIELDS_CODEC))
         for k, v in struct.items():
             self.assertIn(k, js)
             if k in self._ASYNC:
@@ -492,11 +495,94 @@ class TierTest(StatsAgree, unittest.TestCase):
         self.assert_stats_agree(st, p.stats_struct())
 
     def test_stats_struct_layout(self):
-        # speckv_pool_stats on LP64: struct_size, 34 uint64_t, 2 uint32_t.
+        # speckv_pool_stats on LP64: struct_size, 34 uint64_t, 2 uint32_t, 5 uint64_t (codec).
         S = speckv._Stats
-        self.assertEqual(ctypes.sizeof(S), 288)
+        self.assertEqual(ctypes.sizeof(S), 328)
         self.assertEqual((S.l2_hits.offset, S.tlb_misses.offset), (192, 272))
         self.assertEqual((S.prefetch_beta_ppm.offset, S.prefetch_depth.offset), (280, 284))
+        self.assertEqual([getattr(S, f).offset for f in speckv._STATS_FIELDS_CODEC],
+                         [288, 296, 304, 312, 320])
+        self.assertEqual((speckv.HINT_HAS_HASH, speckv.HINT_KEYS, speckv.HINT_VALUES), (0x1, 0x2, 0x4))
+
+
+def sine_fp16():
+    """2048 FP16 values of a sine wave (amplitude 1, not all equal): 4096 bytes."""
+    return struct.pack("<2048e", *(math.sin(i * 0.05) for i in range(2048)))
+
+
+class CodecTest(StatsAgree, unittest.TestCase):
+    def roundtrip(self, settings, flags=0):
+        """Opens an anon pool with settings, writes the sine wave into a fresh
+        4096-byte FP16 block allocated with flags; returns (written, read back,
+        stats(), stats_struct()) taken after the read."""
+        with speckv.Config() as cfg:
+            for k, v in settings.items():
+                cfg.set(k, v)
+            with speckv.Pool("anon:?size=16M", cfg) as p:
+                h = p.alloc(4096, speckv.FP16, speckv.Hint(flags=flags))
+                data = sine_fp16()
+                self.assertEqual(len(data), 4096)
+                p.write(h, 0, data)
+                back = bytes(p.read(h, 0, 4096))
+                js, st = p.stats(), p.stats_struct()
+                self.assert_stats_agree(js, st)
+                p.free(h)
+        return data, back, js, st
+
+    def test_int8_stores_pages_compressed_and_reads_back_lossy(self):
+        data, back, js, st = self.roundtrip({"codec.mode": "int8"})
+        for s in (js, st):
+            self.assertEqual(s["codec_pages_encoded"], 1, s)
+            self.assertEqual(s["codec_raw_bytes"], 4096, s)
+            self.assertGreater(s["codec_stored_bytes"], 0, s)
+            self.assertLess(s["codec_stored_bytes"], s["codec_raw_bytes"], s)
+            self.assertEqual(s["codec_pages_bypassed"], 0, s)
+        self.assertAlmostEqual(js["codec_ratio"], 4096 / st["codec_stored_bytes"], places=5)
+        wrote = struct.unpack("<2048e", data)
+        read = struct.unpack("<2048e", back)
+        for i, (x, y) in enumerate(zip(wrote, read)):
+            self.assertTrue(math.isfinite(y) and abs(x - y) <= 0.02, "value %d: wrote %r read %r" % (i, x, y))
+        differ = sum(a != b for a, b in zip(struct.unpack("<2048H", data), struct.unpack("<2048H", back)))
+        self.assertGreater(differ, 0, "int8 read back every value bitwise identical: not coded")
+
+    def test_raw_reads_back_exactly(self):
+        for settings in ({"codec.mode": "raw"}, {}):  # explicit, and the default
+            data, back, js, st = self.roundtrip(settings)
+            self.assertEqual(back, data)
+            self.assertEqual((st["codec_pages_encoded"], st["codec_raw_bytes"], st["codec_stored_bytes"]),
+                             (0, 0, 0), st)
+            self.assertEqual(js["codec_ratio"], 0)
+
+    def test_key_and_value_modes_follow_the_hint_flags(self):
+        keys = {"codec.mode": "raw", "codec.key_mode": "int8"}
+        data, back, _, st = self.roundtrip(keys, speckv.HINT_KEYS)
+        self.assertEqual(st["codec_pages_encoded"], 1, st)
+        self.assertNotEqual(back, data)
+        data, back, _, st = self.roundtrip(keys, speckv.HINT_VALUES)
+        self.assertEqual(st["codec_pages_encoded"], 0, st)
+        self.assertEqual(back, data)
+        _, _, _, st = self.roundtrip({"codec.value_mode": "int8"}, speckv.HINT_VALUES)
+        self.assertEqual(st["codec_pages_encoded"], 1, st)
+        # HINT_HAS_HASH follows content_hash, whatever flags say.
+        self.assertEqual(speckv.Hint(flags=speckv.HINT_HAS_HASH | speckv.HINT_KEYS)._raw().flags, speckv.HINT_KEYS)
+        self.assertEqual(speckv.Hint(flags=speckv.HINT_VALUES, content_hash=bytes(32))._raw().flags,
+                         speckv.HINT_VALUES | speckv.HINT_HAS_HASH)
+        with self.assertRaises(speckv.InvalidError):
+            speckv.Hint(flags=1 << 32)._raw()
+
+    def test_config_keys(self):
+        with speckv.Config() as cfg:
+            for m in ("raw", "paper", "int8", "k6", "vp6"):
+                for k in ("codec.mode", "codec.key_mode", "codec.value_mode"):
+                    cfg.set(k, m)
+            with self.assertRaises(speckv.InvalidError):
+                cfg.set("codec.mode", "zstd-99")
+            cfg.set("codec.channels", 128)
+            self.assertEqual(cfg.get("codec.channels"), 128)
+            self.assertEqual(speckv.Config.bounds("codec.channels"), (1, 65535, 1))
+            for bad in (0, 65536):
+                with self.assertRaises(speckv.InvalidError):
+                    cfg.set("codec.channels", bad)
 
 
 class FilePoolTest(unittest.TestCase):

@@ -60,6 +60,10 @@ pub const SPECKV_DTYPE_BF16: c_int = 2;
 pub const SPECKV_DTYPE_FP32: c_int = 3;
 
 pub const SPECKV_HINT_HAS_HASH: u32 = 0x1;
+/// The block holds keys: its pages use config `codec.key_mode` (docs/codec.md §17).
+pub const SPECKV_HINT_KEYS: u32 = 0x2;
+/// The block holds values: its pages use config `codec.value_mode`.
+pub const SPECKV_HINT_VALUES: u32 = 0x4;
 pub const SPECKV_HASH_BYTES: usize = 32;
 pub const SPECKV_HASH_NATIVE: c_int = 0;
 pub const SPECKV_HASH_VLLM_CBOR: c_int = 1;
@@ -153,6 +157,63 @@ pub struct speckv_pool_stats {
     pub tlb_misses: u64,
     pub prefetch_beta_ppm: u32,
     pub prefetch_depth: u32,
+    pub codec_pages_encoded: u64,
+    pub codec_raw_bytes: u64,
+    pub codec_stored_bytes: u64,
+    pub codec_pages_bypassed: u64,
+    pub codec_pages_decoded: u64,
+}
+
+/// Near-memory page selection: the geometry and policy of `speckv_select`
+/// and `speckv_attend` (speckv.h, docs/selection.md).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct speckv_select_params {
+    pub struct_size: usize,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub q_per_kv: u32,
+    pub budget: u32,
+    /// UINT32_MAX = config `select.recent`.
+    pub recent: u32,
+    /// < 0 = config `select.band_milli`.
+    pub band: f32,
+    /// 0 = 1/sqrt(head_dim).
+    pub scale: f32,
+    pub context_tokens: u64,
+}
+
+/// One K page of a selection.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct speckv_page_ref {
+    pub block: speckv_handle,
+    pub offset: u64,
+    pub token_pos: u64,
+    pub tokens: u32,
+    pub score: f32,
+}
+
+/// A partial attention result: three caller-owned arrays (`out` has
+/// q_heads * head_dim floats, `max_score` and `sum_exp` q_heads each).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct speckv_partial {
+    pub struct_size: usize,
+    pub out: *mut f32,
+    pub max_score: *mut f32,
+    pub sum_exp: *mut f32,
+}
+
+impl Default for speckv_partial {
+    fn default() -> Self {
+        speckv_partial {
+            struct_size: std::mem::size_of::<speckv_partial>(),
+            out: std::ptr::null_mut(),
+            max_score: std::ptr::null_mut(),
+            sum_exp: std::ptr::null_mut(),
+        }
+    }
 }
 
 // ------------------------------------------------------------ the functions
@@ -227,6 +288,38 @@ pub struct Api {
         token_pos: u64,
         out: *mut speckv_handle,
         token_offset: *mut u64,
+    ) -> c_int,
+    pub speckv_select: unsafe extern "C" fn(
+        pool: *mut speckv_pool,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        q: *const f32,
+        q_len: usize,
+        params: *const speckv_select_params,
+        out: *mut speckv_page_ref,
+        cap: usize,
+        n_out: *mut usize,
+        n_pages: *mut usize,
+    ) -> c_int,
+    pub speckv_attend: unsafe extern "C" fn(
+        pool: *mut speckv_pool,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        q: *const f32,
+        q_len: usize,
+        params: *const speckv_select_params,
+        exclude: *const speckv_page_ref,
+        n_exclude: usize,
+        out: *mut speckv_partial,
+    ) -> c_int,
+    pub speckv_merge_partials: unsafe extern "C" fn(
+        q_heads: u32,
+        head_dim: u32,
+        a: *const speckv_partial,
+        b: *const speckv_partial,
+        out: *mut speckv_partial,
     ) -> c_int,
     pub speckv_block_hash: unsafe extern "C" fn(
         algo: c_int,
@@ -379,6 +472,9 @@ pub fn load_from(path: &str) -> Result<&'static Api, LoadError> {
             speckv_unpin,
             speckv_prefetch,
             speckv_translate,
+            speckv_select,
+            speckv_attend,
+            speckv_merge_partials,
             speckv_block_hash,
             speckv_publish,
             speckv_lookup,
@@ -418,8 +514,9 @@ mod tests {
         // LP64 sizes of speckv.h 0.1 (content_hash is SPECKV_HASH_BYTES = 32).
         assert_eq!(std::mem::size_of::<speckv_hint>(), 80);
         assert_eq!(std::mem::size_of::<speckv_block_meta>(), 96);
-        // speckv_pool_stats: struct_size, 34 uint64_t counters, 2 uint32_t.
-        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 288);
+        // speckv_pool_stats: struct_size, 34 uint64_t counters, 2 uint32_t,
+        // then 5 uint64_t codec counters.
+        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 328);
         assert_eq!(std::mem::align_of::<speckv_pool_stats>(), 8);
         let s = speckv_pool_stats::default();
         let base = &s as *const _ as usize;
@@ -429,6 +526,51 @@ mod tests {
         assert_eq!(off(&s.tlb_misses as *const u64 as *const u8), 272);
         assert_eq!(off(&s.prefetch_beta_ppm as *const u32 as *const u8), 280);
         assert_eq!(off(&s.prefetch_depth as *const u32 as *const u8), 284);
+        assert_eq!(off(&s.codec_pages_encoded as *const u64 as *const u8), 288);
+        assert_eq!(off(&s.codec_raw_bytes as *const u64 as *const u8), 296);
+        assert_eq!(off(&s.codec_stored_bytes as *const u64 as *const u8), 304);
+        assert_eq!(off(&s.codec_pages_bypassed as *const u64 as *const u8), 312);
+        assert_eq!(off(&s.codec_pages_decoded as *const u64 as *const u8), 320);
+        assert_eq!((SPECKV_HINT_HAS_HASH, SPECKV_HINT_KEYS, SPECKV_HINT_VALUES), (0x1, 0x2, 0x4));
+    }
+
+    #[test]
+    fn selection_layouts_match_the_header() {
+        // offsetof() against include/speckv.h on LP64 (a C program printed these).
+        assert_eq!(std::mem::size_of::<speckv_select_params>(), 48);
+        assert_eq!(std::mem::align_of::<speckv_select_params>(), 8);
+        let p = speckv_select_params::default();
+        let base = &p as *const _ as usize;
+        let off = |q: *const u8| q as usize - base;
+        assert_eq!(off(&p.kv_heads as *const u32 as *const u8), 8);
+        assert_eq!(off(&p.head_dim as *const u32 as *const u8), 12);
+        assert_eq!(off(&p.q_per_kv as *const u32 as *const u8), 16);
+        assert_eq!(off(&p.budget as *const u32 as *const u8), 20);
+        assert_eq!(off(&p.recent as *const u32 as *const u8), 24);
+        assert_eq!(off(&p.band as *const f32 as *const u8), 28);
+        assert_eq!(off(&p.scale as *const f32 as *const u8), 32);
+        assert_eq!(off(&p.context_tokens as *const u64 as *const u8), 40);
+
+        assert_eq!(std::mem::size_of::<speckv_page_ref>(), 32);
+        assert_eq!(std::mem::align_of::<speckv_page_ref>(), 8);
+        let r = speckv_page_ref::default();
+        let base = &r as *const _ as usize;
+        let off = |q: *const u8| q as usize - base;
+        assert_eq!(off(&r.block as *const u64 as *const u8), 0);
+        assert_eq!(off(&r.offset as *const u64 as *const u8), 8);
+        assert_eq!(off(&r.token_pos as *const u64 as *const u8), 16);
+        assert_eq!(off(&r.tokens as *const u32 as *const u8), 24);
+        assert_eq!(off(&r.score as *const f32 as *const u8), 28);
+
+        assert_eq!(std::mem::size_of::<speckv_partial>(), 32);
+        assert_eq!(std::mem::align_of::<speckv_partial>(), 8);
+        let a = speckv_partial::default();
+        assert_eq!(a.struct_size, 32);
+        let base = &a as *const _ as usize;
+        let off = |q: *const *mut f32| q as usize - base;
+        assert_eq!(off(&a.out), 8);
+        assert_eq!(off(&a.max_score), 16);
+        assert_eq!(off(&a.sum_exp), 24);
     }
 
     #[test]

@@ -204,12 +204,12 @@ fn main() {
     // 2. Our own blocks.
     let mut handles = Vec::new();
     for (i, &n) in SIZES.iter().enumerate() {
-        let hint = Hint { tenant: 7, request: seed, layer: i as u32, token_pos: i as u64 * 16, token_count: 16, content_hash: None };
+        let hint = Hint { tenant: 7, request: seed, layer: i as u32, token_pos: i as u64 * 16, token_count: 16, content_hash: None, flags: 0 };
         let h = pool.alloc(n, DType::Fp16, Some(&hint)).unwrap_or_else(|e| fail(format!("alloc: {}", e)));
         pool.write(h, 0, &pattern(seed, i as u64, n)).unwrap_or_else(|e| fail(format!("write: {}", e)));
         handles.push(h);
     }
-    let hint = Hint { tenant: 7, request: seed, layer: 0, token_pos: 0, token_count: 16, content_hash: None };
+    let hint = Hint { tenant: 7, request: seed, layer: 0, token_pos: 0, token_count: 16, content_hash: None, flags: 0 };
     pool.prefetch(&hint).unwrap_or_else(|e| fail(format!("prefetch: {}", e)));
     for (i, &h) in handles.iter().enumerate() {
         verify(&pool, LANG, i as u64, h, SIZES[i], seed, true);

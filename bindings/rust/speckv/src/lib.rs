@@ -366,7 +366,16 @@ impl DType {
     }
 }
 
-/// What a block holds (placement, prefetch, sharing). `Default` is all zero.
+/// `SPECKV_HINT_HAS_HASH`: set by [`Hint`] itself when `content_hash` is `Some`.
+pub const HINT_HAS_HASH: u32 = sys::SPECKV_HINT_HAS_HASH;
+/// `SPECKV_HINT_KEYS`: the block holds keys; its pages use config
+/// `codec.key_mode` instead of `codec.mode` (docs/codec.md §17).
+pub const HINT_KEYS: u32 = sys::SPECKV_HINT_KEYS;
+/// `SPECKV_HINT_VALUES`: the block holds values; its pages use config
+/// `codec.value_mode` instead of `codec.mode`.
+pub const HINT_VALUES: u32 = sys::SPECKV_HINT_VALUES;
+
+/// What a block holds (placement, prefetch, sharing, codec). `Default` is all zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Hint {
     pub tenant: u64,
@@ -376,6 +385,9 @@ pub struct Hint {
     pub token_count: u64,
     /// The prefix-block hash (sets SPECKV_HINT_HAS_HASH), e.g. from [`block_hash`].
     pub content_hash: Option<BlockHash>,
+    /// Further `SPECKV_HINT_*` flags: [`HINT_KEYS`], [`HINT_VALUES`].
+    /// [`HINT_HAS_HASH`] is ignored here: it follows `content_hash`.
+    pub flags: u32,
 }
 
 impl Hint {
@@ -385,7 +397,8 @@ impl Hint {
             tenant: self.tenant,
             request: self.request,
             layer: self.layer,
-            flags: if self.content_hash.is_some() { sys::SPECKV_HINT_HAS_HASH } else { 0 },
+            flags: (self.flags & !sys::SPECKV_HINT_HAS_HASH)
+                | if self.content_hash.is_some() { sys::SPECKV_HINT_HAS_HASH } else { 0 },
             token_pos: self.token_pos,
             token_count: self.token_count,
             content_hash: self.content_hash.unwrap_or([0; HASH_BYTES]),
@@ -454,6 +467,17 @@ pub struct Stats {
     pub prefetch_beta_ppm: u32,
     /// Depth k (units ahead) of the prefetcher's last plan.
     pub prefetch_depth: u32,
+    /// Codec, this process (docs/codec.md §17; config `codec.mode`): pages
+    /// stored as codec records (encoded by the write that completed them).
+    pub codec_pages_encoded: u64,
+    /// Their bytes in clear.
+    pub codec_raw_bytes: u64,
+    /// Their record bytes (what L3 holds and the link carries).
+    pub codec_stored_bytes: u64,
+    /// Pages the codec left in clear (NaN/Inf, no gain, record larger than the page).
+    pub codec_pages_bypassed: u64,
+    /// Coded pages decoded on a read, prefetch or pin.
+    pub codec_pages_decoded: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -479,6 +503,230 @@ impl Stats {
     pub fn tlb_hit_rate(&self) -> f64 {
         ratio(self.tlb_hits, self.tlb_hits + self.tlb_misses)
     }
+
+    /// `codec_raw_bytes / codec_stored_bytes` (the JSON's `codec_ratio`);
+    /// 0 before any page is encoded.
+    pub fn codec_ratio(&self) -> f64 {
+        ratio(self.codec_raw_bytes, self.codec_stored_bytes)
+    }
+}
+
+// ------------------------------------------------------------ page selection
+
+/// Geometry and policy of [`Pool::select`] and [`Pool::attend`]
+/// (`speckv_select_params`; docs/selection.md). A K row holds
+/// `kv_heads * head_dim` FP16 or FP32 keys; the query has
+/// `kv_heads * q_per_kv` heads of `head_dim` floats, head-major.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SelectParams {
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    /// Query heads per KV head (GQA group size), >= 1.
+    pub q_per_kv: u32,
+    /// Pages to select, >= 1 (the forced recent pages included).
+    pub budget: u32,
+    /// The most recent pages always selected; `None` = config `select.recent`.
+    pub recent: Option<u32>,
+    /// Steady selection: a page selected by the previous call for the same
+    /// (tenant, request, layer) stays while its score is >= the cut - band
+    /// (logit units); `None` = config `select.band_milli`.
+    pub band: Option<f32>,
+    /// Logit scale; `None` = 1/sqrt(head_dim).
+    pub scale: Option<f32>,
+    /// Tokens `[0, context_tokens)` exist; later rows are ignored.
+    pub context_tokens: u64,
+}
+
+impl Default for SelectParams {
+    /// One KV head, one query head per KV head, budget 1, config defaults,
+    /// no context: set the geometry, budget and `context_tokens`.
+    fn default() -> Self {
+        SelectParams {
+            kv_heads: 1,
+            head_dim: 0,
+            q_per_kv: 1,
+            budget: 1,
+            recent: None,
+            band: None,
+            scale: None,
+            context_tokens: 0,
+        }
+    }
+}
+
+impl SelectParams {
+    /// Query heads: `kv_heads * q_per_kv`.
+    pub fn q_heads(&self) -> u64 {
+        u64::from(self.kv_heads) * u64::from(self.q_per_kv)
+    }
+
+    /// Floats of a query: `q_heads() * head_dim`.
+    pub fn q_len(&self) -> u64 {
+        self.q_heads() * u64::from(self.head_dim)
+    }
+
+    fn raw(&self) -> sys::speckv_select_params {
+        sys::speckv_select_params {
+            struct_size: std::mem::size_of::<sys::speckv_select_params>(),
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            q_per_kv: self.q_per_kv,
+            budget: self.budget,
+            recent: self.recent.unwrap_or(u32::MAX),
+            band: self.band.unwrap_or(-1.0),
+            scale: self.scale.unwrap_or(0.0),
+            context_tokens: self.context_tokens,
+        }
+    }
+}
+
+/// One K page of a selection (`speckv_page_ref`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PageRef {
+    /// The K block holding the page.
+    pub block: Handle,
+    /// Byte offset of the page in the block.
+    pub offset: u64,
+    /// First token of the page.
+    pub token_pos: u64,
+    /// Tokens of the page below `context_tokens`.
+    pub tokens: u32,
+    /// An upper bound of the largest logit any query head gets on the
+    /// page's keys; `+inf` for a page without a summary yet (e.g. the one
+    /// being appended).
+    pub score: f32,
+}
+
+impl PageRef {
+    fn from_raw(r: &sys::speckv_page_ref) -> PageRef {
+        PageRef { block: Handle(r.block), offset: r.offset, token_pos: r.token_pos, tokens: r.tokens, score: r.score }
+    }
+
+    fn raw(&self) -> sys::speckv_page_ref {
+        sys::speckv_page_ref {
+            block: self.block.0,
+            offset: self.offset,
+            token_pos: self.token_pos,
+            tokens: self.tokens,
+            score: self.score,
+        }
+    }
+
+    /// The same page (block and offset; what [`Pool::attend`] matches on).
+    pub fn same_page(&self, other: &PageRef) -> bool {
+        self.block == other.block && self.offset == other.offset
+    }
+}
+
+/// A partial attention result per query head (`speckv_partial`), mergeable
+/// exactly with [`Partial::merge`]: `out[h * head_dim ..]` is the
+/// softmax-weighted mean of V over the pages it covers, `max_score[h]` the
+/// largest logit, `sum_exp[h]` the sum of `exp(logit - max_score[h])`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partial {
+    /// `q_heads * head_dim` floats.
+    pub out: Vec<f32>,
+    /// `q_heads` floats.
+    pub max_score: Vec<f32>,
+    /// `q_heads` floats.
+    pub sum_exp: Vec<f32>,
+}
+
+impl Partial {
+    /// The result over no page (the identity of the merge): out 0, max -inf, sum 0.
+    pub fn empty(q_heads: usize, head_dim: usize) -> Partial {
+        Partial {
+            out: vec![0.0; q_heads * head_dim],
+            max_score: vec![f32::NEG_INFINITY; q_heads],
+            sum_exp: vec![0.0; q_heads],
+        }
+    }
+
+    /// Query heads (`max_score.len()`).
+    pub fn q_heads(&self) -> usize {
+        self.max_score.len()
+    }
+
+    /// `out.len() / q_heads()` (0 when there is no head).
+    pub fn head_dim(&self) -> usize {
+        if self.max_score.is_empty() {
+            0
+        } else {
+            self.out.len() / self.max_score.len()
+        }
+    }
+
+    /// The exact merge of two partials over disjoint page sets
+    /// (`speckv_merge_partials`, the flash-decoding merge). Both must have
+    /// the same shape; anything else is `InvalidArgument`.
+    pub fn merge(&self, other: &Partial) -> Result<Partial> {
+        merge_partials(self, other)
+    }
+
+    fn check_shape(&self, what: &str) -> Result<(u32, u32)> {
+        let h = self.max_score.len();
+        let bad = |m: String| Error::new(sys::SPECKV_EINVAL, format!("partial {}: {}", what, m));
+        if self.sum_exp.len() != h {
+            return Err(bad(format!("{} max_score but {} sum_exp", h, self.sum_exp.len())));
+        }
+        if h == 0 || self.out.is_empty() || self.out.len() % h != 0 {
+            return Err(bad(format!(
+                "out has {} floats for {} query heads (need q_heads * head_dim, both > 0)",
+                self.out.len(),
+                h
+            )));
+        }
+        let d = self.out.len() / h;
+        match (u32::try_from(h), u32::try_from(d)) {
+            (Ok(h), Ok(d)) => Ok((h, d)),
+            _ => Err(bad(format!("{} heads x {} head_dim is too large", h, d))),
+        }
+    }
+
+    /// The raw view; the arrays stay owned by `self` (the C side writes
+    /// only through a `&mut` borrow, see the callers).
+    fn raw(&mut self) -> sys::speckv_partial {
+        sys::speckv_partial {
+            struct_size: std::mem::size_of::<sys::speckv_partial>(),
+            out: self.out.as_mut_ptr(),
+            max_score: self.max_score.as_mut_ptr(),
+            sum_exp: self.sum_exp.as_mut_ptr(),
+        }
+    }
+}
+
+/// The exact merge of partials `a` and `b` over disjoint page sets, as a
+/// new partial: `M = max(m_a, m_b)`, `w_i = sum_i exp(m_i - M)`,
+/// `o = (w_a o_a + w_b o_b) / (w_a + w_b)`. The shapes must agree.
+pub fn merge_partials(a: &Partial, b: &Partial) -> Result<Partial> {
+    let (h, d) = a.check_shape("a")?;
+    let (hb, db) = b.check_shape("b")?;
+    if (h, d) != (hb, db) {
+        return Err(Error::new(
+            sys::SPECKV_EINVAL,
+            format!("partials differ in shape: {} x {} and {} x {}", h, d, hb, db),
+        ));
+    }
+    let api = api()?;
+    let mut out = Partial::empty(h as usize, d as usize);
+    // The C side only reads a and b; the *mut in its struct is the header's.
+    let ra = sys::speckv_partial {
+        struct_size: std::mem::size_of::<sys::speckv_partial>(),
+        out: a.out.as_ptr() as *mut f32,
+        max_score: a.max_score.as_ptr() as *mut f32,
+        sum_exp: a.sum_exp.as_ptr() as *mut f32,
+    };
+    let rb = sys::speckv_partial {
+        struct_size: std::mem::size_of::<sys::speckv_partial>(),
+        out: b.out.as_ptr() as *mut f32,
+        max_score: b.max_score.as_ptr() as *mut f32,
+        sum_exp: b.sum_exp.as_ptr() as *mut f32,
+    };
+    let mut ro = out.raw();
+    // SAFETY: every array has the q_heads * head_dim / q_heads floats the
+    // call reads or writes (checked above); `out` is exclusively ours.
+    check(api, unsafe { (api.speckv_merge_partials)(h, d, &ra, &rb, &mut ro) })?;
+    Ok(out)
 }
 
 // ------------------------------------------------------------------- sharing
@@ -742,6 +990,140 @@ impl Pool {
         }
     }
 
+    /// Near-memory page selection (`speckv_select`, docs/selection.md): the
+    /// `params.budget` K pages of (`tenant`, `request`, `layer`) that matter
+    /// most for query `q` (`params.q_len()` floats, head-major), in token
+    /// order: the `recent` last pages, the pages the steady rule keeps from
+    /// this pool handle's previous call for the same (tenant, request,
+    /// layer), then the best upper bounds. All the pages when there are
+    /// fewer than the budget.
+    ///
+    /// The K pages are those of live blocks allocated with [`HINT_KEYS`] and
+    /// that (tenant, request, layer); they have summaries only in a pool
+    /// created with config `pool.summary_bytes` >= 16 + 4 * kv_heads * head_dim
+    /// and written with `select.channels` = kv_heads * head_dim (else
+    /// `NotSupported`). `NotFound` when there is no K page.
+    ///
+    /// ```no_run
+    /// # let pool = speckv::Pool::open("anon:?size=32M")?;
+    /// let params = speckv::SelectParams {
+    ///     kv_heads: 2, head_dim: 32, q_per_kv: 2, budget: 8, context_tokens: 1000,
+    ///     ..Default::default()
+    /// };
+    /// let q = vec![0.1f32; params.q_len() as usize];
+    /// let gpu_pages = pool.select(0, 7, 3, &q, &params)?;
+    /// let near = pool.attend(0, 7, 3, &q, &params, &gpu_pages)?; // the rest, next to the pool
+    /// # let _ = near;
+    /// # Ok::<(), speckv::Error>(())
+    /// ```
+    pub fn select(
+        &self,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        q: &[f32],
+        params: &SelectParams,
+    ) -> Result<Vec<PageRef>> {
+        self.select_counted(tenant, request, layer, q, params).map(|(v, _)| v)
+    }
+
+    /// [`Pool::select`], and how many K pages there are in all (below
+    /// `params.context_tokens`).
+    pub fn select_counted(
+        &self,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        q: &[f32],
+        params: &SelectParams,
+    ) -> Result<(Vec<PageRef>, usize)> {
+        let sp = params.raw();
+        // The selection has min(budget, pages) refs. Start small so that a
+        // budget of "everything" (u32::MAX) allocates no more than the pages
+        // there are; SPECKV_ERANGE changes nothing and says how many there are.
+        let mut cap = (params.budget as usize).clamp(1, 256);
+        loop {
+            let mut out = vec![sys::speckv_page_ref::default(); cap];
+            let (mut n, mut pages) = (0usize, 0usize);
+            // SAFETY: q and out are live slices of the lengths passed, sp and
+            // the counters are locals.
+            let rc = unsafe {
+                (self.api.speckv_select)(
+                    self.p(),
+                    tenant,
+                    request,
+                    layer,
+                    q.as_ptr(),
+                    q.len(),
+                    &sp,
+                    out.as_mut_ptr(),
+                    out.len(),
+                    &mut n,
+                    &mut pages,
+                )
+            };
+            if rc == sys::SPECKV_ERANGE {
+                let need = pages.min(params.budget as usize);
+                if need > cap {
+                    cap = need;
+                    continue;
+                }
+            }
+            check(self.api, rc)?;
+            out.truncate(n.min(cap));
+            return Ok((out.iter().map(PageRef::from_raw).collect(), pages));
+        }
+    }
+
+    /// Attention of `q` over the K/V pages of (`tenant`, `request`, `layer`)
+    /// that are not in `exclude` (matched by block and offset; typically
+    /// what [`Pool::select`] returned and the GPU attends itself), computed
+    /// next to the pool (`speckv_attend`). The V rows are those of blocks
+    /// allocated with [`HINT_VALUES`], same layout. Merge the result with the
+    /// GPU's partial with [`Partial::merge`].
+    pub fn attend(
+        &self,
+        tenant: u64,
+        request: u64,
+        layer: u32,
+        q: &[f32],
+        params: &SelectParams,
+        exclude: &[PageRef],
+    ) -> Result<Partial> {
+        let sp = params.raw();
+        let ex: Vec<sys::speckv_page_ref> = exclude.iter().map(PageRef::raw).collect();
+        // The library writes only when q.len() == q_heads * head_dim, so
+        // arrays sized from q itself are always large enough.
+        let d = params.head_dim as usize;
+        let heads = if d == 0 { 0 } else { q.len() / d };
+        let mut part = Partial {
+            out: vec![0.0; q.len().max(1)],
+            max_score: vec![0.0; heads.max(1)],
+            sum_exp: vec![0.0; heads.max(1)],
+        };
+        let mut raw = part.raw();
+        // SAFETY: q, ex and the partial's arrays are live for the call, with
+        // the lengths passed or (partial) at least what the call writes.
+        check(self.api, unsafe {
+            (self.api.speckv_attend)(
+                self.p(),
+                tenant,
+                request,
+                layer,
+                q.as_ptr(),
+                q.len(),
+                &sp,
+                if ex.is_empty() { ptr::null() } else { ex.as_ptr() },
+                ex.len(),
+                &mut raw,
+            )
+        })?;
+        part.out.truncate(q.len());
+        part.max_score.truncate(heads);
+        part.sum_exp.truncate(heads);
+        Ok(part)
+    }
+
     /// Publishes a written block under `hash` for its tenant (the tenant of
     /// its alloc hint); the block becomes immutable and findable with
     /// [`Pool::lookup`] from every process attached to the pool.
@@ -837,6 +1219,11 @@ impl Pool {
             tlb_misses: s.tlb_misses,
             prefetch_beta_ppm: s.prefetch_beta_ppm,
             prefetch_depth: s.prefetch_depth,
+            codec_pages_encoded: s.codec_pages_encoded,
+            codec_raw_bytes: s.codec_raw_bytes,
+            codec_stored_bytes: s.codec_stored_bytes,
+            codec_pages_bypassed: s.codec_pages_bypassed,
+            codec_pages_decoded: s.codec_pages_decoded,
         })
     }
 

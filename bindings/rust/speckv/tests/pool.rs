@@ -34,7 +34,7 @@ fn incompatible_major_is_refused_with_both_versions() {
 #[test]
 fn write_read_roundtrip_and_stats() {
     let pool = anon();
-    let hint = Hint { tenant: 1, request: 2, layer: 3, token_pos: 0, token_count: 16, content_hash: None };
+    let hint = Hint { tenant: 1, request: 2, layer: 3, token_pos: 0, token_count: 16, content_hash: None, flags: 0 };
     let h = pool.alloc(10000, DType::Fp16, Some(&hint)).unwrap();
     assert_ne!(h.0, 0);
     let data = pattern(5, 10000);
@@ -355,7 +355,7 @@ fn json_u64(js: &str, key: &str) -> u64 {
 #[test]
 fn translate_finds_the_block_of_a_token() {
     let pool = anon();
-    let hint = Hint { tenant: 4, request: 11, layer: 2, token_pos: 16, token_count: 16, content_hash: None };
+    let hint = Hint { tenant: 4, request: 11, layer: 2, token_pos: 16, token_count: 16, content_hash: None, flags: 0 };
     let h = pool.alloc(16 * 256, DType::Fp16, Some(&hint)).unwrap();
     assert_eq!(pool.translate(4, 11, 2, 20).unwrap(), Some((h, 4)));
     assert_eq!(pool.translate(4, 11, 2, 20).unwrap(), Some((h, 4))); // again: from the TLB
@@ -427,4 +427,128 @@ fn tier_and_prefetch_stats_match_the_json() {
     assert!(st.prefetch_beta_ppm <= 1_000_000, "{:?}", st);
     assert!((0.0..=1.0).contains(&st.hit_rate()) && (0.0..=1.0).contains(&st.prefetch_precision()));
     pool.free(h).unwrap();
+}
+
+// ------------------------------------------------------------------- codec
+
+/// IEEE half-precision bits of `x` (round to nearest even; no NaN inputs).
+fn f16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32 - 127 + 15;
+    let man = b & 0x7f_ffff;
+    if exp >= 31 {
+        return sign | 0x7c00;
+    }
+    if exp <= 0 {
+        return sign; // below the normal range: zero is close enough here
+    }
+    let mut h = ((exp as u32) << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}
+
+fn f16_value(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let e = ((h >> 10) & 0x1f) as i32;
+    let m = (h & 0x3ff) as f32;
+    sign * if e == 0 { m * 2f32.powi(-24) } else { (1024.0 + m) * 2f32.powi(e - 25) }
+}
+
+/// 2048 FP16 values of a sine wave (amplitude 1, not all equal), as 4096 bytes.
+fn sine_fp16() -> Vec<u8> {
+    (0..2048).flat_map(|i| f16_bits((i as f32 * 0.05).sin()).to_le_bytes()).collect()
+}
+
+fn halves(b: &[u8]) -> Vec<u16> {
+    b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+}
+
+/// Opens an anon pool with the given codec settings, writes the sine wave
+/// to a fresh 4096-byte FP16 block (allocated with `flags`), and returns
+/// what was written, what reads back and the stats after the read.
+fn codec_roundtrip(settings: &[(&str, &str)], flags: u32) -> (Vec<u8>, Vec<u8>, speckv::Stats, String) {
+    let mut cfg = Config::new().unwrap();
+    for (k, v) in settings {
+        cfg.set_str(k, v).unwrap();
+    }
+    let pool = Pool::open_with("anon:?size=16M", &cfg).unwrap();
+    let h = pool.alloc(4096, DType::Fp16, Some(&Hint { flags, ..Default::default() })).unwrap();
+    let data = sine_fp16();
+    assert_eq!(data.len(), 4096);
+    pool.write(h, 0, &data).unwrap();
+    let back = pool.read_vec(h, 0, 4096).unwrap();
+    let st = pool.stats().unwrap();
+    let js = pool.stats_json().unwrap();
+    pool.free(h).unwrap();
+    pool.close().unwrap();
+    (data, back, st, js)
+}
+
+#[test]
+fn codec_int8_stores_pages_compressed_and_reads_back_lossy() {
+    let (data, back, st, js) = codec_roundtrip(&[("codec.mode", "int8")], 0);
+    assert_eq!(st.codec_pages_encoded, 1, "{:?}", st);
+    assert_eq!(st.codec_raw_bytes, 4096, "{:?}", st);
+    assert!(st.codec_stored_bytes > 0 && st.codec_stored_bytes < st.codec_raw_bytes, "{:?}", st);
+    assert_eq!(st.codec_pages_bypassed, 0, "{:?}", st);
+    assert!(st.codec_ratio() > 1.0, "{:?}", st);
+    assert_eq!(json_u64(&js, "codec_pages_encoded"), 1, "{}", js);
+    assert_eq!(json_u64(&js, "codec_raw_bytes"), 4096, "{}", js);
+    assert_eq!(json_u64(&js, "codec_stored_bytes"), st.codec_stored_bytes, "{}", js);
+    assert!(js.contains("\"codec_ratio\":"), "{}", js);
+    // Lossy: close to what was written, but not bitwise the same.
+    let (w, r) = (halves(&data), halves(&back));
+    let mut differ = 0;
+    for (i, (a, b)) in w.iter().zip(r.iter()).enumerate() {
+        let (x, y) = (f16_value(*a), f16_value(*b));
+        assert!(y.is_finite() && (x - y).abs() <= 0.02, "value {}: wrote {} read {}", i, x, y);
+        differ += (a != b) as usize;
+    }
+    assert!(differ > 0, "int8 read back every value bitwise identical: not coded");
+}
+
+#[test]
+fn codec_raw_reads_back_exactly() {
+    let (data, back, st, _) = codec_roundtrip(&[("codec.mode", "raw")], 0);
+    assert_eq!(back, data);
+    assert_eq!((st.codec_pages_encoded, st.codec_raw_bytes, st.codec_stored_bytes), (0, 0, 0), "{:?}", st);
+    // The default is raw as well.
+    let (data, back, st, _) = codec_roundtrip(&[], 0);
+    assert_eq!(back, data);
+    assert_eq!(st.codec_pages_encoded, 0, "{:?}", st);
+}
+
+#[test]
+fn codec_key_and_value_modes_follow_the_hint_flags() {
+    assert_eq!((speckv::HINT_HAS_HASH, speckv::HINT_KEYS, speckv::HINT_VALUES), (0x1, 0x2, 0x4));
+    let keys_int8 = [("codec.mode", "raw"), ("codec.key_mode", "int8")];
+    let (data, back, st, _) = codec_roundtrip(&keys_int8, speckv::HINT_KEYS);
+    assert_eq!(st.codec_pages_encoded, 1, "{:?}", st);
+    assert_ne!(back, data);
+    let (data, back, st, _) = codec_roundtrip(&keys_int8, speckv::HINT_VALUES);
+    assert_eq!(st.codec_pages_encoded, 0, "{:?}", st);
+    assert_eq!(back, data);
+    let values_int8 = [("codec.value_mode", "int8")];
+    let (_, _, st, _) = codec_roundtrip(&values_int8, speckv::HINT_VALUES);
+    assert_eq!(st.codec_pages_encoded, 1, "{:?}", st);
+}
+
+#[test]
+fn codec_config_keys_are_checked() {
+    let mut cfg = Config::new().unwrap();
+    for m in ["raw", "paper", "int8", "k6", "vp6"] {
+        cfg.set_str("codec.mode", m).unwrap();
+        cfg.set_str("codec.key_mode", m).unwrap();
+        cfg.set_str("codec.value_mode", m).unwrap();
+    }
+    assert_eq!(cfg.set_str("codec.mode", "zstd-99").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    cfg.set_int("codec.channels", 128).unwrap();
+    assert_eq!(cfg.get_int("codec.channels").unwrap(), 128);
+    assert_eq!(Config::bounds("codec.channels").unwrap(), (1, 65535, 1));
+    assert_eq!(cfg.set_int("codec.channels", 0).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(cfg.set_int("codec.channels", 65536).unwrap_err().kind(), ErrorKind::InvalidArgument);
 }
