@@ -3,9 +3,16 @@
 // metadata-only mode through a real pool. Prints requests/s of replay (per
 // system and overall) and the peak RSS. Target: < 60 s on one core.
 //   bench_trace [TRACE] [--max-requests N] [--json FILE]
+//               [--system S] [--layer-groups G] [--pace R] [--pace-wait sleep|spin|yield]
+//               [--pace-max-us U] [--repeats N]
 // (--json also writes the replay's results, as `speckv trace replay --json`).
+// With --system only that system runs (no oracle); --repeats N runs each
+// system N times and prints the library's measured hit rate, precision and
+// waste per run and their medians beside the model's (docs/evaluation.md,
+// "--pace").
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +27,25 @@ int main(int argc, char **argv) {
     std::string path = SPECKV_TRACE_DATA "/traces/mooncake_fast25/conversation_trace.jsonl";
     uint64_t max_requests = 0;
     std::string json;
+    std::vector<System> systems = all_systems();
+    uint32_t layer_groups = 1, repeats = 1;
+    double pace = 0, pace_max_us = 1000;
+    PaceWait pace_wait = PaceWait::Yield;
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--max-requests") && i + 1 < argc) max_requests = std::strtoull(argv[++i], nullptr, 10);
-        else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-        else path = argv[i];
+        auto arg = [&](const char *name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
+        if (arg("--max-requests")) max_requests = std::strtoull(argv[++i], nullptr, 10);
+        else if (arg("--json")) json = argv[++i];
+        else if (arg("--layer-groups")) layer_groups = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+        else if (arg("--repeats")) repeats = std::max(1u, static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10)));
+        else if (arg("--pace")) pace = std::strtod(argv[++i], nullptr);
+        else if (arg("--pace-max-us")) pace_max_us = std::strtod(argv[++i], nullptr);
+        else if (arg("--pace-wait")) {
+            if (!parse_pace_wait(argv[++i], &pace_wait)) return std::fprintf(stderr, "bench_trace: bad --pace-wait\n"), 2;
+        } else if (arg("--system")) {
+            System s;
+            if (!parse_system(argv[++i], &s)) return std::fprintf(stderr, "bench_trace: unknown system %s\n", argv[i]), 2;
+            systems = {s};
+        } else path = argv[i];
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     EngineOptions o;
@@ -32,27 +54,48 @@ int main(int argc, char **argv) {
     o.link = *find_link("cxl-direct");
     o.host_link = *find_link("pcie-host");
     o.max_requests = max_requests;
+    o.layer_groups = layer_groups;
+    o.pace = pace, o.pace_max_unit_s = pace_max_us * 1e-6, o.pace_wait = pace_wait;
     std::vector<Result> rs;
     auto t0 = std::chrono::steady_clock::now();
     uint64_t total = 0;
     std::printf("%-14s %9s %10s %12s %14s\n", "system", "requests", "seconds", "requests/s", "out tok/s (model)");
-    for (System s : all_systems()) {
-        std::string err;
-        auto rd = open_reader(path, Format::Auto, false, &err);
-        if (!rd) {
-            std::fprintf(stderr, "bench_trace: %s\n", err.c_str());
-            return 77;
-        }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? -1.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    for (System s : systems) {
+        std::vector<double> hit, prec, waste, wall;
         Result r;
-        auto a = std::chrono::steady_clock::now();
-        if (replay(*rd, s, o, &r, &err)) {
-            std::fprintf(stderr, "bench_trace: %s\n", err.c_str());
-            return 1;
+        for (uint32_t k = 0; k < repeats; ++k) {
+            std::string err;
+            auto rd = open_reader(path, Format::Auto, false, &err);
+            if (!rd) {
+                std::fprintf(stderr, "bench_trace: %s\n", err.c_str());
+                return 77;
+            }
+            auto a = std::chrono::steady_clock::now();
+            if (replay(*rd, s, o, &r, &err)) {
+                std::fprintf(stderr, "bench_trace: %s\n", err.c_str());
+                return 1;
+            }
+            double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+            std::printf("%-14s %9llu %10.2f %12.0f %14.1f\n", r.system.c_str(), static_cast<unsigned long long>(r.requests), sec,
+                        r.requests / sec, r.throughput_tps);
+            if (layer_groups > 1)
+                std::printf("  run %u: lib hit %.1f%% precision %.1f%% waste %.1f%% (model %.1f%% / %.1f%% / %.1f%%); "
+                            "wall %.1f s, paced %.1f s, prefetch thread CPU %.1f s, %llu pages, %llu hints dropped\n",
+                            k + 1, 100 * r.lib_hit_rate, 100 * r.lib_precision, 100 * r.lib_waste, 100 * r.prefetch_hit_rate,
+                            100 * r.precision, 100 * r.waste, r.wall_s, r.pace_wait_s, r.lib_thread_cpu_s,
+                            static_cast<unsigned long long>(r.lib_prefetch_pages),
+                            static_cast<unsigned long long>(r.lib_prefetch_dropped));
+            hit.push_back(r.lib_hit_rate), prec.push_back(r.lib_precision), waste.push_back(r.lib_waste), wall.push_back(sec);
+            total += r.requests;
         }
-        double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-        std::printf("%-14s %9llu %10.2f %12.0f %14.1f\n", r.system.c_str(), static_cast<unsigned long long>(r.requests), sec,
-                    r.requests / sec, r.throughput_tps);
-        total += r.requests;
+        if (layer_groups > 1 && repeats > 1)
+            std::printf("  median of %u: lib hit %.1f%% precision %.1f%% waste %.1f%%, wall %.1f s (hit min %.1f%% max %.1f%%)\n",
+                        repeats, 100 * median(hit), 100 * median(prec), 100 * median(waste), median(wall),
+                        100 * *std::min_element(hit.begin(), hit.end()), 100 * *std::max_element(hit.begin(), hit.end()));
         rs.push_back(r);
     }
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

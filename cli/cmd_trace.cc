@@ -16,11 +16,13 @@ namespace {
 namespace st = speckv_trace;
 
 struct ReplayArgs {
-    std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto";
+    std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto",
+                pace_wait = "yield";
     bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
     uint64_t seed = 1, max_requests = 0;
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
+    double pace = 0, pace_max_us = 1000;
 };
 
 struct Progress {
@@ -62,6 +64,12 @@ int do_replay(const ReplayArgs &a) {
     if (a.layer_groups < 1 || a.layer_groups > m->layers)
         return error("--layer-groups must be 1.." + std::to_string(m->layers) + " for " + m->name), 2;
     if (a.metadata_only && a.real_bytes) return error("--metadata-only and --real-bytes exclude each other"), 2;
+    if (!(a.pace >= 0 && a.pace <= 1e3)) return error("--pace must be in 0..1000 (real seconds per virtual second)"), 2;
+    if (a.pace > 0 && a.layer_groups < 2)
+        return error("--pace needs --layer-groups 2 or more (it paces the library's prefetcher between layer groups)"), 2;
+    if (!(a.pace_max_us > 0 && a.pace_max_us <= 1e7)) return error("--pace-max-us must be in (0, 1e7]"), 2;
+    st::PaceWait pace_wait;
+    if (!st::parse_pace_wait(a.pace_wait, &pace_wait)) return error("unknown --pace-wait \"" + a.pace_wait + "\" (sleep, spin, yield)"), 2;
     std::vector<st::System> systems;
     if (a.all || a.system.empty()) {
         systems = st::all_systems();
@@ -77,6 +85,7 @@ int do_replay(const ReplayArgs &a) {
     o.pool_bytes = a.pool_gb * 1e9, o.host_bytes = a.host_gb * 1e9, o.prefetch_buffer_bytes = a.buffer_gb * (1ull << 30);
     o.max_requests = a.max_requests;
     o.layer_groups = a.layer_groups;
+    o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     Progress prog;
     bool tty = isatty(2) && !a.no_progress && a.trace != "-";
@@ -123,6 +132,9 @@ int do_replay(const ReplayArgs &a) {
         std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens", a.trace.c_str(), m->name, rs[0].gpus, g->name,
                     l->name, a.real_bytes ? "real bytes" : "metadata-only", o.block_tokens);
         if (o.layer_groups > 1) std::printf(", %u layer groups (lib rows measured, not deterministic)", o.layer_groups);
+        if (o.pace > 0)
+            std::printf(", paced %g real s per virtual s of GPU time (%s, at most %g us per unit)", o.pace,
+                        st::pace_wait_name(o.pace_wait), a.pace_max_us);
         std::printf("\n");
         if (rs[0].skipped) std::printf("skipped %llu bad or oversized requests\n", static_cast<unsigned long long>(rs[0].skipped));
         if (!rs[0].sharing) std::printf("note: the library's sharing API is not linked: no prefix reuse\n");
@@ -224,6 +236,11 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--layer-groups", ra->layer_groups,
                   "pool blocks per KV block, one per group of layers, hinted and read group by group so the "
                   "library's prefetcher runs (default 1: one block holds all layers)");
+    r->add_option("--pace", ra->pace,
+                  "with --layer-groups: let R real seconds pass per virtual second of modelled GPU time, unit by "
+                  "unit, so the library's prefetch thread runs between groups (default 0: no pacing)");
+    r->add_option("--pace-max-us", ra->pace_max_us, "cap of one (sequence, group) unit's paced time, microseconds (1000)");
+    r->add_option("--pace-wait", ra->pace_wait, "how paced time passes: yield (default: sched_yield until due), sleep or spin");
     r->add_flag("--no-progress", ra->no_progress, "no progress bar");
     r->callback([ra] { g_exit = do_replay(*ra); });
 

@@ -27,6 +27,13 @@ cmp -s "$WORK/code.trace" "$WORK/code2.trace" && echo "ok   gen-deterministic" |
 check json 0 '"cxl_speckv": {"throughput_tps"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --gpu a100-40g --json
 check layer-groups 0 '"layer_groups": 4' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --json
 grep -q '"lib_prefetch_hit_rate"' "$WORK/out" && echo "ok   layer-groups-lib-rates" || { echo "FAIL layer-groups-lib-rates"; fail=1; }
+check pace-needs-groups 2 "pace needs --layer-groups" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --pace 0.1
+check pace-wait-bad 2 "unknown --pace-wait" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 4 --pace 0.1 --pace-wait nap
+check paced 0 '"pace_wait_s"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --pace 0.01 --json
+grep -q '"pace": 0.01, "pace_wait": "yield"' "$WORK/out" && echo "ok   paced-options" || { echo "FAIL paced-options"; fail=1; }
+# Unpaced output carries no wall-clock keys (it stays deterministic).
+"$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --json >"$WORK/out" 2>&1
+! grep -q 'pace\|wall_s' "$WORK/out" && echo "ok   unpaced-no-wall-keys" || { echo "FAIL unpaced-no-wall-keys"; fail=1; }
 check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
 check system-adds-oracle 0 '"oracle"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_nospec --json
 check csv 0 "" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --csv "$WORK/t.csv" --plot "$WORK/plots"

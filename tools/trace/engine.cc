@@ -7,10 +7,18 @@
 // layers and the library's prefetcher has no layer-ahead unit to fetch; with
 // layer_groups = G each KV block is G pool blocks (one per layer group) and
 // the replay hints and reads them group by group, so the library's prefetcher
-// runs for real beside the model (docs/trace.md). docs/trace.md explains
-// every formula.
+// runs for real beside the model (docs/trace.md). With pace > 0 the replay
+// also lets real time pass in proportion to each unit's modelled GPU time,
+// so that thread gets the time an engine would give it. docs/trace.md
+// explains every formula.
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -52,6 +60,21 @@ bool parse_system(const std::string &s, System *out) {
     return false;
 }
 
+const char *pace_wait_name(PaceWait w) {
+    switch (w) {
+    case PaceWait::Sleep: return "sleep";
+    case PaceWait::Spin: return "spin";
+    case PaceWait::Yield: return "yield";
+    }
+    return "?";
+}
+
+bool parse_pace_wait(const std::string &s, PaceWait *out) {
+    for (PaceWait w : {PaceWait::Sleep, PaceWait::Spin, PaceWait::Yield})
+        if (s == pace_wait_name(w)) return *out = w, true;
+    return false;
+}
+
 namespace {
 
 constexpr uint64_t kTenant = 1;
@@ -60,6 +83,42 @@ constexpr double kActReserve = 2.0 * kGiB;  // activations/workspace per GPU
 constexpr double kQueueDepth = 16;          // outstanding transfers per link device
 
 using Hash = std::array<uint8_t, SPECKV_HASH_BYTES>;
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Lets real time pass until `deadline` (CLOCK_MONOTONIC ns): asleep (the
+// core is free for the prefetch thread; the caller sets a 1 ns timer slack),
+// busy (exact, but holds a core), or yielding the core in a loop.
+void wait_until(uint64_t deadline, PaceWait how) {
+    switch (how) {
+    case PaceWait::Sleep: {
+        timespec ts{static_cast<time_t>(deadline / 1'000'000'000ull), static_cast<long>(deadline % 1'000'000'000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+        }
+        return;
+    }
+    case PaceWait::Spin:
+        while (mono_ns() < deadline) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        return;
+    case PaceWait::Yield:
+        while (mono_ns() < deadline) sched_yield();
+        return;
+    }
+}
+
+double cpu_s(int who) {
+    rusage ru{};
+    getrusage(who, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 // Log-bucket histogram (1 % wide buckets, 1 us .. 1e6 s): bounded memory for percentiles.
 class Histogram {
@@ -95,6 +154,7 @@ struct Seq {
     uint64_t tried_epoch = ~0ull;      // finish_epoch_ of the last exact capacity test
     std::vector<speckv_handle> blocks;  // prompt blocks then decode blocks; 0 = not allocated
     std::vector<uint8_t> published;
+    std::vector<uint8_t> foreign;       // the block is another request's (a prefix hit, or its canonical copy)
     std::vector<Hash> hashes;           // prompt block hashes (with sharing)
     uint32_t ctx() const { return prompt_done + generated; }
     uint64_t nblocks() const { return prompt_blocks + decode_blocks; }  // KV blocks (each layer_groups pool blocks)
@@ -122,7 +182,7 @@ class Engine {
     int take_prefix(Seq &s, std::string *err);
     int drop_prefix(Seq &s, std::string *err);
     int alloc_block(Seq &s, uint32_t idx, std::string *err);
-    int run_groups(const std::vector<Seq *> &stepping, std::string *err);
+    int run_groups(const std::vector<Seq *> &stepping, double tg, std::string *err);
     size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
     // Blocks held by admitted requests, in KV blocks (held_ counts pool blocks).
     uint64_t held_blocks() const { return (held_.size() + LG_ - 1) / LG_; }
@@ -163,6 +223,7 @@ class Engine {
     std::map<uint32_t, std::pair<double, double>> curve_;  // batch -> (tokens, seconds)
     std::array<std::array<double, 2>, 9> depth_hits_{};    // depth -> (accesses, hits)
     std::vector<char> payload_;
+    uint64_t pace_wait_ns_ = 0;  // real time spent waiting (pacing)
 };
 
 int Engine::setup(std::string *err) {
@@ -303,6 +364,7 @@ int Engine::prepare(Seq &s, std::string *err) {
     s.decode_blocks = (std::max<uint32_t>(q.output_len, 1) + o_.block_tokens - 1) / o_.block_tokens;
     s.blocks.assign(s.nblocks() * LG_, SPECKV_HANDLE_INVALID);
     s.published.assign(s.blocks.size(), 0);
+    s.foreign.assign(s.blocks.size(), 0);
     if (!sharing_ || q.hash_ids.size() != s.prompt_blocks) return 0;
     // One chain per layer group (group g's block i has group g's block i-1 as
     // parent); with one group the external id is the trace's alone.
@@ -333,6 +395,7 @@ int Engine::take_prefix(Seq &s, std::string *err) {
             if (rc != SPECKV_OK) return fail(err, "speckv_lookup", rc);
             s.blocks[slot(i, g)] = h;
             s.published[slot(i, g)] = 1;
+            s.foreign[slot(i, g)] = 1;
             hold(h);
         }
         if (g < LG_) {  // a group was evicted: give back the ones found, stop
@@ -341,6 +404,7 @@ int Engine::take_prefix(Seq &s, std::string *err) {
                 release(s.blocks[slot(i, j)]);
                 s.blocks[slot(i, j)] = SPECKV_HANDLE_INVALID;
                 s.published[slot(i, j)] = 0;
+                s.foreign[slot(i, j)] = 0;
             }
             break;
         }
@@ -358,6 +422,7 @@ int Engine::drop_prefix(Seq &s, std::string *err) {
         release(s.blocks[i]);
         s.blocks[i] = SPECKV_HANDLE_INVALID;
         s.published[i] = 0;
+        s.foreign[i] = 0;
     }
     s.hit_blocks = 0;
     s.prompt_done = 0;
@@ -419,6 +484,7 @@ int Engine::publish_block(Seq &s, uint32_t idx, std::string *err) {
             if ((rc = speckv_free(pool_, mine)) != SPECKV_OK) return fail(err, "speckv_free", rc);
             release(mine);
             s.blocks[k] = canon;
+            s.foreign[k] = 1;
             hold(canon);
         } else if (rc != SPECKV_OK) {
             return fail(err, "speckv_publish", rc);
@@ -453,15 +519,33 @@ int Engine::finish(Seq &s, std::string *err) {
 // read, every one the sequence has except the block it is appending to (that
 // one the engine has just written: it is in HBM, and the library's prefetcher
 // skips it for the same reason).
-int Engine::run_groups(const std::vector<Seq *> &stepping, std::string *err) {
+//
+// Pacing (o_.pace > 0, offload systems): each (sequence, group) unit gets
+// budget = pace * tg / (sequences * groups) real seconds (at most
+// pace_max_unit_s), counted from before its hint; after its reads the replay
+// waits out what is left of it. The reads count as part of the unit's
+// compute (an engine reads a layer's KV while computing it). A unit whose
+// reads overrun its budget does not wait, and the next unit does not make up
+// for it: no catch-up bursts.
+int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, std::string *err) {
     speckv_hint hint{};
     hint.struct_size = sizeof hint;
     hint.tenant = kTenant;
     char probe[64];
+    const bool paced = o_.pace > 0 && offload();
+    uint64_t budget_ns = 0;
+    if (paced) {
+        double b = o_.pace * tg / (static_cast<double>(stepping.size()) * LG_);
+        if (b > o_.pace_max_unit_s) b = o_.pace_max_unit_s, r_.pace_capped += stepping.size() * LG_;
+        budget_ns = static_cast<uint64_t>(b * 1e9);
+        r_.pace_budget_s += b * static_cast<double>(stepping.size() * LG_);
+        r_.pace_units += stepping.size() * LG_;
+    }
     for (size_t i = 0; i < stepping.size(); ++i) {
         Seq &p = *stepping[i];
         uint64_t tail = p.prompt_blocks + (p.generated - 1) / o_.block_tokens;  // the block being appended to
         for (uint32_t g = 0; g < LG_; ++g) {
+            uint64_t t0 = paced ? mono_ns() : 0;
             if (offload()) {
                 const Seq &n = g + 1 < LG_ ? p : *stepping[(i + 1) % stepping.size()];
                 hint.request = n.req.id + 1;
@@ -476,6 +560,14 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, std::string *err) {
                 if (int rc = speckv_access(pool_, h, 0, probe, sizeof probe, 0); rc != SPECKV_OK)
                     return fail(err, "speckv_access", rc);
                 ++r_.pool_reads;
+                r_.pool_reads_foreign += p.foreign[slot(b, g)];
+            }
+            if (paced) {
+                uint64_t t1 = mono_ns();
+                if (t1 < t0 + budget_ns) {
+                    wait_until(t0 + budget_ns, o_.pace_wait);
+                    pace_wait_ns_ += mono_ns() - t1;
+                }
             }
         }
     }
@@ -700,7 +792,7 @@ int Engine::run(std::string *err) {
                 ++r_.pool_reads;
             }
         }
-        if (!stepping.empty() && run_groups(stepping, err)) return -1;
+        if (!stepping.empty() && run_groups(stepping, tg, err)) return -1;
         // Completions.
         for (size_t i = 0; i < running_.size();) {
             Seq &s = *running_[i];
@@ -760,6 +852,7 @@ int Engine::run(std::string *err) {
     r_.lib_l1_hits = st.cache_hits, r_.lib_l2_hits = st.l2_hits, r_.lib_sync_reads = st.sync_reads;
     r_.lib_prefetch_pages = st.prefetch_pages, r_.lib_prefetch_used = st.prefetch_used;
     r_.lib_prefetch_wasted = st.prefetch_wasted, r_.lib_prefetch_ignored = st.prefetch_ignored;
+    r_.lib_prefetch_dropped = st.prefetch_dropped;
     r_.lib_link_bytes = st.link_bytes, r_.lib_prefetch_depth = st.prefetch_depth, r_.lib_beta_ppm = st.prefetch_beta_ppm;
     if (st.l2_hits + st.sync_reads) r_.lib_hit_rate = static_cast<double>(st.l2_hits) / static_cast<double>(st.l2_hits + st.sync_reads);
     if (uint64_t pu = st.prefetch_used + st.prefetch_wasted) {
@@ -767,6 +860,7 @@ int Engine::run(std::string *err) {
         r_.lib_waste = static_cast<double>(st.prefetch_wasted) / static_cast<double>(pu);
     }
     r_.layer_groups = LG_;
+    r_.pace_wait_s = static_cast<double>(pace_wait_ns_) * 1e-9;
     for (auto &[b, tv] : curve_)
         if (tv.second > 0) r_.batch_curve.push_back({b, tv.first / tv.second});
     return 0;
@@ -777,8 +871,25 @@ int Engine::run(std::string *err) {
 int replay(Reader &reader, System s, const EngineOptions &o, Result *out, std::string *err) {
     *out = Result{};
     out->system = system_name(s);
-    Engine e(reader, s, o, out);
-    return e.run(err);
+    // Sleeping waits of a few microseconds need a fine timer slack (the
+    // default, 50 us, would stretch every one); set for this thread only,
+    // and put back.
+    int slack = -1;
+    if (o.pace > 0 && o.pace_wait == PaceWait::Sleep) {
+        slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
+    }
+    uint64_t t0 = mono_ns();
+    double all0 = cpu_s(RUSAGE_SELF), me0 = cpu_s(RUSAGE_THREAD);
+    int rc;
+    {
+        Engine e(reader, s, o, out);
+        rc = e.run(err);
+    }  // the pool closes here: its prefetch thread has stopped and its CPU time is counted
+    out->wall_s = static_cast<double>(mono_ns() - t0) * 1e-9;
+    out->lib_thread_cpu_s = std::max(0.0, (cpu_s(RUSAGE_SELF) - all0) - (cpu_s(RUSAGE_THREAD) - me0));
+    if (slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
+    return rc;
 }
 
 }  // namespace speckv_trace

@@ -80,15 +80,26 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"lib precision (measured)", [](const Result &r) { return pct(r.lib_precision); }},
         {"lib waste (measured)", [](const Result &r) { return pct(r.lib_waste); }},
     };
+    // Paced replays (--pace) add their wall-clock rows.
+    static const Row paced_rows[] = {
+        {"paced units (capped)", [](const Result &r) { return std::to_string(r.pace_units) + " (" + std::to_string(r.pace_capped) + ")"; }},
+        {"pace budget / waited (s)", [](const Result &r) { return fix(r.pace_budget_s, 1) + "/" + fix(r.pace_wait_s, 1); }},
+        {"replay wall (s)", [](const Result &r) { return fix(r.wall_s, 1); }},
+        {"lib thread CPU (s)", [](const Result &r) { return fix(r.lib_thread_cpu_s, 1); }},
+    };
+    bool paced = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.pace_units > 0; });
     const int w0 = 26, w = 14;
     std::fprintf(f, "%-*s", w0, "");
     for (auto &r : rs) std::fprintf(f, "%*s", w, r.system.c_str());
     std::fputc('\n', f);
-    for (auto &row : rows) {
+    auto print_row = [&](const Row &row) {
         std::fprintf(f, "%-*s", w0, row.name);
         for (auto &r : rs) std::fprintf(f, "%*s", w, row.get(r).c_str());
         std::fputc('\n', f);
-    }
+    };
+    for (auto &row : rows) print_row(row);
+    if (paced)
+        for (auto &row : paced_rows) print_row(row);
 }
 
 std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const std::string &trace) {
@@ -97,6 +108,9 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
                     "\", \"seed\": " + std::to_string(o.seed) + ", \"compression\": " + num(o.compression) +
                     ", \"block_tokens\": " + std::to_string(o.block_tokens) +
                     ", \"layer_groups\": " + std::to_string(std::max<uint32_t>(o.layer_groups, 1)) +
+                    (o.pace > 0 ? ", \"pace\": " + num(o.pace) + ", \"pace_wait\": \"" + pace_wait_name(o.pace_wait) +
+                                      "\", \"pace_max_unit_us\": " + num(o.pace_max_unit_s * 1e6)
+                                : std::string()) +
                     ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\", \"systems\": {";
     for (size_t i = 0; i < rs.size(); ++i) {
         const Result &r = rs[i];
@@ -122,10 +136,18 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
              ", \"sync_reads\": " + std::to_string(r.lib_sync_reads) + ", \"prefetch_pages\": " + std::to_string(r.lib_prefetch_pages) +
              ", \"prefetch_used\": " + std::to_string(r.lib_prefetch_used) + ", \"prefetch_wasted\": " + std::to_string(r.lib_prefetch_wasted) +
              ", \"prefetch_ignored\": " + std::to_string(r.lib_prefetch_ignored) + ", \"link_bytes\": " + std::to_string(r.lib_link_bytes) +
-             ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm) + "}";
+             ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm);
+        if (r.layer_groups > 1)  // layer groups only (the default output is unchanged)
+            s += ", \"prefetch_dropped\": " + std::to_string(r.lib_prefetch_dropped) +
+                 ", \"reads_foreign\": " + std::to_string(r.pool_reads_foreign);
+        s += "}";
         // The library's measured rates, after every modelled number (they vary from run to run).
         s += ", \"lib_prefetch_hit_rate\": " + opt(r.lib_hit_rate) + ", \"lib_precision\": " + opt(r.lib_precision) +
              ", \"lib_waste\": " + opt(r.lib_waste);
+        if (o.pace > 0)  // wall clock: only in paced runs (the default output stays deterministic)
+            s += ", \"wall_s\": " + num(r.wall_s) + ", \"pace_units\": " + std::to_string(r.pace_units) +
+                 ", \"pace_capped\": " + std::to_string(r.pace_capped) + ", \"pace_budget_s\": " + num(r.pace_budget_s) +
+                 ", \"pace_wait_s\": " + num(r.pace_wait_s) + ", \"lib_thread_cpu_s\": " + num(r.lib_thread_cpu_s);
         s += "}";
     }
     return s + "}}\n";

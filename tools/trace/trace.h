@@ -123,6 +123,10 @@ const LinkSpec *find_link(const std::string &name);
 enum class System { GpuOnly, HostOffload, CxlNoSpec, CxlCompress, CxlSpecKV, Oracle };
 const char *system_name(System s);
 bool parse_system(const std::string &s, System *out);
+// How a paced replay lets real time pass (EngineOptions::pace_wait).
+enum class PaceWait { Sleep, Spin, Yield };
+const char *pace_wait_name(PaceWait w);
+bool parse_pace_wait(const std::string &s, PaceWait *out);  // sleep, spin or yield
 const std::vector<System> &all_systems();
 
 struct EngineOptions {
@@ -153,6 +157,16 @@ struct EngineOptions {
     // prefetcher has layer-ahead units to fetch (docs/trace.md). 1 = one
     // block holds every layer (the default; fastest).
     uint32_t layer_groups = 1;
+    // Pacing (layer groups only; docs/trace.md "--pace"): after hinting the
+    // next unit and reading a (sequence, group) unit, the replay lets real
+    // time pass until pace x that unit's share of the iteration's modelled
+    // GPU time (tg / (decoding sequences x layer_groups)) has elapsed since
+    // the unit began, at most pace_max_unit_s, so the library's prefetch
+    // thread runs in the time the GPU would give it. 0 = off (the default:
+    // no waiting, as before). Waiting never changes the model's numbers.
+    double pace = 0;               // real seconds per virtual second of GPU compute
+    double pace_max_unit_s = 1e-3; // cap per unit (keeps a paced replay practical)
+    PaceWait pace_wait = PaceWait::Yield;  // how the replay's thread lets time pass (docs/trace.md: yield measured best)
     // Called every ~1% of the trace read (progress bar); may be null.
     void (*progress)(void *user, uint64_t done) = nullptr;
     void *progress_user = nullptr;
@@ -175,18 +189,30 @@ struct Result {
     double occupancy_hbm = 0, occupancy_tier = 0;   // peak share of each tier in use
     uint64_t pool_allocs = 0, pool_lookups = 0, pool_lookup_hits = 0, pool_evictions = 0,
              pool_prefetch_hints = 0, pool_reads = 0, pool_blocks_peak = 0;
+    // Layer groups: reads of blocks another request allocated (prefix hits
+    // and their canonical copies). The library's translation index files a
+    // block under the request that allocated it, so a hint naming the
+    // reading request cannot reach these (docs/trace.md).
+    uint64_t pool_reads_foreign = 0;
     // The library's own prefetcher (issue 5), fed by the replay's hints and
     // reads. It runs on a background thread in wall-clock time, so these
     // counters describe the library's behaviour on this access stream, not
     // the virtual-time model above (they vary from run to run).
     uint64_t lib_l1_hits = 0, lib_l2_hits = 0, lib_sync_reads = 0, lib_prefetch_pages = 0, lib_prefetch_used = 0,
-             lib_prefetch_wasted = 0, lib_prefetch_ignored = 0, lib_link_bytes = 0;
+             lib_prefetch_wasted = 0, lib_prefetch_ignored = 0, lib_prefetch_dropped = 0, lib_link_bytes = 0;
     uint32_t lib_prefetch_depth = 0, lib_beta_ppm = 0;
     // The library's measured rates (-1 = nothing to measure): hit rate =
     // l2_hits / (l2_hits + sync_reads), precision = used / (used + wasted),
     // waste = wasted / (used + wasted). Not deterministic (wall clock).
     double lib_hit_rate = -1, lib_precision = -1, lib_waste = -1;
     uint32_t layer_groups = 1;
+    // Wall clock (not deterministic; reported only when paced): the replay's
+    // real seconds, the sum of the units' budgets (after the cap), the real
+    // seconds spent waiting, the paced units and how many hit the cap, and
+    // the CPU seconds of the process's other threads (the library's prefetch
+    // thread) during the replay.
+    double wall_s = 0, pace_budget_s = 0, pace_wait_s = 0, lib_thread_cpu_s = 0;
+    uint64_t pace_units = 0, pace_capped = 0;
     bool sharing = false;                  // the library's sharing API was used
     uint32_t gpus = 0;
     int depth_mean_x100 = 0;               // mean layer-ahead depth *100 (speckv)
