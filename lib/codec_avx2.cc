@@ -228,10 +228,28 @@ void quant_const_fp16_avx2(const void *h, size_t n, uint32_t es, uint32_t r, uin
     if (i < n) quant_const_fp16_scalar(p + 2 * i, n - i, es, r, Q, q + i);
 }
 
+// int8 range check: byte min/max over the stream, one compare at the end.
+bool range_ok_avx2(const uint8_t *b, size_t n, uint32_t Q) {
+    __m256i mn = _mm256_setzero_si256(), mx = mn, mn1 = mn, mx1 = mn;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + i));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + i + 32));
+        mn = _mm256_min_epi8(mn, x), mx = _mm256_max_epi8(mx, x);
+        mn1 = _mm256_min_epi8(mn1, y), mx1 = _mm256_max_epi8(mx1, y);
+    }
+    mn = _mm256_min_epi8(mn, mn1), mx = _mm256_max_epi8(mx, mx1);
+    __m128i lo = _mm_min_epi8(_mm256_castsi256_si128(mn), _mm256_extracti128_si256(mn, 1));
+    __m128i hi = _mm_max_epi8(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+    const __m128i qv = _mm_set1_epi8(int8_t(Q)), nq = _mm_set1_epi8(int8_t(-int32_t(Q)));
+    const __m128i bad = _mm_or_si128(_mm_cmpgt_epi8(hi, qv), _mm_cmpgt_epi8(nq, lo));
+    return _mm_testz_si128(bad, bad) && range_ok_scalar(b + i, n - i, Q);
+}
+
 const Kernels kAvx2 = {
     "avx2",          canon_avx2,      absmax_avx2,        colmax_avx2,
     quant_const_avx2, quant_row_avx2, dequant_const_avx2, dequant_row_avx2, undelta_sse,
-    absmax_fp16_avx2, quant_const_fp16_avx2,
+    absmax_fp16_avx2, quant_const_fp16_avx2, range_ok_avx2,
 };
 
 }  // namespace

@@ -135,18 +135,24 @@ bool absmax_fp16_avx512(const void *h, size_t n, uint32_t *amax) {
 // formula (a shift count >= 16 gives 0, as t - 1 >= 32 does). s >= 16 holds
 // for every element when Es >= 104: a normal element has E <= Em and
 // Es >= Em - 7, so s = (t - 1) - 5 >= 18; a subnormal one has s = Es - 88.
-inline __m512i quant32_fp16(__m512i h, __m512i es87, __m512i r, __m512i Q) {
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi16(h, 10), _mm512_set1_epi16(31));
-    const __m512i f = _mm512_and_si512(h, _mm512_set1_epi16(1023));
-    const __m512i one = _mm512_set1_epi16(1);
-    const __m512i m = _mm512_or_si512(f, _mm512_slli_epi16(_mm512_min_epu16(e, one), 10));
-    const __m512i e1 = _mm512_max_epu16(e, one);
-    const __m512i cnt = _mm512_sub_epi16(es87, e1);  // s - 16 = Es - 103 - e' >= 0
+inline __m512i quant32_fp16(__m512i h, __m512i es88, __m512i r, __m512i Q) {
+    // Same arithmetic in fewer operations: with a = |h| and e1m = max(e, 1) - 1
+    // (a saturating subtract), m = a - (e1m << 10) and s - 16 = es88 - e1m
+    // (es88 = Es - 104); (rr + 1) >> 1 is vpavgw with zero (rr <= 2046: no
+    // 16-bit overflow in either form); the sign by a masked subtract.
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
+    const __m512i e1m = _mm512_subs_epu16(_mm512_srli_epi16(a, 10), _mm512_set1_epi16(1));
+    const __m512i m = _mm512_sub_epi16(a, _mm512_slli_epi16(e1m, 10));
+    const __m512i cnt = _mm512_sub_epi16(es88, e1m);  // s - 16 = Es - 103 - e' >= 0
     const __m512i rr = _mm512_srlv_epi16(_mm512_mulhi_epu16(m, r), cnt);
-    __m512i mag = _mm512_srli_epi16(_mm512_add_epi16(rr, _mm512_set1_epi16(1)), 1);
-    mag = _mm512_min_epu16(mag, Q);
-    const __m512i sg = _mm512_srai_epi16(h, 15);
-    return _mm512_sub_epi16(_mm512_xor_si512(mag, sg), sg);
+    const __m512i mag = _mm512_min_epu16(_mm512_avg_epu16(rr, zero), Q);
+    return _mm512_mask_sub_epi16(mag, _mm512_movepi16_mask(h), zero, mag);
+}
+
+// Two vectors of 32 int16 lanes (all in [-127, 127]) -> 64 int8 in order.
+inline __m512i pack64(__m512i a, __m512i b) {
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packs_epi16(a, b));
 }
 
 void quant_const_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
@@ -155,14 +161,13 @@ void quant_const_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, u
         quant_const_fp16_scalar(h, n, es, r, Q, q);
         return;
     }
-    const __m512i es87 = _mm512_set1_epi16(short(es - 103)), rv = _mm512_set1_epi16(short(r)),
+    const __m512i es87 = _mm512_set1_epi16(short(es - 104)), rv = _mm512_set1_epi16(short(r)),
                   Qv = _mm512_set1_epi16(short(Q));
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
         __m512i a = quant32_fp16(_mm512_loadu_si512(p + 2 * i), es87, rv, Qv);
         __m512i b = quant32_fp16(_mm512_loadu_si512(p + 2 * i + 64), es87, rv, Qv);
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + i), _mm512_cvtepi16_epi8(a));
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + i + 32), _mm512_cvtepi16_epi8(b));
+        _mm512_storeu_si512(q + i, pack64(a, b));
     }
     for (; i < n; i += 32) {
         __mmask32 m = n - i >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (n - i)) - 1);
@@ -185,25 +190,41 @@ inline bool fp16_scale(uint16_t scale, uint16_t *s16) {
     return true;
 }
 
-__attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph(const int8_t *q, size_t n,
-                                                                                   uint16_t s16, uint8_t *o) {
+// Without the clamp when 128 * S <= 65504: no product can reach Inf then
+// (|q| <= 128, and an exact product <= 65504 rounds to at most 65504).
+template <bool kClamp>
+__attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) inline __m512h deq_one(__m512h a, __m512h S, __m512h hi,
+                                                                                     __m512h lo) {
+    return kClamp ? _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(a, S), hi), lo) : _mm512_mul_ph(a, S);
+}
+
+template <bool kClamp>
+__attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) inline void deq_fp16_ph_t(const int8_t *q, size_t n,
+                                                                                          uint16_t s16, uint8_t *o) {
     const __m512h S = _mm512_castsi512_ph(_mm512_set1_epi16(short(s16)));
     const __m512h hi = _mm512_castsi512_ph(_mm512_set1_epi16(0x7BFF)), lo = _mm512_castsi512_ph(_mm512_set1_epi16(short(0xFBFF)));
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
         __m512h a = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i))));
         __m512h b = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i + 32))));
-        a = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(a, S), hi), lo);
-        b = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(b, S), hi), lo);
-        _mm512_storeu_si512(o + 2 * i, _mm512_castph_si512(a));
-        _mm512_storeu_si512(o + 2 * i + 64, _mm512_castph_si512(b));
+        _mm512_storeu_si512(o + 2 * i, _mm512_castph_si512(deq_one<kClamp>(a, S, hi, lo)));
+        _mm512_storeu_si512(o + 2 * i + 64, _mm512_castph_si512(deq_one<kClamp>(b, S, hi, lo)));
     }
     for (; i < n; i += 32) {
         __mmask32 m = n - i >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (n - i)) - 1);
         __m512h a = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, q + i)));
-        a = _mm512_max_ph(_mm512_min_ph(_mm512_mul_ph(a, S), hi), lo);
-        _mm512_mask_storeu_epi16(o + 2 * i, m, _mm512_castph_si512(a));
+        _mm512_mask_storeu_epi16(o + 2 * i, m, _mm512_castph_si512(deq_one<kClamp>(a, S, hi, lo)));
     }
+}
+
+__attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph(const int8_t *q, size_t n,
+                                                                                   uint16_t s16, uint8_t *o) {
+    // s16 is a normal FP16 number: 128 * S <= 65504 iff S <= 511.75, i.e. its
+    // exponent field is below 24 (S < 512).
+    if (((s16 >> 10) & 31u) < 24u)
+        deq_fp16_ph_t<false>(q, n, s16, o);
+    else
+        deq_fp16_ph_t<true>(q, n, s16, o);
 }
 
 // ---- AVX512-VBMI: wrapping byte prefix sum, 64 bytes per step (log-step
@@ -221,8 +242,7 @@ __attribute__((target("avx512vbmi,avx512bw,avx512f"))) bool undelta_vbmi(const u
                   i4 = _mm512_sub_epi8(iota, _mm512_set1_epi8(4)), i8 = _mm512_sub_epi8(iota, _mm512_set1_epi8(8)),
                   i16 = _mm512_sub_epi8(iota, _mm512_set1_epi8(16)), i32 = _mm512_sub_epi8(iota, _mm512_set1_epi8(32));
     const __m512i last = _mm512_set1_epi8(63);
-    __m512i carry = _mm512_setzero_si512();
-    __mmask64 bad = 0;
+    __m512i carry = _mm512_setzero_si512(), mn = carry, mx = carry;
     for (size_t i = 0; i < n; i += 64) {
         const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
         __m512i x = _mm512_maskz_loadu_epi8(m, b + i);
@@ -236,10 +256,30 @@ __attribute__((target("avx512vbmi,avx512bw,avx512f"))) bool undelta_vbmi(const u
             x = _mm512_add_epi8(x, carry);
             carry = _mm512_permutexvar_epi8(last, x);
         }
-        bad |= _mm512_mask_cmpgt_epi8_mask(m, x, qv) | _mm512_mask_cmpgt_epi8_mask(m, nq, x);
+        mn = _mm512_mask_min_epi8(mn, m, mn, x);  // lanes past n keep 0 (in range)
+        mx = _mm512_mask_max_epi8(mx, m, mx, x);
         _mm512_mask_storeu_epi8(s + i, m, x);
     }
-    return bad == 0;
+    return (_mm512_cmpgt_epi8_mask(mx, qv) | _mm512_cmpgt_epi8_mask(nq, mn)) == 0;
+}
+
+// int8 range check: byte min/max over the stream, one compare at the end.
+bool range_ok_avx512(const uint8_t *b, size_t n, uint32_t Q) {
+    __m512i mn = _mm512_setzero_si512(), mx = mn, mn1 = mn, mx1 = mn;
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m512i x = _mm512_loadu_si512(b + i), y = _mm512_loadu_si512(b + i + 64);
+        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
+        mn1 = _mm512_min_epi8(mn1, y), mx1 = _mm512_max_epi8(mx1, y);
+    }
+    for (; i < n; i += 64) {  // zero-filled tail lanes are in range
+        const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
+        const __m512i x = _mm512_maskz_loadu_epi8(m, b + i);
+        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
+    }
+    mn = _mm512_min_epi8(mn, mn1), mx = _mm512_max_epi8(mx, mx1);
+    return (_mm512_cmpgt_epi8_mask(mx, _mm512_set1_epi8(int8_t(Q))) |
+            _mm512_cmpgt_epi8_mask(_mm512_set1_epi8(int8_t(-int32_t(Q))), mn)) == 0;
 }
 
 bool undelta_avx512(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s) {
@@ -294,7 +334,7 @@ void dequant_row_avx512(const int8_t *q, size_t C, const uint16_t *scale, int dt
 const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
     quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
-    absmax_fp16_avx512, quant_const_fp16_avx512,
+    absmax_fp16_avx512, quant_const_fp16_avx512, range_ok_avx512,
 };
 
 }  // namespace

@@ -36,6 +36,9 @@ struct Kernels {
     // if any element is Inf or NaN (then *amax is unspecified).
     bool (*absmax_fp16)(const void *h, size_t n, uint32_t *amax);
     void (*quant_const_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
+    // true iff every int8(b[i]) is in [-Q, Q] (the §6.0 check of a stream
+    // without delta, which is then its own quantised values: no copy).
+    bool (*range_ok)(const uint8_t *b, size_t n, uint32_t Q);
 };
 
 extern const Kernels kScalarKernels;
@@ -58,6 +61,7 @@ void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dt
 bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
 void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
+bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q);
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

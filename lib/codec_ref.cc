@@ -235,10 +235,17 @@ void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, u
     for (size_t i = 0; i < n; i++) q[i] = int8_t(quant_one(fp16_bits_to_u32(get16(p + 2 * i)), es, r, Q));
 }
 
+bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q) {
+    bool ok = true;
+    const int32_t q = int32_t(Q);
+    for (size_t i = 0; i < n; i++) ok &= int8_t(b[i]) <= q && int8_t(b[i]) >= -q;
+    return ok;
+}
+
 const Kernels kScalarKernels = {
     "scalar",          canon_scalar,     absmax_scalar,        colmax_scalar,     quant_const_scalar,
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
-    absmax_fp16_scalar, quant_const_fp16_scalar,
+    absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -986,20 +993,29 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
         *out_bytes = out;
         return SPECKV_OK;
     }
-    S.s.resize(n + 128);  // slack for the RLE literal copy
-    int8_t *s = S.s.data();
     const bool delta = P.order != kOrderNone;
-    if (P.entropy == kEntropyRice) {
-        if (int rc = rice_decode(stream, slen, n, delta, P.bits, s)) return rc;
+    const int8_t *s;
+    if (P.entropy == kEntropyBytes && !delta) {
+        // int8: the stream is the quantised values; check them where they are.
+        if (slen != n) return fail(SPECKV_ECORRUPT, "codec: byte stream of %zu bytes for %zu values", slen, n);
+        if (!K->range_ok(stream, n, uint32_t(Q))) {
+            for (size_t i = 0; i < n; i++)  // the first bad value for the message (cold path)
+                if (int8_t(stream[i]) > Q || int8_t(stream[i]) < -Q)
+                    return fail(SPECKV_ECORRUPT, "codec: value %d at %zu outside [-%d, %d]", int8_t(stream[i]), i, Q, Q);
+            return fail(SPECKV_ECORRUPT, "codec: value outside [-%d, %d]", Q, Q);
+        }
+        s = reinterpret_cast<const int8_t *>(stream);
+    } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy == kEntropyRice) {  // +128: RLE literal slack
+        if (int rc = rice_decode(stream, slen, n, delta, P.bits, S.s.data())) return rc;
     } else {
         const uint8_t *bytes = stream;
         if (P.entropy == kEntropyRle) {
-            if (int rc = rle_decode(stream, slen, reinterpret_cast<uint8_t *>(s), n)) return rc;
-            bytes = reinterpret_cast<const uint8_t *>(s);
+            if (int rc = rle_decode(stream, slen, reinterpret_cast<uint8_t *>(S.s.data()), n)) return rc;
+            bytes = reinterpret_cast<const uint8_t *>(S.s.data());
         } else if (slen != n) {
             return fail(SPECKV_ECORRUPT, "codec: byte stream of %zu bytes for %zu values", slen, n);
         }
-        if (!K->undelta(bytes, n, delta, uint32_t(Q), s)) {
+        if (!K->undelta(bytes, n, delta, uint32_t(Q), S.s.data())) {
             // Find the first bad value for the message (cold path).
             uint8_t prev = 0;
             for (size_t i = 0; i < n; i++) {
@@ -1011,12 +1027,13 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
             return fail(SPECKV_ECORRUPT, "codec: value outside [-%d, %d]", Q, Q);
         }
     }
-    int8_t *q = s;
+    const int8_t *q = s;
     if (P.order == kOrderColumnar && C > 1) {
         S.q.resize(n);
-        q = S.q.data();
+        int8_t *qc = S.q.data();
         for (size_t c = 0; c < C; c++)
-            for (size_t t = 0; t < T; t++) q[t * C + c] = s[c * T + t];
+            for (size_t t = 0; t < T; t++) qc[t * C + c] = s[c * T + t];
+        q = qc;
     }
     auto o = static_cast<uint8_t *>(dst);
     if (P.group == kGroupPage) {

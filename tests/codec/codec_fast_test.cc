@@ -4,6 +4,7 @@
 // real records against a plain bit-serial model written from docs §6.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -115,6 +116,52 @@ TEST_CASE("codec fast: FP16 absmax / quantiser / dequantiser / undelta equal the
                 REQUIRE(K->undelta(b.data(), n, delta, Q, s1.data()) == ok0);
                 REQUIRE(s0 == s1);
             }
+        }
+    }
+}
+
+TEST_CASE("codec fast: range_ok of every table equals the scalar check") {
+    std::mt19937_64 rng(4242);
+    const size_t sizes[] = {0, 1, 15, 16, 17, 31, 32, 63, 64, 65, 127, 128, 129, 200, 2047, 2048, 2049};
+    for (const c::Kernels *K : tables()) {
+        INFO("table " << K->name);
+        for (int it = 0; it < 3000; it++) {
+            const size_t n = sizes[rng() % 17];
+            const uint32_t Q = (it % 3 == 0) ? 127 : 3 + uint32_t(rng() % 125);
+            std::vector<uint8_t> b(n);
+            for (auto &x : b) x = uint8_t(int(rng() % (2 * Q + 1)) - int(Q));
+            // one out-of-range byte (or none) at a random place, incl. the tail
+            if (n && (it & 1)) {
+                const int v = (rng() & 1) ? int(Q) + 1 + int(rng() % (128 - Q)) : -int(Q) - 1 - int(rng() % (129 - Q));
+                b[rng() % n] = uint8_t(int8_t(v));
+            }
+            bool ok0 = true;
+            for (uint8_t x : b) ok0 &= int8_t(x) <= int(Q) && int8_t(x) >= -int(Q);
+            REQUIRE(c::range_ok_scalar(b.data(), n, Q) == ok0);
+            REQUIRE(K->range_ok(b.data(), n, Q) == ok0);
+        }
+    }
+}
+
+TEST_CASE("codec fast: int8 decode rejects an out-of-range value on every path, dst untouched") {
+    std::mt19937_64 rng(99);
+    std::vector<uint16_t> h = fp16_page(rng, 2048, 1);
+    std::vector<uint8_t> rec(c::max_record_size(4096));
+    size_t len = 0;
+    REQUIRE(c::encode(c::Mode::int8, SPECKV_DTYPE_FP16, h.data(), 4096, {32}, rec.data(), rec.size(), &len) == SPECKV_OK);
+    rec.resize(len);
+    REQUIRE(rec[3] == uint8_t(c::Mode::int8));
+    for (size_t pos : {size_t(0), size_t(1), size_t(1000), size_t(2047)}) {
+        std::vector<uint8_t> bad = rec;
+        bad[c::kHeaderSize + 2 + pos] = 0x80;  // -128 > Q = 127
+        const uint32_t crc = speckv::crc32c(speckv::crc32c(0, bad.data(), 20), bad.data() + c::kHeaderSize, len - c::kHeaderSize);
+        for (int k = 0; k < 4; k++) bad[20 + size_t(k)] = uint8_t(crc >> (8 * k));
+        for (c::Impl impl : {c::Impl::scalar, c::Impl::avx2, c::Impl::avx512, c::Impl::best}) {
+            if (!c::impl_available(impl)) continue;
+            std::vector<uint8_t> out(4096, 0xCD);
+            size_t n = 0;
+            REQUIRE(c::decode(bad.data(), bad.size(), out.data(), out.size(), &n, impl) == SPECKV_ECORRUPT);
+            REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == 4096);
         }
     }
 }
