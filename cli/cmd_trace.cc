@@ -23,6 +23,8 @@ struct ReplayArgs {
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
     double pace = 0, pace_max_us = 1000;
+    double pnm_budget = 0.125, pnm_gbps = 512, pnm_select_x = 0, pnm_churn = 1.0;
+    uint32_t pnm_recent = 1, pnm_page_tokens = 16, pnm_devices = 0;
 };
 
 struct Progress {
@@ -68,6 +70,11 @@ int do_replay(const ReplayArgs &a) {
     if (a.pace > 0 && a.layer_groups < 2)
         return error("--pace needs --layer-groups 2 or more (it paces the library's prefetcher between layer groups)"), 2;
     if (!(a.pace_max_us > 0 && a.pace_max_us <= 1e7)) return error("--pace-max-us must be in (0, 1e7]"), 2;
+    if (!(a.pnm_budget > 0 && a.pnm_budget <= 1)) return error("--pnm-budget must be in (0, 1] (share of remote pages recalled)"), 2;
+    if (!(a.pnm_gbps > 0)) return error("--pnm-gbps must be > 0"), 2;
+    if (!(a.pnm_churn >= 0 && a.pnm_churn <= 1)) return error("--pnm-churn must be in [0, 1]"), 2;
+    if (a.pnm_page_tokens < 1) return error("--pnm-page-tokens must be >= 1"), 2;
+    if (!(a.pnm_select_x >= 0)) return error("--pnm-select-x must be >= 0 (0 = from the model's query heads per KV head)"), 2;
     st::PaceWait pace_wait;
     if (!st::parse_pace_wait(a.pace_wait, &pace_wait)) return error("unknown --pace-wait \"" + a.pace_wait + "\" (sleep, spin, yield)"), 2;
     std::vector<st::System> systems;
@@ -87,6 +94,8 @@ int do_replay(const ReplayArgs &a) {
     o.layer_groups = a.layer_groups;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
+    o.pnm_budget = a.pnm_budget, o.pnm_recent = a.pnm_recent, o.pnm_page_tokens = a.pnm_page_tokens;
+    o.pnm_bw = a.pnm_gbps * 1e9, o.pnm_devices = a.pnm_devices, o.pnm_select_x = a.pnm_select_x, o.pnm_churn = a.pnm_churn;
     Progress prog;
     bool tty = isatty(2) && !a.no_progress && a.trace != "-";
     if (tty) {
@@ -241,6 +250,16 @@ void register_trace_command(CLI::App &app) {
                   "unit, so the library's prefetch thread runs between groups (default 0: no pacing)");
     r->add_option("--pace-max-us", ra->pace_max_us, "cap of one (sequence, group) unit's paced time, microseconds (1000)");
     r->add_option("--pace-wait", ra->pace_wait, "how paced time passes: yield (default: sched_yield until due), sleep or spin");
+    r->add_option("--pnm-budget", ra->pnm_budget, "cxl_pnm: share of a sequence's remote pages the GPU recalls (0.125)");
+    r->add_option("--pnm-recent", ra->pnm_recent, "cxl_pnm: newest pages per sequence and layer always recalled (1)");
+    r->add_option("--pnm-page-tokens", ra->pnm_page_tokens, "cxl_pnm: tokens per selection page (16)");
+    r->add_option("--pnm-gbps", ra->pnm_gbps, "cxl_pnm: KV GB/s one near-memory processor attends (512)");
+    r->add_option("--pnm-devices", ra->pnm_devices, "cxl_pnm: near-memory processors (default: one per link device)");
+    r->add_option("--pnm-churn", ra->pnm_churn,
+                  "cxl_pnm: share of the selected pages recalled per step; the rest stay in the staging buffer as far as it "
+                  "holds them (steady pages; default 1: all recalled every step)");
+    r->add_option("--pnm-select-x", ra->pnm_select_x,
+                  "cxl_pnm: selection cost, x a memcpy of the summaries (default 0: from q heads per KV head, docs/selection.md 6.2)");
     r->add_flag("--no-progress", ra->no_progress, "no progress bar");
     r->callback([ra] { g_exit = do_replay(*ra); });
 

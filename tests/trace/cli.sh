@@ -35,6 +35,9 @@ grep -q '"pace": 0.01, "pace_wait": "yield"' "$WORK/out" && echo "ok   paced-opt
 "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --json >"$WORK/out" 2>&1
 ! grep -q 'pace\|wall_s' "$WORK/out" && echo "ok   unpaced-no-wall-keys" || { echo "FAIL unpaced-no-wall-keys"; fail=1; }
 check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
+check pnm-budget-bad 2 "pnm-budget must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --pnm-budget 0
+check pnm-json 0 '"cxl_pnm": {"throughput_tps"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_pnm --max-requests 50 --json
+grep -q '"pnm_steps": ' "$WORK/out" && grep -q '"pnm_budget": 0.125' "$WORK/out" && echo "ok   pnm-keys" || { echo "FAIL pnm-keys"; fail=1; }
 check system-adds-oracle 0 '"oracle"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_nospec --json
 check csv 0 "" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --csv "$WORK/t.csv" --plot "$WORK/plots"
 grep -q '^cxl_speckv,' "$WORK/t.csv" && echo "ok   csv-rows" || { echo "FAIL csv-rows"; fail=1; }

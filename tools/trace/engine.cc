@@ -44,13 +44,15 @@ const char *system_name(System s) {
     case System::CxlCompress: return "cxl_compress";
     case System::CxlSpecKV: return "cxl_speckv";
     case System::Oracle: return "oracle";
+    case System::CxlPnm: return "cxl_pnm";
     }
     return "?";
 }
 
 const std::vector<System> &all_systems() {
     static const std::vector<System> v = {System::GpuOnly, System::HostOffload, System::CxlNoSpec,
-                                          System::CxlCompress, System::CxlSpecKV, System::Oracle};
+                                          System::CxlCompress, System::CxlSpecKV, System::Oracle,
+                                          System::CxlPnm};
     return v;
 }
 
@@ -169,8 +171,12 @@ class Engine {
 
   private:
     bool offload() const { return sys_ != System::GpuOnly; }
-    bool compressed() const { return sys_ == System::CxlCompress || sys_ == System::CxlSpecKV || sys_ == System::Oracle; }
-    bool speculative() const { return sys_ == System::CxlSpecKV || sys_ == System::Oracle; }
+    bool compressed() const {
+        return sys_ == System::CxlCompress || sys_ == System::CxlSpecKV || sys_ == System::Oracle || sys_ == System::CxlPnm;
+    }
+    // cxl_pnm prefetches as cxl_speckv does when it takes the link path.
+    bool speculative() const { return sys_ == System::CxlSpecKV || sys_ == System::Oracle || sys_ == System::CxlPnm; }
+    bool pnm() const { return sys_ == System::CxlPnm; }
 
     int setup(std::string *err);
     int fail(std::string *err, const std::string &what, int rc) {
@@ -195,6 +201,22 @@ class Engine {
     }
     // Decode-only iteration time for a hypothetical batch (admission guard).
     double est_decode(double batch, double ctx_tokens) const;
+    // cxl_pnm: one decode step on the near-memory path (PnG-KV), docs/trace.md
+    // "PNM model". In: the step's GPU tokens and attended context, HBM-local
+    // KV, remote KV bytes (raw), the bytes recalled (raw: budget + recent
+    // pages), selection pages per layer (summed over sequences), other link
+    // bytes (compressed), sequences with remote KV, transfers, latency.
+    struct PnmStep {
+        double t = 0, tg = 0, t_sel = 0, t_pnm = 0, link = 0, summary = 0, scan = 0;
+    };
+    PnmStep pnm_step(double tokens, double attn_ctx, double kv_local, double remote, double moved, double recall, double pages,
+                     double other_link, double remote_seqs, double xfers, double lat) const;
+    // Selected bytes that cross the link this step: steady pages resident in
+    // the staging buffer are recalled only at the churn rate.
+    double pnm_moved(double selected) const {
+        double resident = std::min(selected, pbuf_);
+        return selected - resident + o_.pnm_churn * resident;
+    }
     double gpu_time(double tokens, double attn_ctx_tokens, double kv_local_bytes) const;
 
     Reader &rd_;
@@ -205,6 +227,7 @@ class Engine {
     bool sharing_ = false;
     uint32_t G_ = 1;
     uint32_t LG_ = 1;  // layer groups: pool blocks per KV block
+    double pnm_bw_ = 0, pnm_sel_x_ = 0, summary_page_ = 0;  // cxl_pnm: aggregate scan B/s, selection cost, summary bytes per page-layer
     double block_bytes_ = 0, kvpt_ = 0, gpu_kv_ = 0, tier_ = 0, link_bw_ = 0, link_lat_ = 0, link_dev_ = 1, pbuf_ = 0;
     uint64_t cap_blocks_ = 0, ballast_pages_ = 0, reserved_ = 0;
     std::unordered_map<speckv_handle, uint32_t> held_;  // blocks referenced by admitted requests
@@ -260,6 +283,21 @@ int Engine::setup(std::string *err) {
     }
     double cap = std::floor((gpu_kv_ + tier_) / block_bytes_);
     cap_blocks_ = static_cast<uint64_t>(std::min(cap, 2.0e6));
+    if (pnm()) {
+        uint32_t dev = o_.pnm_devices ? o_.pnm_devices : static_cast<uint32_t>(link_dev_);
+        pnm_bw_ = dev * o_.pnm_bw;
+        // Score + select, x a memcpy of the summaries, measured on one core
+        // (docs/selection.md §6.2, CRC verified, one call): 1.85 at 1 query
+        // head per KV head, 2.02 at 4, 2.99 at 8; scoring is compute-bound
+        // there, so beyond 8 it grows with the query heads (405B: 16 -> 5.98).
+        double qpk = static_cast<double>(m.q_heads) / std::max<uint32_t>(m.kv_heads, 1);
+        pnm_sel_x_ = o_.pnm_select_x > 0 ? o_.pnm_select_x
+                     : qpk <= 1   ? 1.85
+                     : qpk <= 4   ? 2.02
+                     : qpk <= 8   ? 2.99
+                                  : 2.99 * qpk / 8;
+        summary_page_ = 16.0 + 4.0 * m.kv_heads * m.head_dim;  // summary_size(C), C = K row channels
+    }
     r_.gpus = G_;
     r_.gpu_kv_capacity = gpu_kv_;
     r_.tier_capacity = tier_;
@@ -342,7 +380,42 @@ double Engine::est_decode(double batch, double ctx) const {
     double kv = ctx * kvpt_, local = std::min(kv, gpu_kv_);
     double tg = gpu_time(batch, ctx, local);
     double tl = (kv - local) / (compressed() ? o_.compression : 1.0) / std::max(link_bw_, 1.0);
-    return speculative() ? std::max(tg, tl) : tg + tl;
+    double t = speculative() ? std::max(tg, tl) : tg + tl;
+    if (pnm() && kv > local) {
+        // The near-memory path, sequences of equal context (admission guard).
+        double remote = kv - local, per_seq = remote / batch;
+        double recall = batch * std::min(per_seq, o_.pnm_budget * per_seq + o_.pnm_recent * o_.pnm_page_tokens * kvpt_);
+        double pages = batch * std::ceil(per_seq / kvpt_ / o_.pnm_page_tokens);
+        PnmStep p = pnm_step(batch, ctx, local, remote, pnm_moved(recall), recall, pages, 0, batch, o_.model.layers * batch, link_lat_);
+        t = std::min(t, p.t);
+    }
+    return t;
+}
+
+Engine::PnmStep Engine::pnm_step(double tokens, double attn_ctx, double kv_local, double remote, double moved, double recall,
+                                 double pages, double other_link, double remote_seqs, double xfers, double lat) const {
+    const ModelSpec &m = o_.model;
+    const double L = m.layers;
+    PnmStep p;
+    p.scan = std::max(0.0, remote - recall);       // attended next to memory, never moved
+    p.summary = pages * L * summary_page_;          // every remote page's K summary, every layer
+    // Selection: score the summaries at the processors' scan rate x the
+    // measured cost ratio, plus per layer the query down and the page list back.
+    p.t_sel = pnm_sel_x_ * p.summary / pnm_bw_ + L * 2 * lat;
+    p.t_pnm = p.scan / pnm_bw_;
+    // Link: the selected pages (compressed, as stored), the query to the
+    // processors (FP16) and their partial back (FP32 out + max + sum per head).
+    double qh = m.q_heads, hd = m.head_dim;
+    p.link = moved / (compressed() ? o_.compression : 1.0) + other_link + remote_seqs * L * (qh * hd * 2 + qh * (hd + 2) * 4);
+    // The selection depends on the layer's query, so the recall cannot be
+    // prefetched layer-ahead: it is synchronous on the GPU's path.
+    double t_recall = p.link / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
+    // The GPU attends HBM-resident KV and the recalled pages (read from HBM
+    // after the recall); the processors attend the rest.
+    p.tg = gpu_time(tokens, std::max(0.0, attn_ctx - p.scan / kvpt_), kv_local + recall);
+    double t_merge = L * o_.layer_overhead_s;  // one merge kernel per layer (flash-decoding merge, docs/selection.md §4)
+    p.t = p.t_sel + std::max(p.tg + t_recall, p.t_pnm) + t_merge;
+    return p;
 }
 
 int Engine::pull(std::string *err) {
@@ -645,6 +718,7 @@ int Engine::run(std::string *err) {
             running_.push_back(std::make_unique<Seq>(std::move(s)));
             waiting_.pop_front();
         }
+        if (running_.empty() && waiting_.empty()) continue;  // every waiting request was rejected (too large)
         if (running_.empty()) {  // head blocked with nothing running: cannot happen unless capacity is tiny
             *err = "deadlock: a request does not fit the modelled capacity";
             return -1;
@@ -678,18 +752,26 @@ int Engine::run(std::string *err) {
         double kv_local = std::min(kv_total, gpu_kv_);
         double remote_share = kv_total > 0 ? (kv_total - kv_local) / kv_total : 0;
         double decode_remote = offload() ? kv_total - kv_local : 0;
-        double remote_seqs = 0, finishing_remote = 0;
+        double remote_seqs = 0, finishing_remote = 0, pnm_recall = 0, pnm_pages = 0;
+        const bool pnm_now = pnm() && decode_remote > 0;
         for (auto &p : running_) {
             if (!p->decoding()) continue;
             double sb = p->ctx() * kvpt_ * remote_share;
             if (sb > 0) remote_seqs += 1;
+            if (pnm_now && sb > 0) {
+                // The GPU recalls the budget's share of the sequence's remote
+                // pages plus its newest pages (forced); the rest stays.
+                pnm_recall += std::min(sb, o_.pnm_budget * sb + static_cast<double>(o_.pnm_recent) * o_.pnm_page_tokens * kvpt_);
+                pnm_pages += std::ceil(sb / kvpt_ / o_.pnm_page_tokens);
+            }
             if (!p->scheduled) new_remote += sb / L;
             if (p->generated + 1 >= p->req.output_len) finishing_remote += sb / L;
         }
         double tg = gpu_time(decode_n + prefill_tokens, decode_ctx + prefill_attn, kv_local);
         double comp = compressed() ? o_.compression : 1.0;
         double link_bytes = (decode_remote + fetch_bytes) / comp;
-        double t = tg, wasted_now = 0;
+        double t = tg, wasted_now = 0, tg_used = tg;
+        bool png = false;  // cxl_pnm took the near-memory path this step
         if (offload() && link_bytes > 0) {
             double xfers = L * (remote_seqs + chunks.size());
             double lat = link_lat_ / (1.0 - std::min(rho_, 0.9));  // queueing: waits grow with utilisation
@@ -712,31 +794,48 @@ int Engine::run(std::string *err) {
                 double t_pref = (hit_bytes + waste) / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
                 double t_miss = miss_bytes / link_bw_ + (miss_bytes > 0 ? L * lat : 0);
                 t = std::max(tg, t_pref + tg / L) + t_miss;  // the first layer cannot overlap
-                hit_bytes_ += hit_bytes;
-                miss_bytes_ += miss_bytes;
-                prefetched_ += hit_bytes + waste;
-                wasted_ += waste;
-                wasted_now = waste;
-                depth_sum_ += k, depth_n_ += 1;
-                // Hit rate at every depth, same iteration (Figure 6's shape).
-                for (int d = 1; d <= 8; ++d) {
-                    double cm = d * per_layer > pbuf_ ? (d * per_layer - pbuf_) / d : 0;
-                    double mb = std::min(link_bytes, cm * L + pred_miss);
-                    depth_hits_[d][0] += link_bytes;
-                    depth_hits_[d][1] += link_bytes - mb;
+                PnmStep ps;
+                if (pnm_now) {
+                    // cxl_pnm: the near-memory path when it is the faster one
+                    // (the scheduler knows both sizes); else the link path above.
+                    ps = pnm_step(decode_n + prefill_tokens, decode_ctx + prefill_attn, kv_local, decode_remote, pnm_moved(pnm_recall), pnm_recall,
+                                  pnm_pages, fetch_bytes / comp, remote_seqs, xfers, lat);
                 }
-                double u = std::min(1.0, (hit_bytes + waste + miss_bytes) / link_bw_ / t);
-                beta_ = u > 0.9 ? beta_ * (1 - 0.5 * (u - 0.9)) : std::min(1.0, beta_ + 0.05);
+                if (pnm_now && ps.t < t) {
+                    t = ps.t, tg_used = ps.tg, link_bytes = ps.link, png = true;
+                    miss_bytes_ += ps.link;  // synchronous: the selection needs the layer's query
+                    ++r_.pnm_steps;
+                    r_.pnm_scan_bytes += ps.scan, r_.pnm_summary_bytes += ps.summary, r_.pnm_recall_bytes += pnm_recall;
+                    r_.pnm_moved_bytes += pnm_moved(pnm_recall);
+                    r_.pnm_select_s += ps.t_sel, r_.pnm_attend_s += ps.t_pnm;
+                } else {
+                    hit_bytes_ += hit_bytes;
+                    miss_bytes_ += miss_bytes;
+                    prefetched_ += hit_bytes + waste;
+                    wasted_ += waste;
+                    wasted_now = waste;
+                    depth_sum_ += k, depth_n_ += 1;
+                    // Hit rate at every depth, same iteration (Figure 6's shape).
+                    for (int d = 1; d <= 8; ++d) {
+                        double cm = d * per_layer > pbuf_ ? (d * per_layer - pbuf_) / d : 0;
+                        double mb = std::min(link_bytes, cm * L + pred_miss);
+                        depth_hits_[d][0] += link_bytes;
+                        depth_hits_[d][1] += link_bytes - mb;
+                    }
+                    double u = std::min(1.0, (hit_bytes + waste + miss_bytes) / link_bw_ / t);
+                    beta_ = u > 0.9 ? beta_ * (1 - 0.5 * (u - 0.9)) : std::min(1.0, beta_ + 0.05);
+                }
             }
             rho_ = 0.8 * rho_ + 0.2 * std::min(1.0, link_bytes / link_bw_ / t);
-            stall_ += t - tg;
+            stall_ += t - tg_used;
             r_.bytes_link += link_bytes + wasted_now;  // wasted prefetches crossed the link too
         }
-        r_.compute_s += tg;
-        r_.bytes_hbm += kv_local + m.weight_bytes();
+        r_.compute_s += tg_used;
+        r_.bytes_hbm += kv_local + m.weight_bytes() + (png ? pnm_recall : 0);
         if (chunks.empty() && decode_n > 0) {
             auto &c = curve_[static_cast<uint32_t>(decode_n)];
             c.first += decode_n, c.second += t;
+            r_.decode_tokens += decode_n, r_.decode_s += t;
         }
         now_ += t;
         ++iter;

@@ -87,6 +87,17 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"replay wall (s)", [](const Result &r) { return fix(r.wall_s, 1); }},
         {"lib thread CPU (s)", [](const Result &r) { return fix(r.lib_thread_cpu_s, 1); }},
     };
+    // cxl_pnm adds its near-memory rows ("-" for the other systems).
+    static const Row pnm_rows[] = {
+        {"decode-only tok/s", [](const Result &r) { return fix(r.decode_s > 0 ? r.decode_tokens / r.decode_s : 0, 2); }},
+        {"PNM steps", [](const Result &r) { return r.system == "cxl_pnm" ? std::to_string(r.pnm_steps) : std::string("-"); }},
+        {"PNM selected / moved GB",
+         [](const Result &r) { return r.system == "cxl_pnm" ? fix(r.pnm_recall_bytes / 1e9, 1) + "/" + fix(r.pnm_moved_bytes / 1e9, 1) : std::string("-"); }},
+        {"PNM attended GB", [](const Result &r) { return r.system == "cxl_pnm" ? fix(r.pnm_scan_bytes / 1e9, 1) : std::string("-"); }},
+        {"PNM select / attend (s)",
+         [](const Result &r) { return r.system == "cxl_pnm" ? fix(r.pnm_select_s, 1) + "/" + fix(r.pnm_attend_s, 1) : std::string("-"); }},
+    };
+    bool has_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.system == "cxl_pnm"; });
     bool paced = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.pace_units > 0; });
     const int w0 = 26, w = 14;
     std::fprintf(f, "%-*s", w0, "");
@@ -98,6 +109,8 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         std::fputc('\n', f);
     };
     for (auto &row : rows) print_row(row);
+    if (has_pnm)
+        for (auto &row : pnm_rows) print_row(row);
     if (paced)
         for (auto &row : paced_rows) print_row(row);
 }
@@ -111,9 +124,16 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
                     (o.pace > 0 ? ", \"pace\": " + num(o.pace) + ", \"pace_wait\": \"" + pace_wait_name(o.pace_wait) +
                                       "\", \"pace_max_unit_us\": " + num(o.pace_max_unit_s * 1e6)
                                 : std::string()) +
+                    (std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.system == "cxl_pnm"; })
+                         ? ", \"pnm_budget\": " + num(o.pnm_budget) + ", \"pnm_recent\": " + std::to_string(o.pnm_recent) +
+                               ", \"pnm_page_tokens\": " + std::to_string(o.pnm_page_tokens) + ", \"pnm_gbps\": " + num(o.pnm_bw / 1e9) +
+                               ", \"pnm_devices\": " + std::to_string(o.pnm_devices) + ", \"pnm_select_x\": " + num(o.pnm_select_x) +
+                               ", \"pnm_churn\": " + num(o.pnm_churn)
+                         : std::string()) +
                     ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\", \"systems\": {";
     for (size_t i = 0; i < rs.size(); ++i) {
         const Result &r = rs[i];
+        const bool has_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &x) { return x.system == "cxl_pnm"; });
         s += (i ? ", \"" : "\"") + r.system + "\": {";
         s += "\"throughput_tps\": " + num(r.throughput_tps) + ", \"total_tps\": " + num(r.total_tps);
         s += ", \"ttft_p50_ms\": " + num(r.ttft_p50_ms) + ", \"ttft_p99_ms\": " + num(r.ttft_p99_ms);
@@ -128,6 +148,13 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
         s += ", \"requests\": " + std::to_string(r.requests) + ", \"skipped\": " + std::to_string(r.skipped);
         s += ", \"input_tokens\": " + std::to_string(r.input_tokens) + ", \"output_tokens\": " + std::to_string(r.output_tokens);
         s += ", \"iterations\": " + std::to_string(r.iterations) + ", \"gpus\": " + std::to_string(r.gpus);
+        if (has_pnm)  // beside cxl_pnm, every system's decode-only rate (output without cxl_pnm unchanged)
+            s += ", \"decode_tps\": " + num(r.decode_s > 0 ? r.decode_tokens / r.decode_s : 0);
+        if (r.system == "cxl_pnm")  // near-memory path (docs/trace.md "PNM model"); other systems' output unchanged
+            s += ", \"pnm_steps\": " + std::to_string(r.pnm_steps) + ", \"pnm_recall_bytes\": " + num(r.pnm_recall_bytes) +
+                 ", \"pnm_moved_bytes\": " + num(r.pnm_moved_bytes) +
+                 ", \"pnm_scan_bytes\": " + num(r.pnm_scan_bytes) + ", \"pnm_summary_bytes\": " + num(r.pnm_summary_bytes) +
+                 ", \"pnm_select_s\": " + num(r.pnm_select_s) + ", \"pnm_attend_s\": " + num(r.pnm_attend_s);
         s += ", \"pool\": {\"allocs\": " + std::to_string(r.pool_allocs) + ", \"lookups\": " + std::to_string(r.pool_lookups) +
              ", \"lookup_hits\": " + std::to_string(r.pool_lookup_hits) + ", \"evictions\": " + std::to_string(r.pool_evictions) +
              ", \"prefetch_hints\": " + std::to_string(r.pool_prefetch_hints) + ", \"reads\": " + std::to_string(r.pool_reads) +

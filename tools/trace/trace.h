@@ -120,7 +120,7 @@ const LinkSpec *find_link(const std::string &name);
 
 // ----------------------------------------------------------------- engine
 
-enum class System { GpuOnly, HostOffload, CxlNoSpec, CxlCompress, CxlSpecKV, Oracle };
+enum class System { GpuOnly, HostOffload, CxlNoSpec, CxlCompress, CxlSpecKV, Oracle, CxlPnm };
 const char *system_name(System s);
 bool parse_system(const std::string &s, System *out);
 // How a paced replay lets real time pass (EngineOptions::pace_wait).
@@ -167,6 +167,19 @@ struct EngineOptions {
     double pace = 0;               // real seconds per virtual second of GPU compute
     double pace_max_unit_s = 1e-3; // cap per unit (keeps a paced replay practical)
     PaceWait pace_wait = PaceWait::Yield;  // how the replay's thread lets time pass (docs/trace.md: yield measured best)
+    // cxl_pnm (docs/trace.md "PNM model", docs/evaluation.md): near-memory
+    // page selection + partial attention (PnG-KV) for decode KV outside HBM.
+    double pnm_budget = 0.125;      // share of a sequence's remote pages the GPU recalls (top-k by bound)
+    uint32_t pnm_recent = 1;        // newest pages per sequence and layer always recalled (forced)
+    uint32_t pnm_page_tokens = 16;  // tokens per selection page (docs/selection.md's pages)
+    double pnm_bw = 512e9;          // KV bytes per second one near-memory processor scans (attention)
+    uint32_t pnm_devices = 0;       // near-memory processors; 0 = one per link device
+    // Steady pages (the paper's steady-token selection, docs/selection.md §3):
+    // selected pages stay in the GPU's staging buffer (as far as it holds
+    // them, uncompressed) and only this share of them is recalled per step.
+    // 1 = every selected page crosses the link every step (the default).
+    double pnm_churn = 1.0;
+    double pnm_select_x = 0;        // selection cost, x a memcpy of the summaries; 0 = from q heads per KV head (docs/selection.md §6.2)
     // Called every ~1% of the trace read (progress bar); may be null.
     void (*progress)(void *user, uint64_t done) = nullptr;
     void *progress_user = nullptr;
@@ -216,6 +229,14 @@ struct Result {
     bool sharing = false;                  // the library's sharing API was used
     uint32_t gpus = 0;
     int depth_mean_x100 = 0;               // mean layer-ahead depth *100 (speckv)
+    // cxl_pnm only: decode steps that took the near-memory path (PnG), KV
+    // bytes the near-memory processors attended, summary bytes scored, the
+    // selected bytes recalled over the link (before compression), and the
+    // virtual seconds of selection and of near-memory attention.
+    uint64_t pnm_steps = 0;
+    double decode_tokens = 0, decode_s = 0;  // decode-only iterations (every system; reported beside cxl_pnm)
+    double pnm_moved_bytes = 0;  // of the selected bytes, those recalled over the link (before compression; churn)
+    double pnm_scan_bytes = 0, pnm_summary_bytes = 0, pnm_recall_bytes = 0, pnm_select_s = 0, pnm_attend_s = 0;
     // Throughput vs batch (for the plots): decode-only iterations bucketed by batch.
     std::vector<std::pair<uint32_t, double>> batch_curve;  // (batch, tokens/s)
     std::vector<std::pair<uint32_t, double>> depth_curve;  // (depth k, hit rate)
