@@ -2,10 +2,16 @@
 //
 // Decodes raw records (mode 0) and quantised records with one page scale
 // (group 0), scan order none/linear (or columnar with C = 1, the same
-// thing), entropy bytes or RLE, any b in 3..8 and any dtype: this covers the
-// presets paper (1) and int8 (2). Other valid records (b 9..12 of §13 included) (channel/token scales,
-// Rice, columnar with C > 1) end with status UNSUP; the decoder still checks
-// their header, length and CRC and never hangs on them.
+// thing), entropy bytes, RLE or Rice (§6.2), any b in 3..8 and any dtype:
+// this covers the presets paper (1), int8 (2), p8r (9), vp8/vp6/vp5 (15-17).
+// Other valid records (channel/token scales, b 9..12 of §13, columnar with
+// C > 1) end with status UNSUP; the decoder still checks their header,
+// length and CRC and never hangs on them.
+//
+// Rice: the window is read at a bit offset (bo); one beat decodes its E
+// symbols serially (a 3-bit k at every 64th symbol), reading bits past the
+// record's end as zero like the C++; a symbol whose bits are not all in the
+// window yet waits for them, or is a truncated stream once the input ended.
 //
 // A record arrives as DW-bit beats of record bytes (in_nbytes valid, BB on
 // every beat but the last, in_last on the last): in_last gives the record
@@ -68,6 +74,8 @@ module speckv_dec #(
   reg [7:0]  h_dtype, n_dtype;
   reg [31:0] h_n, h_plen, n_n, n_plen;
   reg        h_raw, h_delta, h_rle, n_raw, n_delta, n_rle;
+  reg        h_rice, n_rice;      // entropy Rice (§6.2)
+  reg [3:0]  h_w, n_w;            // Rice escape width W = b + 1
   reg [7:0]  h_qmax, n_qmax;
   reg [15:0] h_scale, n_scale;
   reg [7:0]  h_ebeat, n_ebeat;    // elements per output beat
@@ -89,6 +97,8 @@ module speckv_dec #(
   reg        out_done;
   reg [7:0]  rem, runv, prev_s;
   reg        lit;
+  reg [2:0]  rk;               // Rice: k of the current block
+  reg [2:0]  bo;               // Rice: bits of window byte 0 already consumed
 
   wire [32:0] rec_end = {1'b0, i_plen} + 33'd24;
 
@@ -125,7 +135,7 @@ module speckv_dec #(
              p_grp <= 8'd2 &&
              p_flags[1:0] != 2'd3 && p_flags[3:2] != 2'd3 && p_flags[7:4] == 4'd0 &&
              {3'd0, p_plen} <= p_raw && (p_grp != 8'd0 || p_plen >= 32'd2);
-    p_unsup = p_quant && (p_grp != 8'd0 || p_flags[3:2] == 2'd2 || (p_flags[1:0] == 2'd2 && p_c != 16'd1));  // b > 8 needs Rice: UNSUP too
+    p_unsup = p_quant && (p_grp != 8'd0 || p_b > 8'd8 || (p_flags[1:0] == 2'd2 && p_c != 16'd1));
     // §8: exponent in [20, 226]; §13: [27 - L, 226] = [28 - b, 226] when b > 8
     p_scale_bad = p_quant && (in_nbytes >= 26) && p_f != 16'd0 &&
                   (p_f[15] || p_f[14:7] < ((p_b > 8'd8) ? 8'd28 - p_b : 8'd20) || p_f[14:7] > 8'd226);
@@ -181,7 +191,17 @@ module speckv_dec #(
   reg         ds_lit;
   reg  [31:0] ds_bits, ds_l, ds_left;
   reg  [DW-1:0] ds_word;
-  integer     dj;
+  // Rice (§6.2)
+  reg  [WC*8+31:0] rw;         // X's window bits from the read position, zero past X's bytes
+  reg  [12:0] ra, rp, re;      // bits available, bits read by this beat, window bit where it ends
+  reg  [4:0]  ru, rl;          // unary length (capped at 15), code length
+  reg  [23:0] r24;
+  reg  [10:0] rz;              // (14 << 7) | 127 at most before the range check
+  reg  [23:0] rlow;
+  reg  [2:0]  rk_n, bo_n;
+  reg  [11:0] rv, rmag;        // value (two's complement) and |value|
+  reg  [7:0]  rpad;
+  integer     dj, rt;
   always @(*) begin
     ds_m = 32'd0;
     dj = 0;
@@ -199,6 +219,21 @@ module speckv_dec #(
     ds_l = 32'd0;
     ds_left = 32'd0;
     ds_word = {DW{1'b0}};
+    rw = {(WC*8+32){1'b0}};
+    ra = 13'd0;
+    rp = 13'd0;
+    re = 13'd0;
+    ru = 5'd0;
+    rl = 5'd0;
+    r24 = 24'd0;
+    rz = 11'd0;
+    rlow = 24'd0;
+    rk_n = rk;
+    bo_n = bo;
+    rv = 12'd0;
+    rmag = 12'd0;
+    rpad = 8'd0;
+    rt = 0;
     if (x_v && err == 4'd0 && !unsup && !out_done && (!out_valid || out_ready) && st_free) begin
       if (h_raw) begin
         ds_m = (h_plen - oc < BB) ? h_plen - oc : BB;
@@ -214,10 +249,44 @@ module speckv_dec #(
         // greedy: the beat goes as soon as the window holds the bytes it reads
         begin
           ds_go = 1'b1;
+          if (h_rice) begin
+            rw = {32'd0, win & ~({WC*8{1'b1}} << {wk, 3'b000})} >> bo;
+            ra = {{(10-WFW){1'b0}}, wk, 3'b000} - {10'd0, bo};
+          end
           for (dj = 0; dj < EMAX; dj = dj + 1)
             if (dj < ds_m && ds_err == 4'd0) begin
               ds_left = h_n - oc - dj;
-              if (!h_rle) begin
+              if (h_rice) begin
+                // a block of 64 symbols starts with its k
+                if (((oc + dj) & 32'd63) == 32'd0) begin
+                  if (rp + 13'd3 > ra) ds_err = ST_SHORT;
+                  else begin rk_n = rw[rp +: 3]; rp = rp + 13'd3; end
+                end
+                if (ds_err == 4'd0) begin
+                  r24 = rw[rp +: 24];
+                  ru = 5'd0;
+                  for (rt = 0; rt < 15; rt = rt + 1)
+                    if (r24[rt] && ru == rt) ru = ru + 5'd1;
+                  if (ru < 5'd15) begin
+                    rlow = r24 >> (ru + 5'd1);
+                    rz = ({6'd0, ru} << rk_n) | ({4'd0, rlow[6:0]} & ((11'd1 << rk_n) - 11'd1));
+                    rl = ru + 5'd1 + {2'd0, rk_n};
+                  end else begin
+                    rz = {2'd0, r24[23:15]} & ((11'd1 << h_w) - 11'd1);
+                    rl = 5'd15 + {1'b0, h_w};
+                  end
+                  // every bit the code reads is one it consumes: all of them must be here
+                  if (rp + {8'd0, rl} > ra) ds_err = ST_SHORT;
+                  else begin
+                    rp = rp + {8'd0, rl};
+                    rv = rz[0] ? ~{2'd0, rz[10:1]} : {2'd0, rz[10:1]};   // unzigzag
+                    if (h_delta) rv = rv + {{4{ds_ps[7]}}, ds_ps};
+                    rmag = rv[11] ? 12'd0 - rv : rv;
+                    if (rz > {1'b0, h_qmax, 2'b00} || rmag > {4'd0, h_qmax}) ds_err = ST_VALUE;
+                    ds_sym = rv[7:0];
+                  end
+                end
+              end else if (!h_rle) begin
                 if (ds_p >= wk) ds_err = ST_SHORT;
                 else begin ds_sym = win[ds_p*8 +: 8]; ds_p = ds_p + 1'b1; end
               end else begin
@@ -251,10 +320,12 @@ module speckv_dec #(
                   ds_rem = ds_rem - 8'd1;
                 end
               end
-              if (ds_err == 4'd0) begin
+              if (ds_err == 4'd0 && !h_rice) begin
                 ds_sym = h_delta ? ds_ps + ds_sym : ds_sym;    // §6.0, wrapping
                 ds_mag = ds_sym[7] ? 8'd0 - ds_sym : ds_sym;    // 0x80 -> 0x80 = 128
                 if (ds_sym == 8'h80 || ds_mag > h_qmax) ds_err = ST_VALUE;
+              end
+              if (ds_err == 4'd0) begin
                 ds_ps = ds_sym;
                 ds_bits = dequant_bits(ds_sym, h_scale);
                 if (h_dtype == 8'd3)
@@ -265,6 +336,20 @@ module speckv_dec #(
                   ds_word[dj*16 +: 16] = fp32_to_fp16_sat(ds_bits);
               end
             end
+          if (h_rice && ds_err == 4'd0) begin
+            // bytes consumed; the last beat also takes the padding byte, whose
+            // bits past the stream must be zero
+            re = rp + {10'd0, bo};
+            if (oc + ds_m == h_n && re[2:0] != 3'd0) begin
+              rpad = rw[rp +: 8] & ((8'd1 << (4'd8 - {1'b0, re[2:0]})) - 8'd1);
+              if (rpad != 8'd0) ds_err = ST_STREAM;
+              ds_p = re[WFW+3:3] + 1'b1;
+              bo_n = 3'd0;
+            end else begin
+              ds_p = re[WFW+3:3];
+              bo_n = re[2:0];
+            end
+          end
           if (ds_err != 4'd0) ds_go = 1'b0;
           // out of bytes: wait for more, or a truncated stream once the input has ended
           if (ds_err == ST_SHORT) ds_err = ended ? ST_STREAM : 4'd0;
@@ -363,6 +448,8 @@ module speckv_dec #(
         lit <= ds_lit;
         runv <= ds_rv;
         prev_s <= ds_ps;
+        rk <= rk_n;
+        bo <= bo_n;
         out_valid <= 1'b1;
         out_data <= ds_word;
         out_nbytes <= h_raw ? ds_m[NBW-1:0] : ds_m[NBW-1:0] * h_esz;
@@ -391,6 +478,8 @@ module speckv_dec #(
         n_raw <= !p_quant;
         n_delta <= p_flags[1:0] != 2'd0;
         n_rle <= p_flags[3:2] == 2'd1;
+        n_rice <= p_flags[3:2] == 2'd2;
+        n_w <= p_b[3:0] + 4'd1;
         n_qmax <= p_qmax;
         n_scale <= p_f;
         n_ebeat <= p_ebeat;
@@ -408,6 +497,8 @@ module speckv_dec #(
           h_raw <= !p_quant;
           h_delta <= p_flags[1:0] != 2'd0;
           h_rle <= p_flags[3:2] == 2'd1;
+          h_rice <= p_flags[3:2] == 2'd2;
+          h_w <= p_b[3:0] + 4'd1;
           h_qmax <= p_qmax;
           h_scale <= p_f;
           h_ebeat <= p_ebeat;
@@ -423,6 +514,8 @@ module speckv_dec #(
           h_raw <= n_raw;
           h_delta <= n_delta;
           h_rle <= n_rle;
+          h_rice <= n_rice;
+          h_w <= n_w;
           h_qmax <= n_qmax;
           h_scale <= n_scale;
           h_ebeat <= n_ebeat;
@@ -438,6 +531,8 @@ module speckv_dec #(
         lit <= 1'b0;
         runv <= 8'd0;
         prev_s <= 8'd0;
+        rk <= 3'd0;
+        bo <= 3'd0;
       end
     end
   end

@@ -1,13 +1,14 @@
-// speckv KV codec: page encoder (docs/codec.md §1-§9).
+// speckv KV codec: page encoder (docs/codec.md §1-§9, §16).
 //
-// Implements record modes 0 (raw) and 1 (paper: b=8, page scale, linear
-// delta, RLE) and 2 (int8: b=8, page scale, no delta, bytes), with the
+// Implements record modes 0 (raw), 1 (paper: b=8, page scale, linear
+// delta, RLE), 2 (int8: b=8, page scale, no delta, bytes) and 15/16/17
+// (vp8/vp6/vp5: b=8/6/5, page scale, no delta, Rice of §6.2), with the
 // bypass rule of §7, for dtypes 0..3. A page arrives as DW-bit beats
 // (in_nbytes valid bytes per beat, BB on every beat but the last; in_last on
 // the last). cfg_* are sampled with the first beat of a page. The record
 // leaves as DW-bit beats of record bytes, out_nbytes valid, out_last on the
-// last one. Any other known cfg_mode (3..17: channel/token scales, Rice,
-// b > 8) is not implemented here and is stored raw.
+// last one. Any other known cfg_mode (3..14: channel/token scales, delta
+// with Rice, b > 8) is not implemented here and is stored raw.
 //
 // Preconditions (the C++ encode() returns SPECKV_EINVAL for these):
 // 1 <= page bytes <= MAX_BYTES, a whole number of elements, a known mode id.
@@ -21,9 +22,13 @@
 //   QUANT quantise + delta into the RLE window, a delay line of D beats
 //         (D = WS/E) that shifts every cycle; page k+1's beats follow page k's
 //         in it, so the look-ahead of page k's tail overlaps page k+1's fill.
-//   COMP  RLE tokens + packer on the window's oldest beat, one beat per cycle,
-//         never stalls; positions are page-relative, so bytes of the next page
-//         in the look-ahead are masked like bytes past the end.
+//   COMP  RLE tokens or Rice codes + packer on the window's oldest beat, one
+//         beat per cycle, never stalls; positions are page-relative, so bytes
+//         of the next page in the look-ahead are masked like bytes past the
+//         end. Rice: a block's k (argmin of the 8 block costs) is computed
+//         from the 64 window slots of the block when its first symbol is in
+//         the oldest beat; a beat's codes (up to 1.5 DW bits) go to a bit
+//         packer that writes up to two payload words per cycle.
 //   FIN   last payload word, its CRC, the bypass decision (§7), the header.
 //   HCRC  header CRC: x^(8·len) by square-and-multiply (LB cycles), overlapped
 //         with the previous record's EMIT.
@@ -84,6 +89,9 @@ module speckv_enc #(
   reg  [AW:0] d_nbeats;
   reg         d_nonfin;
   reg  [2:0]  alive;                   // pages between LOAD (first beat) and the end of EMIT
+  // quantiser bits of the loaded page's mode (§9, §16): 6 vp6, 5 vp5, else 8
+  wire [3:0]  d_bits = (d_mode == 8'd16) ? 4'd6 : (d_mode == 8'd17) ? 4'd5 : 4'd8;
+  wire [7:0]  d_qmax = (8'd1 << (d_bits - 4'd1)) - 8'd1;
 
   wire        r_take;                  // READ takes the loaded page this cycle
   wire        e_done;                  // EMIT's last beat is accepted this cycle
@@ -126,20 +134,23 @@ module speckv_enc #(
   // ================================================================ READ: take a page, scale (§3.2, §3.3)
   reg [15:0] pr_mm;
   reg [7:0]  pr_em;
-  reg [31:0] pr_ms1, pr_ms;
-  reg [7:0]  pr_j;
+  reg [31:0] pr_ms1, pr_ms, pr_div;
+  reg [7:0]  pr_j, pr_l;
   reg [31:0] pr_n;
   reg        pr_range_bad;
   reg [31:0] pr_r;
   always @(*) begin
     pr_em = d_amax[30:23];
     pr_mm = {1'b1, d_amax[22:8]};
-    pr_ms1 = (({16'd0, pr_mm} << 7) + 32'd32511) / 32'd32512;     // b = 8: 256*Q = 32512
+    // §3.2 with L = b - 1, Q = 2^L - 1: Ms = ceil(Mm·2^j / (256·Q)), j = L, or L - 1 if Ms >= 256
+    pr_l = {4'd0, d_bits} - 8'd1;
+    pr_div = {16'd0, d_qmax, 8'd0};
+    pr_ms1 = (({16'd0, pr_mm} << pr_l) + pr_div - 32'd1) / pr_div;
     if (pr_ms1 >= 32'd256) begin
-      pr_j = 8'd6;
-      pr_ms = (({16'd0, pr_mm} << 6) + 32'd32511) / 32'd32512;
+      pr_j = pr_l - 8'd1;
+      pr_ms = (({16'd0, pr_mm} << pr_j) + pr_div - 32'd1) / pr_div;
     end else begin
-      pr_j = 8'd7;
+      pr_j = pr_l;
       pr_ms = pr_ms1;
     end
     pr_range_bad = (d_amax >= 32'h00800000) && (pr_em < 8'd27 || pr_em > 8'd226);
@@ -154,7 +165,8 @@ module speckv_enc #(
   wire [15:0] d_scale = d_zero ? 16'd0 : {1'b0, pr_em - pr_j, pr_ms[6:0]};
   wire [7:0]  d_es = d_zero ? 8'd0 : pr_em - pr_j;
   wire [15:0] d_rr = d_zero ? 16'd0 : pr_r[15:0];
-  wire        d_raw = (d_mode != 8'd1 && d_mode != 8'd2) || d_dtype == 8'd0 || d_nonfin || pr_range_bad;
+  wire        d_rice = (d_mode == 8'd15 || d_mode == 8'd16 || d_mode == 8'd17);
+  wire        d_raw = (d_mode != 8'd1 && d_mode != 8'd2 && !d_rice) || d_dtype == 8'd0 || d_nonfin || pr_range_bad;
   wire        d_e32 = (d_dtype == 8'd3);
   wire [15:0] d_layc = (d_ch != 16'd0 && (pr_n % {16'd0, d_ch}) == 32'd0) ? d_ch : 16'd1;
 
@@ -162,7 +174,7 @@ module speckv_enc #(
   reg  [AW:0] r_rk, r_nb;
   reg  [1:0]  r_bank;
   reg         r_mark, r_delta;
-  reg  [7:0]  r_dtype, r_es;
+  reg  [7:0]  r_dtype, r_es, r_qmax;
   reg  [15:0] r_rr;
   reg  [1:0]  ccnt;                    // pages taken by READ and not yet finished by COMP (<= 2)
   reg         w_e32;                   // window geometry: 1 = FP32 (E = BB/4 per beat)
@@ -203,31 +215,49 @@ module speckv_enc #(
   speckv_sdp_ram #(.W(DW), .D(4 << AW), .AW(AW + 2)) u_page_b (
     .clk(clk), .we(pg_we), .wa(pg_wa), .wd(in_data), .re(pr_re), .ra(pr_ra), .rd(pr_rd));
 
-  // payload RAM: 4 banks in two instances by bank parity, so that FIN (page k)
-  // and COMP (page k+1) can write in the same cycle
-  // (both write ports are registered: COMP's word of page k and FIN's last
+  // payload RAM: 4 banks in four instances, by bank parity and by word parity:
+  // FIN (page k) and COMP (page k+1, the other bank parity) can write in the
+  // same cycle, and COMP can write two consecutive words (both parities) in
+  // one cycle (a beat of Rice codes can fill more than one word).
+  // (both write ports are registered: COMP's words of page k and FIN's last
   // word of page k reach the RAM one and two cycles after COMP's last beat of
   // page k, when COMP writes page k+1 at the earliest, of the other parity)
+  localparam integer PH = (PD + 1) / 2;           // words of one parity per bank
+  localparam integer AH = (PH > 1) ? $clog2(PH) : 1;
   reg           c_we, fn_we;
+  reg  [1:0]    c_nw;                  // words COMP writes (1 or 2) at c_wa, c_wa + 1
   reg  [AW:0]   c_wa, fn_wa;
-  reg  [DW-1:0] c_wd, fn_wd;
+  reg  [DW-1:0] c_wd0, c_wd1, fn_wd;
   reg  [1:0]    c_wb, fn_wb, fn_bank;
-  reg           pl_re;
-  reg  [AW:0]   pl_ra;
+  reg           pl_re, pl_par, e_par;
+  reg  [AH-1:0] pl_ra;
   reg  [1:0]    e_bank;
-  wire [DW-1:0] pl_rd0, pl_rd1;
-  wire          pw0_c = c_we && !c_wb[0], pw1_c = c_we && c_wb[0];
-  wire          pw0_f = fn_we && !fn_wb[0], pw1_f = fn_we && fn_wb[0];
-  speckv_sdp_ram #(.W(DW), .D(2 << AW), .AW(AW + 1)) u_pay0 (
-    .clk(clk), .we(pw0_c || pw0_f), .wa(pw0_f ? {fn_wb[1], fn_wa[AW-1:0]} : {c_wb[1], c_wa[AW-1:0]}),
-    .wd(pw0_f ? fn_wd : c_wd), .re(pl_re && !e_bank[0]), .ra(pl_ra), .rd(pl_rd0));
-  speckv_sdp_ram #(.W(DW), .D(2 << AW), .AW(AW + 1)) u_pay1 (
-    .clk(clk), .we(pw1_c || pw1_f), .wa(pw1_f ? {fn_wb[1], fn_wa[AW-1:0]} : {c_wb[1], c_wa[AW-1:0]}),
-    .wd(pw1_f ? fn_wd : c_wd), .re(pl_re && e_bank[0]), .ra(pl_ra), .rd(pl_rd1));
+  wire [AW:0]   c_wa1 = c_wa + 1'b1;
+  wire          c_ok0 = c_we && c_wa < PD;             // words past the page size are not kept: bypass
+  wire          c_ok1 = c_we && c_nw == 2'd2 && c_wa1 < PD;
+  wire [4*DW-1:0] pl_rdv;
+  genvar        gi;
+  generate
+    for (gi = 0; gi < 4; gi = gi + 1) begin : g_pay
+      // instance gi: bank parity gi % 2, word parity gi / 2
+      wire          cw0 = c_ok0 && c_wb[0] == (gi % 2) && c_wa[0] == (gi / 2);
+      wire          cw1 = c_ok1 && c_wb[0] == (gi % 2) && c_wa1[0] == (gi / 2);
+      wire          fw = fn_we && fn_wb[0] == (gi % 2) && fn_wa[0] == (gi / 2);
+      wire [AW:0]   cwa = cw1 ? c_wa1 : c_wa;
+      wire [AW:0]   wa_w = fw ? fn_wa : cwa;
+      wire [AW:0]   wa_h = wa_w >> 1;
+      speckv_sdp_ram #(.W(DW), .D(2 << AH), .AW(AH + 1)) u_pay (
+        .clk(clk), .we(cw0 || cw1 || fw),
+        .wa({fw ? fn_wb[1] : c_wb[1], wa_h[AH-1:0]}),
+        .wd(fw ? fn_wd : cw1 ? c_wd1 : c_wd0),
+        .re(pl_re && e_bank[0] == (gi % 2) && pl_par == (gi / 2)), .ra({e_bank[1], pl_ra}),
+        .rd(pl_rdv[gi*DW +: DW]));
+    end
+  endgenerate
 
   // ================================================================ QUANT: quantise + delta (beat in pg_rd)
   reg         q_v, q_mark, q_first, q_delta;
-  reg  [7:0]  q_dtype, q_es;
+  reg  [7:0]  q_dtype, q_es, q_qmax;
   reg  [15:0] q_rr;
   reg  [7:0]  prev_q;                  // q of the last element of the previous beat
 
@@ -242,13 +272,13 @@ module speckv_enc #(
     qq = 8'd0;
     if (q_dtype == 8'd3) begin
       for (qi = 0; qi < BB / 4; qi = qi + 1) begin
-        qq = quant_one(pg_rd[qi*32 +: 32], q_es, q_rr, 8'd127);
+        qq = quant_one(pg_rd[qi*32 +: 32], q_es, q_rr, q_qmax);
         qd[qi*8 +: 8] = q_delta ? (qq - qp) : qq;
         qp = qq;
       end
     end else begin
       for (qi = 0; qi < EMAX; qi = qi + 1) begin
-        qq = quant_one(canon_elem(q_dtype, {16'd0, pg_rd[qi*16 +: 16]}), q_es, q_rr, 8'd127);
+        qq = quant_one(canon_elem(q_dtype, {16'd0, pg_rd[qi*16 +: 16]}), q_es, q_rr, q_qmax);
         qd[qi*8 +: 8] = q_delta ? (qq - qp) : qq;
         qp = qq;
       end
@@ -260,15 +290,16 @@ module speckv_enc #(
   reg  [WS*8-1:0] win;
   reg  [NCH-1:0]  wv, wm;
 
-  // ================================================================ COMP: RLE tokens (§6.1) + packer
+  // ================================================================ COMP: RLE tokens (§6.1) or Rice (§6.2) + packer
   reg  [31:0]       pbase;             // page position of window slot 0
   reg  [7:0]        rem;               // positions left in the current RLE token
   reg               lit;               // the current token is a literal
-  reg  [2*BB*8-1:0] acc;               // packer
-  reg  [NBW:0]      fill;
+  reg  [DW-1:0]     acc;               // packer: fill (< DW) bits of the next payload word
+  reg  [12:0]       fill;              // bits in acc
   reg  [AW:0]       pwa;
   reg  [31:0]       ccmp;              // CRC register from 0 over the payload
-  reg  [31:0]       plen;
+  reg  [31:0]       plen;              // payload bits so far (scale field included)
+  reg  [2:0]        rk;                // Rice: k of the current block
 
   wire [7:0] ebeat = c_e32 ? CH : EMAX;
   wire       c_go = wv[0];             // slot 0 holds a beat of the head page: it is processed now
@@ -360,22 +391,104 @@ module speckv_enc #(
         end
   end
 
-  // packer: append ebuf at fill; a page's packer starts with its scale field
-  // (§8: payload = scales, then the stream), put in at its first beat
-  reg [2*BB*8-1:0] pk_tmp, pk_acc;
-  reg [NBW+1:0]    pk_nf;
-  reg              pk_w;               // a whole payload word is ready
-  reg [2*BB*8-1:0] pk_accn;            // packer after this cycle
-  reg [NBW:0]      pk_filln;
+  // Rice codes of the oldest beat (§6.2; no delta: z = zigzag(q), q in the window).
+  // A block of 64 symbols starts at most once per beat (E <= 64), at slot rc_s;
+  // its k is the argmin (ties to the smallest) of the 8 block costs over
+  // window slots rc_s .. rc_s + 63 (WS >= E + 130 > rc_s + 63).
+  wire       c_rice = (c_mode == 8'd15 || c_mode == 8'd16 || c_mode == 8'd17);
+  wire [4:0] c_w = (c_mode == 8'd16) ? 5'd7 : (c_mode == 8'd17) ? 5'd6 : 5'd9;   // escape width b + 1
+  reg [2*DW-1:0]   rc_bits;            // this beat's codes, LSB first
+  reg [11:0]       rc_n;               // their bit count (<= E * 24 + 3)
+  reg [8*12-1:0]   rc_cost;
+  reg [11:0]       rc_ck;
+  reg [2:0]        rc_k, rc_kb;
+  reg [7:0]        rc_s;
+  reg [8:0]        rc_z, rc_u;
+  reg [4:0]        rc_l;
+  reg [23:0]       rc_code;
+  reg              rc_blk;
+  integer          ri_, rk_;
+  always @(*) begin
+    rc_bits = {2*DW{1'b0}};
+    rc_n = 12'd0;
+    rc_cost = {8*12{1'b0}};
+    rc_ck = 12'd0;
+    rc_k = rk;
+    rc_kb = 3'd0;
+    rc_s = (8'd64 - {2'd0, pbase[5:0]}) & 8'd63;
+    rc_z = 9'd0;
+    rc_u = 9'd0;
+    rc_l = 5'd0;
+    rc_code = 24'd0;
+    rc_blk = 1'b0;
+    ri_ = 0;
+    rk_ = 0;
+    if (c_rice && c_go && !c_mark) begin
+      rc_blk = (rc_s < ebeat) && (pbase + rc_s < c_n);
+      if (rc_blk) begin
+        for (ri_ = 0; ri_ < 64; ri_ = ri_ + 1)
+          if (pbase + rc_s + ri_ < c_n) begin
+            rc_z = {win[(rc_s + ri_)*8 +: 8], 1'b0} ^ {9{win[(rc_s + ri_)*8 + 7]}};
+            for (rk_ = 0; rk_ < 8; rk_ = rk_ + 1) begin
+              rc_u = rc_z >> rk_;
+              rc_cost[rk_*12 +: 12] = rc_cost[rk_*12 +: 12] +
+                  ((rc_u < 9'd15) ? {3'd0, rc_u} + 12'd1 + rk_ : 12'd15 + {7'd0, c_w});
+            end
+          end
+        rc_ck = rc_cost[11:0];
+        for (rk_ = 1; rk_ < 8; rk_ = rk_ + 1)
+          if (rc_cost[rk_*12 +: 12] < rc_ck) begin
+            rc_ck = rc_cost[rk_*12 +: 12];
+            rc_kb = rk_;
+          end
+      end
+      for (ri_ = 0; ri_ < EMAX; ri_ = ri_ + 1)
+        if (ri_ < ebeat && (pbase + ri_) < c_n) begin
+          if (rc_blk && ri_ == rc_s) begin
+            rc_bits[rc_n +: 3] = rc_kb;
+            rc_n = rc_n + 12'd3;
+            rc_k = rc_kb;
+          end
+          rc_z = {win[ri_*8 +: 8], 1'b0} ^ {9{win[ri_*8 + 7]}};
+          rc_u = rc_z >> rc_k;
+          if (rc_u < 9'd15) begin
+            // u one-bits, a zero-bit, the k low bits of z
+            rc_code = ((24'd1 << rc_u) - 24'd1) | (({15'd0, rc_z} & ((24'd1 << rc_k) - 24'd1)) << (rc_u + 9'd1));
+            rc_l = rc_u[4:0] + 5'd1 + {2'd0, rc_k};
+          end else begin
+            // escape: 15 one-bits, z in W bits
+            rc_code = 24'h7FFF | ({15'd0, rc_z} << 15);
+            rc_l = 5'd15 + c_w;
+          end
+          rc_bits[rc_n +: 24] = rc_code;
+          rc_n = rc_n + {7'd0, rc_l};
+        end
+    end
+  end
+
+  // packer (bits): append this beat's RLE bytes or Rice codes at fill; a
+  // page's packer starts with its scale field (§8: payload = scales, then the
+  // stream), put in at its first beat. Up to two payload words per cycle.
+  reg [3*DW-1:0]   pk_tmp, pk_acc, pk_sh;
+  reg [2*DW-1:0]   pk_in;
+  reg [12:0]       pk_nin, pk_nf;
+  reg [1:0]        pk_nw;              // whole payload words ready (0..2)
+  reg [DW-1:0]     pk_accn;            // packer after this cycle
+  reg [12:0]       pk_filln;
   reg [31:0]       pk_ccmpn;
   always @(*) begin
-    pk_acc = {acc[2*BB*8-1:16], (pbase == 32'd0) ? c_scale : acc[15:0]};
-    pk_tmp = pk_acc | ({{(BB*8){1'b0}}, ebuf} << (fill * 8));
-    pk_nf = fill + ec;
-    pk_w = (pk_nf >= BB);
-    pk_accn = pk_w ? (pk_tmp >> (BB * 8)) : pk_tmp;
-    pk_filln = pk_w ? pk_nf - BB : pk_nf[NBW:0];
-    pk_ccmpn = pk_w ? crc_upd(ccmp, pk_tmp[BB*8-1:0], BB) : ccmp;
+    pk_acc = {{(2*DW){1'b0}}, acc[DW-1:16], (pbase == 32'd0) ? c_scale : acc[15:0]};
+    pk_in = c_rice ? rc_bits : {{DW{1'b0}}, ebuf};
+    pk_nin = c_rice ? {1'b0, rc_n} : {{(9-NBW){1'b0}}, ec, 3'b000};
+    pk_tmp = pk_acc | ({{DW{1'b0}}, pk_in} << fill);
+    pk_nf = fill + pk_nin;
+    pk_nw = (pk_nf >= 2 * DW) ? 2'd2 : (pk_nf >= DW) ? 2'd1 : 2'd0;
+    pk_sh = pk_tmp >> (pk_nw * DW);
+    pk_accn = pk_sh[DW-1:0];
+    pk_filln = pk_nf - pk_nw * DW;
+    pk_ccmpn = ccmp;
+    if (pk_nw != 2'd0) pk_ccmpn = crc_upd(pk_ccmpn, pk_tmp[DW-1:0], BB);
+    if (pk_nw == 2'd2) pk_ccmpn = crc_upd(pk_ccmpn, pk_tmp[2*DW-1:DW], BB);
   end
 
   // ================================================================ FIN
@@ -387,6 +500,9 @@ module speckv_enc #(
   reg [15:0]       fn_layc;
   reg [7:0]        fn_mode, fn_dtype;
   wire [31:0]      fn_cbase = (fn_fill != 0) ? crc_upd(fn_ccmp, fn_acc, fn_fill) : fn_ccmp;
+  // header bytes 5 (b) and 7 (flags: order | entropy << 2) of the mode (§9, §16)
+  wire [7:0]       fn_bits = (fn_mode == 8'd16) ? 8'd6 : (fn_mode == 8'd17) ? 8'd5 : 8'd8;
+  wire [7:0]       fn_flags = (fn_mode == 8'd1) ? 8'h05 : (fn_mode == 8'd2) ? 8'h00 : 8'h08;
   // §7: bypass when the quantised record is not shorter than the raw one
   wire             fn_byp = fn_raw || fn_plen >= fn_tot;
 
@@ -396,7 +512,7 @@ module speckv_enc #(
       {fn_bank, 1'b1, fn_tot, fn_craw,
        fn_tot, 16'd0, 16'd1, fn_n, 8'd0, 8'd0, 8'd0, fn_dtype, 8'd0, 8'd1, 16'h4B53} :
       {fn_bank, 1'b0, fn_plen, fn_cbase,
-       fn_plen, 16'd0, fn_layc, fn_n, (fn_mode == 8'd1) ? 8'h05 : 8'h00, 8'd0, 8'd8, fn_dtype, fn_mode,
+       fn_plen, 16'd0, fn_layc, fn_n, fn_flags, 8'd0, fn_bits, fn_dtype, fn_mode,
        8'd1, 16'h4B53};
   reg  [4*RQW-1:0] rq;
   reg  [1:0]       rq_wp, rq_rp;
@@ -429,13 +545,14 @@ module speckv_enc #(
   reg [31:0]       ow;        // next record word to send
   assign e_done = out_valid && out_ready && out_last;
 
-  wire [DW-1:0] src_rd = e_raw ? pr_rd : (e_bank[0] ? pl_rd1 : pl_rd0);
+  wire [DW-1:0] src_rd = e_raw ? pr_rd : pl_rdv[{e_par, e_bank[0]}*DW +: DW];
   wire          em_need = (ow < {{(32-AW-2){1'b0}}, np});
   wire          em_can = e_act && (ow < nw) && (!out_valid || out_ready) &&
                          (!em_need || fcnt != 3'd0);
   wire          em_issue = e_act && (ri < np) && ({1'b0, fcnt} + {3'd0, infl} < FD - 1);
   wire [DW-1:0] fifo_head = fifo[fh*DW +: DW];
 
+  reg [AW+1:0] em_rh;
   reg [DW-1:0] em_word;
   reg [31:0]   em_g;
   integer      ei;
@@ -458,10 +575,12 @@ module speckv_enc #(
     pr_re = 1'b0;
     pr_ra = {(AW+2){1'b0}};
     pl_re = 1'b0;
-    pl_ra = {(AW+1){1'b0}};
+    pl_par = 1'b0;
+    pl_ra = {AH{1'b0}};
+    em_rh = {(AW+2){1'b0}};
     if (em_issue) begin
       if (e_raw) begin pr_re = 1'b1; pr_ra = {e_bank, ri[AW-1:0]}; end
-      else begin pl_re = 1'b1; pl_ra = {e_bank[1], ri[AW-1:0]}; end
+      else begin pl_re = 1'b1; pl_par = ri[0]; em_rh = ri >> 1; pl_ra = em_rh[AH-1:0]; end
     end
   end
 
@@ -487,9 +606,10 @@ module speckv_enc #(
       pbase <= 32'd0;
       rem <= 8'd0;
       lit <= 1'b0;
-      acc <= {(2*BB*8){1'b0}};
-      fill <= 2;
-      plen <= 32'd2;
+      acc <= {DW{1'b0}};
+      fill <= 13'd16;
+      plen <= 32'd16;
+      rk <= 3'd0;
       pwa <= {(AW+1){1'b0}};
       ccmp <= 32'd0;
       fn_v <= 1'b0;
@@ -546,6 +666,7 @@ module speckv_enc #(
         r_bank <= d_bank;
         r_dtype <= d_dtype;
         r_es <= d_es;
+        r_qmax <= d_qmax;
         r_rr <= d_rr;
         r_delta <= (d_mode == 8'd1);
         if (!d_raw) w_e32 <= d_e32;
@@ -564,6 +685,7 @@ module speckv_enc #(
         q_first <= (r_rk == {(AW+1){1'b0}});
         q_dtype <= r_dtype;
         q_es <= r_es;
+        q_qmax <= r_qmax;
         q_rr <= r_rr;
         q_delta <= r_delta;
       end
@@ -579,31 +701,34 @@ module speckv_enc #(
       end
 
       // ---------------------------------------------------------- COMP
-      if (c_go && !c_mark && pk_w && pwa < PD) begin
+      if (c_go && !c_mark && pk_nw != 2'd0) begin
         c_we <= 1'b1;
+        c_nw <= pk_nw;
         c_wb <= c_bank;
         c_wa <= pwa;
-        c_wd <= pk_tmp[BB*8-1:0];
+        c_wd0 <= pk_tmp[DW-1:0];
+        c_wd1 <= pk_tmp[2*DW-1:DW];
       end
       if (c_go && !c_end) begin
         rem <= rem_n;
         lit <= lit_n;
         pbase <= pbase + ebeat;
-        plen <= plen + ec;
+        plen <= plen + {19'd0, pk_nin};
         acc <= pk_accn;
         fill <= pk_filln;
+        rk <= rc_k;
         ccmp <= pk_ccmpn;
-        if (pk_w) pwa <= pwa + 1'b1;
+        pwa <= pwa + {{(AW-1){1'b0}}, pk_nw};
       end
       fn_v <= c_end;
       if (c_end) begin
         // hand the page to FIN, reset for the next one
         fn_raw <= c_mark;
-        fn_acc <= pk_accn[BB*8-1:0];
-        fn_fill <= c_mark ? {(NBW+1){1'b0}} : pk_filln;
+        fn_acc <= pk_accn;
+        fn_fill <= c_mark ? {(NBW+1){1'b0}} : pk_filln[NBW+2:3] + {{NBW{1'b0}}, pk_filln[2:0] != 3'd0};
         fn_ccmp <= pk_ccmpn;
-        fn_plen <= plen + ec;
-        fn_pwa <= pk_w ? pwa + 1'b1 : pwa;
+        fn_plen <= (plen + {19'd0, pk_nin} + 32'd7) >> 3;   // bytes: the stream is padded with zero bits
+        fn_pwa <= pwa + {{(AW-1){1'b0}}, pk_nw};
         fn_tot <= c_tot;
         fn_craw <= c_craw;
         fn_n <= c_n;
@@ -615,9 +740,10 @@ module speckv_enc #(
         rem <= 8'd0;
         lit <= 1'b0;
         pbase <= 32'd0;
-        plen <= 32'd2;
-        acc <= {(2*BB*8){1'b0}};
-        fill <= 2;
+        plen <= 32'd16;
+        acc <= {DW{1'b0}};
+        fill <= 13'd16;
+        rk <= 3'd0;
         ccmp <= 32'd0;
         pwa <= {(AW+1){1'b0}};
       end
@@ -674,7 +800,10 @@ module speckv_enc #(
       if (e_act) begin
         if (out_valid && out_ready) out_valid <= 1'b0;
         infl <= em_issue;
-        if (em_issue) ri <= ri + 1'b1;
+        if (em_issue) begin
+          ri <= ri + 1'b1;
+          e_par <= ri[0];
+        end
         if (infl) begin
           fifo[ft*DW +: DW] <= src_rd;
           ft <= ft + 2'd1;

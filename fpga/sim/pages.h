@@ -16,18 +16,18 @@
 namespace fpga_sim {
 
 struct Page {
-    int mode;          // 0 raw, 1 paper, 2 int8
+    int mode;          // 0 raw, 1 paper, 2 int8, 15 vp8, 16 vp6, 17 vp5 (the modes the RTL encodes)
     int dtype;         // SPECKV_DTYPE_*
     uint32_t channels; // layout C asked for (may be invalid: the encoder then uses 1)
     int kind;          // generator id (for reports)
     std::vector<uint8_t> bytes;
 };
 
-constexpr int kKinds = 14;
+constexpr int kKinds = 15;
 inline const char *kind_name(int k) {
     static const char *names[kKinds] = {"gauss",    "kv-smooth", "zero",     "const-run", "nan-inf",
                                         "subnorm",  "maxmag",    "random-bytes", "no-runs", "tiny-range",
-                                        "huge-range", "neg-zero", "sparse",   "ramp"};
+                                        "huge-range", "neg-zero", "sparse",   "ramp", "burst"};
     return k >= 0 && k < kKinds ? names[k] : "?";
 }
 
@@ -45,7 +45,7 @@ public:
         int r = int(below(100));
         p.dtype = r < 70 ? SPECKV_DTYPE_FP16 : r < 84 ? SPECKV_DTYPE_BF16 : r < 97 ? SPECKV_DTYPE_FP32 : SPECKV_DTYPE_OPAQUE;
         r = int(below(100));
-        p.mode = r < 75 ? 1 : r < 92 ? 2 : 0;
+        p.mode = r < 42 ? 1 : r < 52 ? 2 : r < 76 ? 16 : r < 84 ? 15 : r < 92 ? 17 : 0;
         static const uint32_t chs[] = {1, 64, 128, 0, 3, 4096, 7, 65535, 2048, 32, 65536, 1024};
         p.channels = chs[below(sizeof chs / sizeof chs[0])];
         size_t es = speckv::codec::dtype_size(p.dtype);
@@ -162,8 +162,15 @@ private:
             case 12:  // sparse: mostly zero (long zero runs), some spikes
                 for (size_t i = 0; i < n; i++) put(p, i, below(50) == 0 ? gauss() * scale : 0.0);
                 break;
-            default:  // ramp: constant delta (runs of equal d bytes)
+            case 13:  // ramp: constant delta (runs of equal d bytes)
                 for (size_t i = 0; i < n; i++) put(p, i, (double(i % 200) - 100.0) * scale / 100.0);
+                break;
+            default:  // burst: per 64 values, 8..23 near-maximal ones in a row among zeros
+                // (Rice: k = 0 with escapes, the most code bits a quarter block can take)
+                for (size_t b0 = 0; b0 < n; b0 += 64) {
+                    size_t at = b0 + (below(2) ? 16 * below(3) : below(48)), len = 8 + below(16);
+                    for (size_t i = at; i < at + len && i < n; i++) put(p, i, (below(2) ? 1 : -1) * scale * (0.97 + 0.03 * uni()));
+                }
                 break;
         }
     }

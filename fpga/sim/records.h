@@ -1,6 +1,8 @@
 // Hostile records for the decoder RTL: mutations of valid records (bit flips,
-// header fields, stream bytes, truncation, extension), most with the CRC
-// recomputed so that the checks behind the CRC are reached, plus random bytes.
+// header fields, stream bytes, truncation, extension, and Rice streams: k
+// fields, long unary runs and escapes past 4Q, padding bits, one byte short
+// or long), most with the CRC recomputed so that the checks behind the CRC are
+// reached, plus random bytes.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,7 +27,8 @@ inline void put32le(uint8_t *p, uint32_t v) {
 inline std::vector<uint8_t> mutate(Gen &g, const std::vector<uint8_t> &rec) {
     std::vector<uint8_t> r = rec;
     bool fix = g.below(4) != 0;
-    switch (g.below(9)) {
+    const bool rice = r.size() > 26 && ((r[7] >> 2) & 3) == 2;
+    switch (g.below(rice ? 11 : 9)) {
         case 0:  // bit flips anywhere
             for (uint32_t k = 0, m = 1 + g.below(3); k < m; k++) r[g.below(uint32_t(r.size()))] ^= uint8_t(1u << g.below(8));
             break;
@@ -68,9 +71,38 @@ inline std::vector<uint8_t> mutate(Gen &g, const std::vector<uint8_t> &rec) {
             r[6] = uint8_t(g.below(4));
             r[7] = uint8_t(g.below(16) | (g.below(8) == 0 ? 0x10 : 0));
             break;
-        default:  // a short record
+        case 8:  // a short record
             r.resize(g.below(30));
             break;
+        default: {  // Rice stream (§6.2), CRC always fixed: the stream checks must catch it
+            size_t s0 = 26, sl = r.size() - s0;
+            switch (g.below(6)) {
+                case 0:  // one bit of the stream
+                    r[s0 + g.below(uint32_t(sl))] ^= uint8_t(1u << g.below(8));
+                    break;
+                case 1:  // the first block's k field (bits 0..2 of the stream)
+                    r[s0] ^= uint8_t(1 + g.below(7));
+                    break;
+                case 2:  // padding bits of the last byte set
+                    r.back() |= uint8_t(0x80u >> g.below(4));
+                    break;
+                case 3:  // one byte short, payload length fixed up
+                    r.pop_back();
+                    put32le(&r[16], uint32_t(r.size() - 24));
+                    break;
+                case 4:  // one zero byte more, payload length fixed up
+                    r.push_back(g.below(2) ? 0 : uint8_t(g.u32()));
+                    put32le(&r[16], uint32_t(r.size() - 24));
+                    break;
+                default: {  // a run of one-bits: 15-bit unary escapes, z = 2^W - 1 > 4Q
+                    size_t at = s0 + g.below(uint32_t(sl)), m = 1 + g.below(12);
+                    for (size_t i = at; i < r.size() && i < at + m; i++) r[i] = 0xFF;
+                    break;
+                }
+            }
+            fix_crc(r);
+            return r;
+        }
     }
     if (fix) fix_crc(r);
     return r;

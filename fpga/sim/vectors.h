@@ -41,11 +41,12 @@ inline size_t write_beats(FILE *f, const std::vector<uint8_t> &b, size_t bb, con
     return k;
 }
 
-// True if the record is valid but uses parameters the decoder RTL reports UNSUP for.
+// True if the record is valid but uses parameters the decoder RTL reports UNSUP for
+// (channel/token scales, b > 8, columnar order with C > 1).
 inline bool rtl_unsupported(const std::vector<uint8_t> &r) {
     if (r.size() < 24 || r[3] == 0) return false;
-    unsigned order = r[7] & 3, ent = (r[7] >> 2) & 3, c = r[12] | (r[13] << 8);
-    return r[6] != 0 || ent == 2 || (order == 2 && c != 1);
+    unsigned order = r[7] & 3, c = r[12] | (r[13] << 8);
+    return r[6] != 0 || r[5] > 8 || (order == 2 && c != 1);
 }
 
 inline bool write_vectors(const std::string &dir, size_t bb, const std::vector<EncVec> &ev,
