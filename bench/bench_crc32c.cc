@@ -17,24 +17,16 @@
 #include <vector>
 
 #include "crc32c.h"
+#include "bench_util.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using speckv::Crc32cPath;
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
 
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
+using bench::cpu_name;
 
 // Called through a volatile pointer so the compiler neither inlines nor drops
 // the copies (crc32c() is an indirect call too).

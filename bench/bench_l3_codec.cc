@@ -19,23 +19,15 @@
 #include "kv_eval.h"
 #include "llama2.h"
 #include "speckv.h"
+#include "bench_util.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
+using bench::cpu_name;
 
 [[noreturn]] void die(const char *what, int rc) {
     std::fprintf(stderr, "bench_l3_codec: %s: %s (%s)\n", what, speckv_strerror(rc), speckv_errmsg());

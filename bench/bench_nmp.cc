@@ -16,16 +16,14 @@
 #include "nmp.h"
 #include "speckv.h"
 #include "status.h"
+#include "bench_util.h"
 
 namespace {
 
 namespace nmp = speckv::nmp;
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
 
 template <typename F>
 double time_ms(F &&op) {
@@ -51,13 +49,7 @@ Timing paired(int repeats, M &&memcpy_op, F &&op) {
     return {median(t), median(r)};
 }
 
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
+using bench::cpu_name;
 
 void check(int rc, const char *what) {
     if (rc != SPECKV_OK) {

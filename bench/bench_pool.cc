@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "speckv.h"
+#include "bench_util.h"
 
 namespace {
 
@@ -37,13 +38,7 @@ void die(const char *what, int rc) {
     std::exit(1);
 }
 
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
+using bench::cpu_name;
 
 volatile unsigned char g_sink;
 

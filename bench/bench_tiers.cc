@@ -24,6 +24,7 @@
 #include "decode_sim.h"
 #include "tier_buffers.h"
 #include "tlb.h"
+#include "bench_util.h"
 
 using namespace speckv;
 
@@ -40,13 +41,7 @@ double pct(std::vector<double> v, double p) {
 }
 double median(std::vector<double> v) { return pct(std::move(v), 0.5); }
 
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
+using bench::cpu_name;
 
 [[noreturn]] void die(const char *what) {
     std::fprintf(stderr, "bench_tiers: %s: %s\n", what, last_error());

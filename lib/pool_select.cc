@@ -22,13 +22,6 @@ namespace speckv {
 
 using namespace fmt;
 
-namespace {
-template <typename T>
-T rl(const T &field) {
-    return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
-}
-}  // namespace
-
 bool Pool::summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype) {
     if (dtype != SPECKV_DTYPE_FP16 && dtype != SPECKV_DTYPE_FP32) return false;
     const size_t row = size_t(select_channels_) * codec::dtype_size(dtype);
@@ -79,8 +72,8 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             clear_error();  // freed meanwhile
             continue;
         }
-        if (!(rl(v.rec->hint_flags) & SPECKV_HINT_KEYS)) continue;
-        ks.push_back({h, rl(v.rec->token_pos), v});
+        if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_KEYS)) continue;
+        ks.push_back({h, relaxed_field(v.rec->token_pos), v});
     }
     std::sort(ks.begin(), ks.end(), [](const Blk &a, const Blk &b) {
         return a.token_pos != b.token_pos ? a.token_pos < b.token_pos : a.handle < b.handle;
@@ -240,7 +233,7 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             clear_error();
             continue;
         }
-        if (rl(v.rec->hint_flags) & SPECKV_HINT_VALUES) vs.push_back({h, rl(v.rec->token_pos), v.bytes, v.dtype});
+        if (relaxed_field(v.rec->hint_flags) & SPECKV_HINT_VALUES) vs.push_back({h, relaxed_field(v.rec->token_pos), v.bytes, v.dtype});
     }
     const int dtype = pages[0].dtype;
     const size_t es = codec::dtype_size(dtype), row = size_t(C) * es;

@@ -22,10 +22,6 @@ namespace speckv {
 using namespace fmt;
 
 namespace {
-template <typename T>
-T rl(const T &field) {
-    return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
-}
 // The prefetch thread's copy of a coded page before it is decoded into L2.
 unsigned char *pf_slot(size_t n) {
     thread_local std::vector<unsigned char> v;
@@ -96,8 +92,8 @@ void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
             uint64_t hd = r.handle.load(std::memory_order_acquire);
-            if (hd && rl(r.tenant) == tenant && rl(r.request) == request && rl(r.layer) == layer) {
-                uint64_t tp = rl(r.token_pos), tc = rl(r.token_count);
+            if (hd && relaxed_field(r.tenant) == tenant && relaxed_field(r.request) == request && relaxed_field(r.layer) == layer) {
+                uint64_t tp = relaxed_field(r.token_pos), tc = relaxed_field(r.token_count);
                 if (pos == ~0ull || (pos >= tp && pos - tp < tc)) {
                     out->push_back(hd);
                     if (pos != ~0ull) return true;
@@ -139,8 +135,8 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
         BlockView v{};
         if (!hd || resolve_outofline(hd, &v) != SPECKV_OK) return false;
         const BlockRecord &r = *v.rec;
-        uint64_t tp = rl(r.token_pos), tc = rl(r.token_count);
-        bool ok = rl(r.tenant) == tenant && rl(r.request) == request && rl(r.layer) == layer && pos >= tp && pos - tp < tc;
+        uint64_t tp = relaxed_field(r.token_pos), tc = relaxed_field(r.token_count);
+        bool ok = relaxed_field(r.tenant) == tenant && relaxed_field(r.request) == request && relaxed_field(r.layer) == layer && pos >= tp && pos - tp < tc;
         if (ok && offset) *offset = pos - tp;
         return ok && r.handle.load(std::memory_order_acquire) == hd;
     };
@@ -331,7 +327,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     // The block the request is appending to (it covers the token being
     // decoded, or the next one) is about to be rewritten: a copy fetched now
     // would be stale before it is read. Its writer puts it in L1 instead.
-    uint64_t tp = rl(v.rec->token_pos), tc = rl(v.rec->token_count);
+    uint64_t tp = relaxed_field(v.rec->token_pos), tc = relaxed_field(v.rec->token_count);
     if (skip_from != ~0ull && tc && skip_from + 1 >= tp && skip_from < tp + tc) return 0;
     uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
     uint64_t n = 0;
@@ -427,8 +423,8 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     PrefetchController *c = ctl_.load(std::memory_order_acquire);
     if (!c) return;
     const BlockRecord &r = *rec;
-    if (!rl(r.token_count)) return;  // not a KV block of a request
-    c->on_access(rl(r.request), rl(r.layer),
+    if (!relaxed_field(r.token_count)) return;  // not a KV block of a request
+    c->on_access(relaxed_field(r.request), relaxed_field(r.layer),
                  worst == 2 ? AccessOutcome::kMiss : worst == 1 ? AccessOutcome::kL2Hit : AccessOutcome::kL1Hit, pages);
 }
 

@@ -18,3 +18,14 @@ extern "C" void AnnotateIgnoreWritesEnd(const char *, int);
 #define SEQLOCK_IGNORE_BEGIN() (void)0
 #define SEQLOCK_IGNORE_END() (void)0
 #endif
+
+#include <atomic>
+
+namespace speckv {
+// A relaxed atomic load of a plain field that lock-free readers snapshot
+// (block-record fields written with std::atomic_ref by the lock holder).
+template <typename T>
+T relaxed_field(const T &field) {
+    return std::atomic_ref<T>(const_cast<T &>(field)).load(std::memory_order_relaxed);
+}
+}  // namespace speckv
