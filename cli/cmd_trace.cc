@@ -16,6 +16,7 @@ namespace {
 namespace st = speckv_trace;
 
 struct ReplayArgs {
+    std::string real_codec = "paper";
     std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto",
                 pace_wait = "yield";
     bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
@@ -89,6 +90,7 @@ int do_replay(const ReplayArgs &a) {
     o.model = *m, o.gpu = *g, o.link = *l, o.host_link = *st::find_link("pcie-host");
     o.gpus = a.gpus, o.link_devices = a.devices, o.max_batch = a.max_batch, o.token_budget = a.budget;
     o.compression = a.compression, o.time_scale = a.time_scale, o.seed = a.seed, o.real_bytes = a.real_bytes;
+    o.real_codec = a.real_codec;
     o.pool_bytes = a.pool_gb * 1e9, o.host_bytes = a.host_gb * 1e9, o.prefetch_buffer_bytes = a.buffer_gb * (1ull << 30);
     o.max_requests = a.max_requests;
     o.layer_groups = a.layer_groups;
@@ -230,6 +232,8 @@ void register_trace_command(CLI::App &app) {
     r->add_flag("--skip-bad", ra->skip_bad, "skip malformed lines (counted) instead of failing");
     r->add_flag("--metadata-only", ra->metadata_only, "one-page stand-in blocks, no payload (the default)");
     r->add_flag("--real-bytes", ra->real_bytes, "blocks hold real payload bytes (small models only)");
+    r->add_option("--real-codec", ra->real_codec,
+                  "with --real-bytes: codec preset the compressing systems' payload pages are stored with (default paper; raw = none)");
     r->add_option("--gpus", ra->gpus, "tensor-parallel GPUs (default: fewest, a power of 2, whose HBM the weights fill at most 30%)");
     r->add_option("--devices", ra->devices, "link devices (default: the preset's)");
     r->add_option("--pool-gb", ra->pool_gb, "CXL pool capacity in GB (default: devices x preset capacity)");

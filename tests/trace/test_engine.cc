@@ -171,6 +171,26 @@ TEST_CASE("engine: real-byte mode at small scale (stories260k) reads and writes 
     // The same modelled time either way: only the stand-in blocks differ.
     CHECK(real.makespan_s == meta.makespan_s);
     CHECK(real.prefix_hit_rate == meta.prefix_hit_rate);
+    // A compressing system's payload pages really went through the codec
+    // (paper by default); a system without compression stores them in clear.
+    CHECK(real.lib_codec_pages > 0);
+    CHECK(real.lib_codec_stored_bytes < real.lib_codec_raw_bytes);
+    CHECK(real.lib_codec_stored_bytes * 3 > real.lib_codec_raw_bytes);  // ~2x for paper on FP16
+    Result plain = run(t, System::CxlNoSpec, o);
+    CHECK(plain.lib_codec_pages == 0);
+    CHECK(plain.makespan_s > 0);
+    EngineOptions oi = o;
+    oi.real_codec = "int8";
+    Result i8 = run(t, System::CxlSpecKV, oi);
+    CHECK(i8.lib_codec_pages > 0);
+    CHECK(i8.makespan_s == real.makespan_s);  // the modelled time does not depend on the preset
+    EngineOptions ob = o;
+    ob.real_codec = "zstd";
+    std::string err;
+    auto rd = open_reader_text(t, Format::Auto, false, &err);
+    Result bad;
+    CHECK(replay(*rd, System::CxlSpecKV, ob, &bad, &err) == -1);
+    CHECK(err.find("codec preset 'zstd'") != std::string::npos);
 }
 
 TEST_CASE("engine: a bad line stops the replay with its line number, or is skipped") {

@@ -332,8 +332,17 @@ int Engine::setup(std::string *err) {
         speckv_config *&c;
         ~CfgFree() { speckv_config_free(c); }
     } cfg_free{cfg};
-    if (LG_ > 1) {
+    const bool coded = o_.real_bytes && compressed() && o_.real_codec != "raw";
+    if (LG_ > 1 || coded) {
         if (int rc = speckv_config_new(&cfg); rc != SPECKV_OK) return fail(err, "speckv_config_new", rc);
+    }
+    if (coded) {
+        // The payload pages go through the library's codec, as the modelled
+        // compressing systems' KV would.
+        if (int rc = speckv_config_set_str(cfg, "codec.mode", o_.real_codec.c_str()); rc != SPECKV_OK)
+            return fail(err, "codec preset '" + o_.real_codec + "'", rc);
+    }
+    if (LG_ > 1) {
         double comp = compressed() ? o_.compression : 1.0;
         double group_blocks = std::floor(pbuf_ * comp / (block_bytes_ / LG_));
         double l2 = std::clamp(group_blocks, 64.0, 1048576.0) * static_cast<double>(pages_per_block * page);
@@ -953,6 +962,8 @@ int Engine::run(std::string *err) {
     r_.lib_prefetch_wasted = st.prefetch_wasted, r_.lib_prefetch_ignored = st.prefetch_ignored;
     r_.lib_prefetch_dropped = st.prefetch_dropped;
     r_.lib_link_bytes = st.link_bytes, r_.lib_prefetch_depth = st.prefetch_depth, r_.lib_beta_ppm = st.prefetch_beta_ppm;
+    r_.lib_codec_pages = st.codec_pages_encoded, r_.lib_codec_raw_bytes = st.codec_raw_bytes;
+    r_.lib_codec_stored_bytes = st.codec_stored_bytes, r_.lib_codec_bypassed = st.codec_pages_bypassed;
     if (st.l2_hits + st.sync_reads) r_.lib_hit_rate = static_cast<double>(st.l2_hits) / static_cast<double>(st.l2_hits + st.sync_reads);
     if (uint64_t pu = st.prefetch_used + st.prefetch_wasted) {
         r_.lib_precision = static_cast<double>(st.prefetch_used) / static_cast<double>(pu);

@@ -164,6 +164,11 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
              ", \"prefetch_used\": " + std::to_string(r.lib_prefetch_used) + ", \"prefetch_wasted\": " + std::to_string(r.lib_prefetch_wasted) +
              ", \"prefetch_ignored\": " + std::to_string(r.lib_prefetch_ignored) + ", \"link_bytes\": " + std::to_string(r.lib_link_bytes) +
              ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm);
+        if (o.real_bytes)  // real-byte mode only: the library's codec on the payload pages
+            s += ", \"codec_pages_encoded\": " + std::to_string(r.lib_codec_pages) +
+                 ", \"codec_raw_bytes\": " + std::to_string(r.lib_codec_raw_bytes) +
+                 ", \"codec_stored_bytes\": " + std::to_string(r.lib_codec_stored_bytes) +
+                 ", \"codec_pages_bypassed\": " + std::to_string(r.lib_codec_bypassed);
         if (r.layer_groups > 1)  // layer groups only (the default output is unchanged)
             s += ", \"prefetch_dropped\": " + std::to_string(r.lib_prefetch_dropped) +
                  ", \"reads_foreign\": " + std::to_string(r.pool_reads_foreign);

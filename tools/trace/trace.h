@@ -151,6 +151,10 @@ struct EngineOptions {
     double time_scale = 1.0;   // arrival times are multiplied by this
     uint64_t seed = 1;
     bool real_bytes = false;   // blocks hold real payload bytes (small models only)
+    // Real-byte mode, systems that compress (cxl_compress, cxl_speckv,
+    // cxl_pnm, oracle): the library's codec preset for the payload pages
+    // (config codec.mode), so the bytes really go through the codec.
+    std::string real_codec = "paper";
     uint64_t max_requests = 0; // 0 = all
     // Pool blocks per block_tokens-token KV block: one per group of
     // layers/layer_groups layers (hint.layer = group index), so the library's
@@ -218,6 +222,8 @@ struct Result {
     // l2_hits / (l2_hits + sync_reads), precision = used / (used + wasted),
     // waste = wasted / (used + wasted). Not deterministic (wall clock).
     double lib_hit_rate = -1, lib_precision = -1, lib_waste = -1;
+    // Real-byte mode: what the library's codec did with the payload pages.
+    uint64_t lib_codec_pages = 0, lib_codec_raw_bytes = 0, lib_codec_stored_bytes = 0, lib_codec_bypassed = 0;
     uint32_t layer_groups = 1;
     // Wall clock (not deterministic; reported only when paced): the replay's
     // real seconds, the sum of the units' budgets (after the cap), the real
