@@ -119,8 +119,13 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
                     i.pages_coded, i.coded_raw_bytes, i.coded_stored_bytes);
         std::printf("\"sharing\":{\"published_blocks\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
                     ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
-                    ",\"reclaimed_blocks\":%" PRIu64 "},\"processes\":[",
+                    ",\"reclaimed_blocks\":%" PRIu64 "},",
                     i.blocks_published, i.shared_bytes, i.lookups, i.lookup_hits, i.dedup_bytes, i.evictions, i.reclaimed);
+        std::printf("\"l4\":{\"blocks\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"demotions\":%" PRIu64
+                    ",\"promotions\":%" PRIu64 ",\"demote_failures\":%" PRIu64 ",\"holder_pid\":",
+                    i.cold_blocks, i.cold_bytes, i.demotions, i.promotions, i.demote_failures);
+        if (i.cold_pid) std::printf("%u},\"processes\":[", i.cold_pid);
+        else std::printf("null},\"processes\":[");
         for (size_t k = 0; k < i.attach.size(); k++)
             std::printf("%s{\"pid\":%u,\"alive\":%s,\"attach_id\":%" PRIu64 ",\"attached\":\"%s\",\"lookups\":%" PRIu64
                         ",\"lookup_hits\":%" PRIu64 "}",
@@ -166,6 +171,11 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
                                    human(stored + i.dedup_bytes).c_str());
     std::printf("\n");
     std::printf("evictions    %" PRIu64 " (reclaimed from dead processes: %" PRIu64 " blocks)\n", i.evictions, i.reclaimed);
+    std::printf("l4           %" PRIu64 " blocks, %s in the cold tier; %" PRIu64 " demoted, %" PRIu64 " promoted, %" PRIu64
+                " failed; ",
+                i.cold_blocks, human(i.cold_bytes).c_str(), i.demotions, i.promotions, i.demote_failures);
+    if (i.cold_pid) std::printf("held by pid %u\n", i.cold_pid);
+    else std::printf("no holder\n");
     for (const auto &a : i.attach)
         std::printf("process      pid %u%s, attach id %" PRIu64 ", since %s, %" PRIu64 " lookups (%" PRIu64 " hits)\n", a.pid,
                     a.alive ? "" : " (gone: recovered on next open)", a.id, time_text(a.attach_ns).c_str(), a.lookups,

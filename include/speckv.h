@@ -294,6 +294,18 @@ SPECKV_API int speckv_pin(speckv_pool *pool, speckv_handle handle, const void **
  * pinned). Since 0.1.0. */
 SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle);
 
+/* Moves a block to the L4 cold tier now (docs/tiers.md §9): its bytes go to
+ * the L4 file and its pages in the pool are freed; the handle stays valid and
+ * the next access, pin or prefetch brings the block back. Only the process
+ * holding the pool's L4 tier (opened with config cold.path) can do this; it
+ * also demotes the coldest blocks by itself when an allocation finds no room.
+ * Returns SPECKV_OK (also when the block is in L4 already), SPECKV_EBADHANDLE,
+ * SPECKV_ENOTSUP (this handle does not hold the L4 tier), SPECKV_EBUSY
+ * (pinned, referenced by another process, or written meanwhile),
+ * SPECKV_ENOSPC (the L4 file is full), SPECKV_EIO (an L4 write failed; the
+ * block stays in the pool, whole). Since 0.1.0. */
+SPECKV_API int speckv_demote(speckv_pool *pool, speckv_handle handle);
+
 /* A prefetch hint: `hint->request` (of `hint->tenant`) is about to run
  * `hint->layer` at `hint->token_pos`. Returns at once: a background thread of
  * this pool handle (started by the first hint) learns from the hints and the
@@ -529,6 +541,12 @@ typedef struct speckv_pool_stats {
     uint64_t codec_stored_bytes;   /* their record bytes (what L3 holds and the link carries) */
     uint64_t codec_pages_bypassed; /* pages the codec left in clear (NaN/Inf, no gain, record > page) */
     uint64_t codec_pages_decoded;  /* coded pages decoded on a read, prefetch or pin */
+    /* L4 cold tier (the whole pool; docs/tiers.md §9). Since 0.1.0. */
+    uint64_t l4_blocks;            /* blocks in L4 now (pages free in the pool, bytes in the L4 file) */
+    uint64_t l4_bytes;             /* their bytes */
+    uint64_t l4_demotions;         /* blocks moved L3 -> L4, ever, by any process */
+    uint64_t l4_promotions;        /* blocks moved back L4 -> L3, ever */
+    uint64_t l4_demote_failures;   /* demotions that failed (the block stayed in the pool, whole) */
 } speckv_pool_stats;
 
 /* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,

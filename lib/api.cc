@@ -186,6 +186,13 @@ SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle) {
     });
 }
 
+SPECKV_API int speckv_demote(speckv_pool *pool, speckv_handle handle) {
+    return guard([&] {
+        NEED_POOL();
+        return pool->rep->demote(handle);
+    });
+}
+
 SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint) {
     return guard([&] {
         NEED_POOL();
@@ -292,10 +299,11 @@ SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
         // Known layouts: this one, and the one before the codec fields
         // (callers built against that header get exactly what they know).
         constexpr size_t kBeforeCodec = offsetof(speckv_pool_stats, codec_pages_encoded);
+        constexpr size_t kBeforeL4 = offsetof(speckv_pool_stats, l4_blocks);
         size_t n = out->struct_size;
-        if (n != sizeof(speckv_pool_stats) && n != kBeforeCodec)
-            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu and %zu", n,
-                        sizeof(speckv_pool_stats), kBeforeCodec);
+        if (n != sizeof(speckv_pool_stats) && n != kBeforeCodec && n != kBeforeL4)
+            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu, %zu and %zu", n,
+                        sizeof(speckv_pool_stats), kBeforeL4, kBeforeCodec);
         speckv_pool_stats all;
         pool->rep->stats(&all);
         all.struct_size = n;

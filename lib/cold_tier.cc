@@ -613,6 +613,14 @@ int ColdTier::drop(std::span<const uint64_t> keys) {
     return rc;
 }
 
+std::vector<uint64_t> ColdTier::keys() const {
+    std::lock_guard lk(mu_);
+    std::vector<uint64_t> out;
+    out.reserve(index_.size());
+    for (const auto &kv : index_) out.push_back(kv.first);
+    return out;
+}
+
 bool ColdTier::contains(uint64_t key) const {
     std::lock_guard lk(mu_);
     return index_.count(key) != 0;

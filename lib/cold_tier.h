@@ -132,6 +132,8 @@ class ColdTier {
     int drop(std::span<const uint64_t> keys);
 
     bool contains(uint64_t key) const;
+    // Every key held, in no particular order.
+    std::vector<uint64_t> keys() const;
     // Payload length of a key, or -1.
     int64_t length(uint64_t key) const;
     ColdTierStats stats() const;

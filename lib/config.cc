@@ -59,6 +59,13 @@ const std::vector<KeySpec> &config_keys() {
         {"select.recent", 0, 65535, 1, "most recent pages speckv_select always returns (params->recent = UINT32_MAX)"},
         {"select.band_milli", 0, 1000000, 0,
          "steady-selection hysteresis in thousandths of a logit (params->band < 0 takes it)"},
+        {"cold.path", 0, 0, 0,
+         "file of the L4 cold tier (NVMe): blocks are demoted to it under pressure; one process per pool holds it (unset: no L4)",
+         nullptr, true},
+        {"cold.capacity", int64_t(1) << 20, int64_t(1) << 50, int64_t(1) << 30, "most bytes the L4 file may grow to"},
+        {"cold.direct", 0, 1, 1, "open the L4 file with O_DIRECT where the file system takes it"},
+        {"cold.durable", 0, 1, 0, "fdatasync the L4 file before a demotion commits (else a process crash, not a power loss, is survived)"},
+        {"cold.batch", 1, 4096, 16, "most blocks one demotion pass moves (at least those an allocation needs)"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (-1 = unbound)"},
     };
@@ -78,6 +85,7 @@ Config::Config() {
 int Config::set_int(std::string_view key, int64_t v) {
     const KeySpec *k = find_key(key);
     if (!k) return fail(SPECKV_ENOENT, "unknown config key '%.*s'", static_cast<int>(key.size()), key.data());
+    if (k->text) return fail(SPECKV_EINVAL, "config %s is a text key: set it with a string", k->name);
     if (v < k->min || v > k->max)
         return fail(SPECKV_EINVAL, "config %s = %lld is out of bounds [%lld, %lld]", k->name,
                     static_cast<long long>(v), static_cast<long long>(k->min), static_cast<long long>(k->max));
@@ -91,6 +99,13 @@ int Config::set_int(std::string_view key, int64_t v) {
 int Config::set_str(std::string_view key, std::string_view v) {
     const KeySpec *k = find_key(key);
     if (!k) return fail(SPECKV_ENOENT, "unknown config key '%.*s'", static_cast<int>(key.size()), key.data());
+    if (k->text) {
+        if (v.size() > 4095 || v.find('\0') != std::string_view::npos)
+            return fail(SPECKV_EINVAL, "config %s: a path of %zu bytes (at most 4095, no NUL)", k->name, v.size());
+        strings_[k->name] = std::string(v);
+        explicit_[k->name] = true;
+        return SPECKV_OK;
+    }
     if (k->choices) {
         std::string_view c = k->choices;
         int64_t idx = 0;
@@ -120,5 +135,10 @@ int Config::get_int(std::string_view key, int64_t *v) const {
 }
 
 int64_t Config::get(std::string_view key) const { return values_.at(std::string(key)); }
+
+std::string Config::get_str(std::string_view key) const {
+    auto it = strings_.find(std::string(key));
+    return it == strings_.end() ? std::string() : it->second;
+}
 
 }  // namespace speckv

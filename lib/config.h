@@ -17,6 +17,8 @@ struct KeySpec {
     const char *doc;
     // String keys accept one of `choices` ("a|b|c"); their int value is the index.
     const char *choices = nullptr;
+    // A text key (a path): set with set_str, read with get_str; min/max/dflt unused.
+    bool text = false;
 };
 
 const std::vector<KeySpec> &config_keys();
@@ -29,6 +31,8 @@ class Config {
     int set_str(std::string_view key, std::string_view v);
     int get_int(std::string_view key, int64_t *v) const;
     int64_t get(std::string_view key) const;  // key must exist
+    // A text key's value ("" when unset).
+    std::string get_str(std::string_view key) const;
     bool is_set(std::string_view key) const { return explicit_.count(std::string(key)) != 0; }
     int load_toml_text(std::string_view text, const char *origin);
     int load_toml_file(const char *path);
@@ -39,6 +43,7 @@ class Config {
   private:
     std::map<std::string, int64_t> values_;
     std::map<std::string, bool> explicit_;
+    std::map<std::string, std::string> strings_;  // text keys
 };
 
 }  // namespace speckv

@@ -42,29 +42,6 @@ uint64_t now_ns(clockid_t c = CLOCK_REALTIME) {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 if unknown.
-uint64_t proc_start_time(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    std::ifstream in(path);
-    std::string s;
-    if (!std::getline(in, s)) return 0;
-    size_t rp = s.rfind(')');
-    if (rp == std::string::npos) return 0;
-    const char *p = s.c_str() + rp + 2;  // field 3 starts here
-    for (int field = 3; field < 22 && *p; p++)
-        if (*p == ' ') field++;
-    return std::strtoull(p, nullptr, 10);
-}
-
-bool process_alive(uint32_t pid, uint64_t start_time) {
-    if (pid == 0) return false;
-    if (pid == static_cast<uint32_t>(getpid())) return true;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-    uint64_t st = proc_start_time(static_cast<pid_t>(pid));
-    return st == 0 || start_time == 0 || st == start_time;
-}
-
 void copy_from_pool(void *dst, const void *src, size_t n) {
     SEQLOCK_IGNORE_BEGIN();
     std::memcpy(dst, src, n);
@@ -104,6 +81,29 @@ void relaxed_store(T &field, T v) {
 }
 
 }  // namespace
+
+// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 if unknown.
+uint64_t proc_start_time(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    std::ifstream in(path);
+    std::string s;
+    if (!std::getline(in, s)) return 0;
+    size_t rp = s.rfind(')');
+    if (rp == std::string::npos) return 0;
+    const char *p = s.c_str() + rp + 2;  // field 3 starts here
+    for (int field = 3; field < 22 && *p; p++)
+        if (*p == ' ') field++;
+    return std::strtoull(p, nullptr, 10);
+}
+
+bool process_alive(uint32_t pid, uint64_t start_time) {
+    if (pid == 0) return false;
+    if (pid == static_cast<uint32_t>(getpid())) return true;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+    uint64_t st = proc_start_time(static_cast<pid_t>(pid));
+    return st == 0 || start_time == 0 || st == start_time;
+}
 
 uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
 
@@ -370,6 +370,11 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
+    if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {
+        std::string why = last_error();
+        p->close();
+        return fail(rc, "%s", why.c_str());
+    }
     *out = std::move(p);
     return SPECKV_OK;
 }
@@ -417,6 +422,7 @@ Pool::~Pool() { close(); }
 
 int Pool::close() {
     stop_prefetcher();
+    close_cold();
     if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
     if (attach_slot_ >= 0 && map_.base()) {
         bool rec;
@@ -582,15 +588,18 @@ void Pool::recover_locked(const char *why) {
     h->tenants_used = nt;
     for (uint32_t t = 0; t < nt; t++) tenants()[t].used_pages.store(0);
     uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
+    uint64_t cold_n = 0, cold_b = 0;
     for (uint64_t i = 0; i < hwm; i++) {
         BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
         if (!hd) continue;
+        const bool cold = r.tier_seq.load() & 1;  // in L4: no pages to check or mark
         bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
-                  r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 && r.first_page < s.n_pages &&
-                  r.npages <= s.n_pages - r.first_page && r.bytes > uint64_t(r.npages - 1) * s.page_size &&
-                  r.bytes <= uint64_t(r.npages) * s.page_size && record_crc(r) == r.crc;
-        for (uint64_t p = r.first_page; ok && p < r.first_page + r.npages; p++)
+                  r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 &&
+                  (cold || (r.first_page < s.n_pages && r.npages <= s.n_pages - r.first_page)) &&
+                  r.bytes > uint64_t(r.npages - 1) * s.page_size && r.bytes <= uint64_t(r.npages) * s.page_size &&
+                  record_crc(r) == r.crc;
+        for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + r.npages; p++)
             if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
         if (!ok) {
             log(SPECKV_LOG_ERROR, "recovery: block slot %" PRIu64 " is corrupt; dropped", i);
@@ -610,14 +619,19 @@ void Pool::recover_locked(const char *why) {
         }
         if (pub) r.holders.fetch_and(live_mask);
         else r.holders.store(0);  // only published blocks are referenced
-        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
         live++;
-        used += r.npages;
-        by_dtype[r.dtype] += r.bytes;
         if (pub) {
             published++;
             shared += r.bytes;
         }
+        by_dtype[r.dtype] += r.bytes;
+        if (cold) {
+            cold_n++;
+            cold_b += r.bytes;
+            continue;
+        }
+        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
+        used += r.npages;
         if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(r.npages);
     }
     // Free-slot list, lowest slot first.
@@ -659,6 +673,9 @@ void Pool::recover_locked(const char *why) {
     }
     h->blocks_live.store(live);
     h->pages_used.store(used);
+    h->cold_blocks.store(cold_n);
+    h->cold_bytes.store(cold_b);
+    if (!process_alive(h->cold_pid.load(), h->cold_start_time)) h->cold_pid.store(0);
     for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(by_dtype[d]);
     h->blocks_published.store(published);
     h->shared_bytes.store(shared);
@@ -703,6 +720,17 @@ uint64_t find_run(const uint64_t *bm, uint64_t from, uint64_t to, uint64_t n) {
 }
 }  // namespace
 
+bool Pool::find_room_locked(uint64_t np, uint64_t *first) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    *first = UINT64_MAX;
+    if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
+    uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
+    *first = find_run(bitmap(), cur, s.n_pages, np);
+    if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
+    return *first != UINT64_MAX;
+}
+
 int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
@@ -740,15 +768,11 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     // processes left is reclaimed first, then unreferenced published blocks
     // are evicted, least recently used first.
     uint64_t first = UINT64_MAX;
-    auto room = [&] {
-        first = UINT64_MAX;
-        if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
-        uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
-        first = find_run(bm, cur, s.n_pages, np);
-        if (first == UINT64_MAX) first = find_run(bm, 0, std::min(s.n_pages, cur + np - 1), np);
-        return first != UINT64_MAX;
-    };
+    auto room = [&] { return find_room_locked(np, &first); };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
+    // The L4 holder moves the coldest blocks out before anything is evicted:
+    // a demoted block keeps its handle and its bytes.
+    if (first == UINT64_MAX && !room() && cold_) demote_locked(room, UINT64_MAX);
     if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
     if (first == UINT64_MAX && !room()) {
         bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
@@ -803,6 +827,8 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     r.last_use.store(h->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
     r.owner = attach_id_;
     r.xlate_next.store(0, std::memory_order_relaxed);
+    if (uint64_t t = r.tier_seq.load(std::memory_order_relaxed); t & 1)  // even: in the pool
+        r.tier_seq.store(t + 1, std::memory_order_relaxed);
     r.crc = record_crc(r);
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
@@ -827,7 +853,10 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
     if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype)};
+    const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
+    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype), tseq};
+    if (tseq & 1) [[unlikely]]
+        v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
     if (v.npages == 0 || v.first_page >= sb()->n_pages || v.npages > sb()->n_pages - v.first_page ||
         v.bytes > uint64_t(v.npages) * page_size_) {
         if (r.handle.load(std::memory_order_acquire) != handle)
@@ -899,6 +928,23 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     SharedHeader *h = sh();
     if (r.token_count) xlate_remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
+    if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
+        h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
+        h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+        cold_forget_locked(handle);
+        if (r.state & kBlockPublished) {
+            h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
+            h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+        }
+        r.holders.store(0, std::memory_order_relaxed);
+        h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
+        h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+        if (r.generation < kMaxGeneration) {
+            r.next_free = h->slot_free_head;
+            h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
+        }
+        return;
+    }
     // Writers lock a page, then re-check the handle; wait for any that got in first.
     bool stuck = false;
     for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
@@ -1016,7 +1062,8 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
     for (uint64_t i = 0; i < hwm; i++) {
         const BlockRecord &r = blocks()[i];
         if (!r.handle.load(std::memory_order_relaxed) || !(r.state & kBlockPublished) ||
-            r.holders.load(std::memory_order_relaxed) != 0 || (tenant_only && r.tenant != *tenant_only))
+            r.holders.load(std::memory_order_relaxed) != 0 || (tenant_only && r.tenant != *tenant_only) ||
+            (r.tier_seq.load(std::memory_order_relaxed) & 1))  // in L4: holds no pool page
             continue;
         cand.emplace_back(r.last_use.load(std::memory_order_relaxed), i);
     }
@@ -1098,6 +1145,8 @@ int Pool::release_ref(uint64_t handle) {
 int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     if (!hash) return fail(SPECKV_EINVAL, "hash is NULL");
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (BlockView v0{}; resolve(handle, &v0) == SPECKV_OK && v0.cold())  // published blocks may be flushed: in the pool
+        if (int rc = ensure_hot(handle, &v0); rc != SPECKV_OK) return rc;
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     BlockView v{};
@@ -1292,7 +1341,7 @@ int Pool::repair() {
 
 // ------------------------------------------------------------ read/write
 
-int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint64_t *seq) {
+int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint64_t *seq, uint64_t tseq) {
     PageEntry &pe = pages()[page];
     for (;;) {
         uint64_t q;
@@ -1306,6 +1355,11 @@ int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint
                 pe.seq.store(q + 2, std::memory_order_release);
                 return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the write", handle);
             }
+            if (tseq != UINT64_MAX && rec->tier_seq.load(std::memory_order_seq_cst) != tseq) {
+                pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
+                pe.seq.store(q + 2, std::memory_order_release);
+                return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " moved between tiers during the write", handle);
+            }
             *seq = q;
             return SPECKV_OK;
         }
@@ -1314,8 +1368,14 @@ int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint
 
 int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    int attempt = 0;
+restart:
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.cold()) [[unlikely]]
+        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+    if (heat_) [[unlikely]]
+        heat_->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
     if (!src && len) return fail(SPECKV_EINVAL, "src is NULL");
     if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "write of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
@@ -1331,6 +1391,12 @@ int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
         uint64_t q;
         if (int rc = lock_page(page, handle, r.rec, &q); rc != SPECKV_OK) return rc;
         PageEntry &pe = pages()[page];
+        if (r.moved()) [[unlikely]] {  // moved to L4 (or back) since resolve: this page is not the block's now
+            pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            if (++attempt > 16) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers during the write", handle);
+            goto restart;  // rewriting what was written already is harmless: same bytes
+        }
         if (std::atomic_ref<const uint32_t>(r.rec->state).load(std::memory_order_seq_cst) & kBlockPublished) {
             pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
@@ -1459,8 +1525,11 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
 }
 
 int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
+  for (int attempt = 0;; attempt++) {
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.cold()) [[unlikely]]
+        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
     if (!dst && len) return fail(SPECKV_EINVAL, "dst is NULL");
     if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "read of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
@@ -1493,6 +1562,17 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     }
     if (rc == SPECKV_OK && r.rec->handle.load(std::memory_order_acquire) != handle)
         rc = fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the read", handle);
+    // The block moved to L4 (or back) while we copied: the pages we read may
+    // be another block's by now. Read again from where it is.
+    if (r.moved()) [[unlikely]] {
+        if (attempt < 16) {
+            clear_error();
+            continue;
+        }
+        if (rc == SPECKV_OK) rc = fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers during the read", handle);
+    }
+    if (heat_) [[unlikely]]
+        heat_->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
     // One shard lookup for all the counters of this call.
     std::atomic<uint64_t> *c = my_shard();
     auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {
@@ -1513,6 +1593,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         add(c[kRBytes], len, own);
     }
     return rc;
+  }
 }
 
 // ---- codec (docs/codec.md §17)
@@ -1631,14 +1712,21 @@ int Pool::block_info(uint64_t handle, speckv_block_meta *out) const {
 int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
     if (!ptr || !len) return fail(SPECKV_EINVAL, "ptr and len must not be NULL");
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    int attempt = 0;
+again:
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.cold())
+        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
     for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
         PageEntry &pe = pages()[p];
         if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
             // Materialise the zeros so the pointer shows what a read returns.
             uint64_t q;
-            if (int rc = lock_page(p, handle, r.rec, &q); rc != SPECKV_OK) return rc;
+            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+                if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
+                return rc;
+            }
             if (pe.flags.load(std::memory_order_relaxed) & kPageZero) {
                 std::memset(page_data(p), 0, page_size_);
                 pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
@@ -1649,7 +1737,10 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
             // The pointer must show values, not a record: the page is stored
             // decoded from now on (the same values a read returns).
             uint64_t q;
-            if (int rc = lock_page(p, handle, r.rec, &q); rc != SPECKV_OK) return rc;
+            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+                if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
+                return rc;
+            }
             uint32_t fl = pe.flags.load(std::memory_order_relaxed) & ~kPageWriterMask;
             int rc = SPECKV_OK;
             if ((fl & (kPageCoded | kPageZero)) == kPageCoded) {
@@ -1687,12 +1778,21 @@ int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
     bool ref = relaxed_load(r.rec->state) & kBlockPublished;
     if (ref)
         if (int rc = acquire_ref(handle, true); rc != SPECKV_OK) return rc;
+    bool moved;
     {
+        // The L4 holder demotes only with pin_mu_ held and re-checks the pins
+        // before it commits: registered here and unmoved means it stays put.
         std::lock_guard g(pin_mu_);
         auto &e = pins_[handle];
         e.first++;
         e.second += ref;
         pin_total_.fetch_add(1, std::memory_order_release);
+        moved = r.moved();
+    }
+    if (moved) {  // it went to L4 (or came back) between resolve and the pin: once more
+        unpin(handle);
+        if (++attempt < 16) goto again;
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers while pinning", handle);
     }
     if (r.rec->handle.load(std::memory_order_acquire) != handle) {
         unpin(handle);
@@ -1807,6 +1907,11 @@ void Pool::stats_local(speckv_pool_stats *st) const {
     v.codec_stored_bytes = total(kEncStored);
     v.codec_pages_bypassed = total(kEncBypass);
     v.codec_pages_decoded = total(kDecPages);
+    v.l4_blocks = h->cold_blocks.load(std::memory_order_relaxed);
+    v.l4_bytes = h->cold_bytes.load(std::memory_order_relaxed);
+    v.l4_demotions = h->demotions.load(std::memory_order_relaxed);
+    v.l4_promotions = h->promotions.load(std::memory_order_relaxed);
+    v.l4_demote_failures = h->demote_failures.load(std::memory_order_relaxed);
     v.prefetch_pages = total(kPfPages);
     if (l2_) {
         BufferStats b = l2_->stats();
@@ -1874,7 +1979,9 @@ std::string Pool::stats_json() const {
                   ",\"codec_stored_bytes\":%" PRIu64 ",\"codec_pages_bypassed\":%" PRIu64
                   ",\"codec_pages_decoded\":%" PRIu64 ",\"codec_ratio\":%.6f,\"summaries_written\":%" PRIu64
                   ",\"select_calls\":%" PRIu64 ",\"select_entered\":%" PRIu64 ",\"select_churn\":%.6f"
-                  ",\"attend_calls\":%" PRIu64 "}",
+                  ",\"attend_calls\":%" PRIu64 ",\"l4_blocks\":%" PRIu64 ",\"l4_bytes\":%" PRIu64
+                  ",\"l4_demotions\":%" PRIu64 ",\"l4_promotions\":%" PRIu64 ",\"l4_demote_failures\":%" PRIu64
+                  ",\"l4_holder\":%s}",
                   s.pool_bytes, s.page_size, s.pages_total, s.pages_used, s.blocks_live, s.blocks_max, s.allocs, s.frees,
                   s.bytes_written, s.bytes_read, s.reads, s.cache_hits, s.cache_misses, s.checksum_failures,
                   s.prefetch_hints, s.attached, s.blocks_published, s.shared_bytes, s.lookups, s.lookup_hits,
@@ -1885,7 +1992,8 @@ std::string Pool::stats_json() const {
                   ratio(s.tlb_hits, s.tlb_hits + s.tlb_misses), s.codec_pages_encoded, s.codec_raw_bytes,
                   s.codec_stored_bytes, s.codec_pages_bypassed, s.codec_pages_decoded,
                   ratio(s.codec_raw_bytes, s.codec_stored_bytes), total(kSummaries), total(kSelCalls),
-                  total(kSelEntered), ratio(total(kSelEntered), total(kSelCalls)), total(kAttendCalls));
+                  total(kSelEntered), ratio(total(kSelEntered), total(kSelCalls)), total(kAttendCalls), s.l4_blocks,
+                  s.l4_bytes, s.l4_demotions, s.l4_promotions, s.l4_demote_failures, cold_ ? "true" : "false");
     // Placement (docs/devices.md): numbers only, like every other key here.
     std::string out = buf;
     out.pop_back();  // the closing brace
@@ -1923,6 +2031,12 @@ void Pool::info(PoolInfo *o) const {
     o->dedup_bytes = st.dedup_bytes;
     o->evictions = st.evictions;
     o->reclaimed = st.reclaimed_blocks;
+    o->cold_blocks = h->cold_blocks.load();
+    o->cold_bytes = h->cold_bytes.load();
+    o->demotions = h->demotions.load();
+    o->promotions = h->promotions.load();
+    o->demote_failures = h->demote_failures.load();
+    o->cold_pid = process_alive(h->cold_pid.load(), h->cold_start_time) ? h->cold_pid.load() : 0;
     o->attach.clear();
     for (const auto &a : h->attach) {
         uint32_t pid = a.pid.load();
@@ -1981,6 +2095,7 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
         b.token_count = r.token_count;
         std::memcpy(b.content_hash, r.content_hash, sizeof b.content_hash);
         b.published = r.state & kBlockPublished;
+        b.cold = r.tier_seq.load() & 1;
         b.holders = static_cast<uint32_t>(__builtin_popcountll(r.holders.load() & ~kHoldersDying));
         b.owner = r.owner;
         out->push_back(b);
@@ -2004,7 +2119,7 @@ int Pool::check(CheckReport *rep) const {
     }
     std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
     std::vector<unsigned char> buf(s.page_size), dec(s.page_size);
-    uint64_t live = 0, used = 0, published = 0, shared = 0;
+    uint64_t live = 0, used = 0, published = 0, shared = 0, cold_n = 0, cold_b = 0;
     uint64_t live_mask = 0;
     std::vector<uint64_t> live_ids;
     for (uint32_t i = 0; i < kMaxAttach; i++) {
@@ -2033,15 +2148,21 @@ int Pool::check(CheckReport *rep) const {
             problem("block 0x%" PRIx64 ": record checksum mismatch", hd);
             continue;
         }
-        if (r.dtype > 3 || r.npages == 0 || r.first_page >= s.n_pages || r.npages > s.n_pages - r.first_page ||
+        const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
+        if (r.dtype > 3 || r.npages == 0 || (!cold && (r.first_page >= s.n_pages || r.npages > s.n_pages - r.first_page)) ||
             r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size) {
             problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
             continue;
         }
         live++;
-        used += r.npages;
-        for (uint32_t t = 0; t < nt; t++)
-            if (tenants()[t].tenant == r.tenant) tenant_pages[t] += r.npages;
+        if (cold) {
+            cold_n++;
+            cold_b += r.bytes;
+        } else {
+            used += r.npages;
+            for (uint32_t t = 0; t < nt; t++)
+                if (tenants()[t].tenant == r.tenant) tenant_pages[t] += r.npages;
+        }
         uint64_t holders = r.holders.load();
         if (r.state & kBlockPublished) {
             published++;
@@ -2056,7 +2177,7 @@ int Pool::check(CheckReport *rep) const {
             if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
                 problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
         }
-        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
+        for (uint64_t p = r.first_page; !cold && p < r.first_page + r.npages; p++) {
             if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
             owned[p / 64] |= uint64_t(1) << (p % 64);
             if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem("page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
@@ -2104,6 +2225,9 @@ int Pool::check(CheckReport *rep) const {
         problem("live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), live);
     if (h->pages_used.load() != used + leaked)
         problem("used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), used + leaked);
+    if (h->cold_blocks.load() != cold_n || h->cold_bytes.load() != cold_b)
+        problem("L4 counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the block table holds %" PRIu64 " / %" PRIu64,
+                h->cold_blocks.load(), h->cold_bytes.load(), cold_n, cold_b);
     uint64_t n = 0;
     for (uint64_t f = h->slot_free_head; f; n++) {
         if (f > hwm || n > s.max_blocks) {

@@ -2,11 +2,13 @@
 // (docs/pool-format.md), attached by one or more processes.
 #pragma once
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "backend.h"
+#include "cold_tier.h"
 #include "config.h"
+#include "heat.h"
 #include "page_cache.h"
 #include "pool_format.h"
 #include "prefetch_ctl.h"
@@ -32,6 +36,7 @@ struct BlockInfo {
     uint32_t layer, hint_flags;
     uint8_t content_hash[32];
     bool published;
+    bool cold;              // in the L4 cold tier (its pages are not in the pool)
     uint32_t holders;       // processes holding references
     uint64_t owner;         // attach id owning it while unpublished (0 = the pool)
 };
@@ -59,6 +64,8 @@ struct PoolInfo {
     uint64_t pages_quarantined, pages_in_write;
     uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
     uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
+    uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
+    uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
     std::vector<AttachInfo> attach;
     uint64_t tier_detached[fmt::kTcSummed];  // tier counters of processes that detached or died
     std::vector<TenantInfo> tenants;
@@ -89,6 +96,8 @@ class Pool {
     int block_info(uint64_t handle, speckv_block_meta *out) const;
     int pin(uint64_t handle, const void **ptr, size_t *len);
     int unpin(uint64_t handle);
+    // Moves a block to the L4 cold tier now (speckv_demote; docs/tiers.md §9).
+    int demote(uint64_t handle);
     int prefetch(const speckv_hint *hint);
 
     // Sharing (docs/sharing.md).
@@ -196,10 +205,15 @@ class Pool {
         uint64_t first_page, bytes;
         uint32_t npages;
         uint8_t dtype;
+        uint64_t tseq;  // BlockRecord::tier_seq when resolved: odd = in L4 (first_page is then 0)
+        bool cold() const { return tseq & 1; }
+        // Whether the block left the pages this view names (a move since resolve).
+        bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
     int resolve(uint64_t handle, BlockView *out) const;
     int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
-    int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq);
+    // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
+    int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
     int verify_page_inplace(uint64_t page);
@@ -213,6 +227,8 @@ class Pool {
         uint64_t handle, page, offset, token_pos;
         uint32_t tokens;
         uint8_t dtype;
+        const fmt::BlockRecord *rec;
+        uint64_t tseq;  // the block's tier_seq when `page` was read off it
     };
     int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
                 std::vector<KPage> *out);
@@ -230,6 +246,27 @@ class Pool {
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
     bool pinned(uint64_t handle);
+    // A free slot and a run of np free pages (*first), under the lock.
+    bool find_room_locked(uint64_t np, uint64_t *first) const;
+
+    // L4 cold tier (lib/pool_cold.cc, docs/tiers.md §9). One process holds
+    // it (cold_ != null): it alone moves blocks between L3 and L4.
+    int init_cold(const Config &cfg);   // after attach: take the role, reconcile the file with the pool
+    void close_cold();                  // before detach: give the role up
+    // Under the lock: demotes blocks, coldest first, until fits() (at least
+    // one batch when it is called). Never the block in slot `keep`.
+    uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep);
+    // Under the lock: demotes exactly these slots (one put batch). Returns how many moved.
+    // *why (may be null): SPECKV_OK if any moved, else why none did.
+    uint64_t demote_slots_locked(const std::vector<uint64_t> &slots, int *why = nullptr);
+    // Brings a block back from L4 (the holder only); OK if it is in the pool now.
+    int promote(uint64_t handle);
+    // For a view of a block in L4: promotes it and re-resolves *v, or fails
+    // clearly (not the holder). OK at once for a block in the pool.
+    int ensure_hot(uint64_t handle, BlockView *v);
+    int ensure_hot_outofline(uint64_t handle, BlockView *v) { return ensure_hot(handle, v); }
+    // Called by release_block_locked for a block in L4: its L4 copy goes.
+    void cold_forget_locked(uint64_t handle);
 
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
@@ -296,6 +333,12 @@ class Pool {
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
     int lock_timeout_ms_ = 5000;
     int log_level_ = 1;
+    // The L4 tier, when this process holds it, and the heat that picks what goes there.
+    std::unique_ptr<ColdTier> cold_;
+    std::unique_ptr<HeatTracker> heat_;
+    uint32_t cold_batch_ = 16;
+    // Whether this handle, in this process (not a fork() child), holds the L4 tier.
+    bool holder() const { return cold_ && attach_pid_ == getpid(); }
     // Pins are per process: a pinned block can't be written or freed here.
     std::mutex pin_mu_;
     std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> pins_;  // handle -> (pins, of which hold a reference)
@@ -340,6 +383,9 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::S
                   uint32_t summary_bytes = 0);
 
 uint32_t superblock_crc(const fmt::Superblock &s);
+// Field 22 of /proc/<pid>/stat (0 if unknown), and whether that process still runs.
+uint64_t proc_start_time(pid_t pid);
+bool process_alive(uint32_t pid, uint64_t start_time);
 uint32_t record_crc(const fmt::BlockRecord &r);
 
 }  // namespace speckv

@@ -11,7 +11,7 @@
 namespace speckv::fmt {
 
 inline constexpr uint64_t kMagic = 0x314C4F4F50564B53ULL;  // "SKVPOOL1" little-endian
-inline constexpr uint32_t kFormatVersion = 4;  // 2: sharing; 3: translation index; 4: coded pages
+inline constexpr uint32_t kFormatVersion = 5;  // 2: sharing; 3: translation index; 4: coded pages; 5: L4 tier
 inline constexpr uint64_t kDataAlign = 2u << 20;  // devdax alignment
 // Attach records; a block's `holders` word has one bit per record (bit 63 is
 // kHoldersDying), so there can be at most 63.
@@ -105,6 +105,14 @@ struct SharedHeader {
     uint32_t pad;
     std::atomic<uint64_t> tier_detached[kTcSummed];  // tier counters of processes gone
     AttachRecord attach[kMaxAttach];
+    // The L4 cold tier (docs/tiers.md §9): at most one live process holds it
+    // (the file named by its cold.path); it alone moves blocks to and from it.
+    std::atomic<uint32_t> cold_pid;      // 0 = no holder
+    uint32_t pad2;
+    uint64_t cold_start_time;            // /proc/<pid>/stat field 22 of the holder
+    std::atomic<uint64_t> cold_blocks, cold_bytes;   // blocks in L4 and their bytes
+    std::atomic<uint64_t> demotions, promotions;     // block moves L3 -> L4 and back, ever
+    std::atomic<uint64_t> demote_failures;           // demotions that failed (the block stayed in L3)
 };
 inline constexpr uint64_t kLockMagic = 0x4B434F4C564B5350ULL;
 inline constexpr uint64_t kSharedSize = 20480;
@@ -173,7 +181,12 @@ struct BlockRecord {
     std::atomic<uint64_t> last_use;   // SharedHeader::lru_clock when last allocated, published or released
     uint64_t owner;        // attach id of the allocating process while unpublished; 0 = the pool's
     std::atomic<uint64_t> xlate_next;  // slot + 1 of the next block in this translation chain
-    uint64_t reserved[1];
+    // Tier sequence: even = the block's pages are in the pool at first_page;
+    // odd = it lives in the L4 cold tier (its pages are free; first_page is
+    // stale). Bumped under the lock by each move; readers that resolved the
+    // block re-check it after copying, so they never return bytes of pages
+    // the block left.
+    std::atomic<uint64_t> tier_seq;
 };
 static_assert(sizeof(BlockRecord) == 192);
 inline constexpr uint32_t kBlockPublished = 1;

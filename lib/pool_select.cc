@@ -73,6 +73,8 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             continue;
         }
         if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_KEYS)) continue;
+        if (v.cold())  // in L4: back into the pool first (the holder), or a clear error, never a partial result
+            if (int rc = ensure_hot_outofline(h, &v); rc != SPECKV_OK) return rc;
         ks.push_back({h, relaxed_field(v.rec->token_pos), v});
     }
     std::sort(ks.begin(), ks.end(), [](const Blk &a, const Blk &b) {
@@ -93,7 +95,8 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             const uint64_t tp = b.token_pos + uint64_t(i) * per_page;
             if (!rows || tp >= context_tokens) break;
             out->push_back({b.handle, b.v.first_page + i, off, tp,
-                            static_cast<uint32_t>(std::min<uint64_t>(rows, context_tokens - tp)), b.v.dtype});
+                            static_cast<uint32_t>(std::min<uint64_t>(rows, context_tokens - tp)), b.v.dtype, b.v.rec,
+                            b.v.tseq});
         }
     }
     if (out->empty())
@@ -111,17 +114,21 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
+    const size_t ssz = nmp::summary_size(C);
+    std::vector<uint8_t> sums;
+    std::vector<uint32_t> have;  // pages with a summary, by index
+    uint32_t n = 0, budget = 0;
+    for (int attempt = 0;; attempt++) {
     if (int rc = k_pages(tenant, request, layer, C, p.context_tokens, &pages); rc != SPECKV_OK) return rc;
-    const auto n = static_cast<uint32_t>(pages.size());
+    n = static_cast<uint32_t>(pages.size());
     if (n_pages) *n_pages = n;
-    const uint32_t budget = std::min(p.budget, n);
+    budget = std::min(p.budget, n);
     if (cap < budget) return fail(SPECKV_ERANGE, "out holds %zu page refs, the selection has %u", cap, budget);
 
     // Copy each summary under its page's sequence lock: a consistent copy of
     // the summary of exactly the page's current keys, or none.
-    const size_t ssz = nmp::summary_size(C);
-    std::vector<uint8_t> sums(size_t(n) * ssz);
-    std::vector<uint32_t> have;  // pages with a summary, by index
+    sums.assign(size_t(n) * ssz, 0);
+    have.clear();
     for (uint32_t i = 0; i < n; i++) {
         const PageEntry &pe = pages_[pages[i].page];
         for (;;) {
@@ -151,6 +158,13 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             }
             break;
         }
+    }
+    // A K block that moved to L4 (or back) meanwhile: its pages may be
+    // another block's by now. Take the pages again.
+    bool moved = false;
+    for (const KPage &k : pages) moved |= k.rec->tier_seq.load(std::memory_order_seq_cst) != k.tseq;
+    if (!moved) break;
+    if (attempt >= 8) return fail(SPECKV_EBUSY, "K blocks of request %" PRIu64 " layer %u kept moving between tiers", request, layer);
     }
     // Scores: max over KV head groups of the nmp upper bound; +inf for a page
     // without a summary (no bound: it must be kept).
@@ -233,7 +247,10 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             clear_error();
             continue;
         }
-        if (relaxed_field(v.rec->hint_flags) & SPECKV_HINT_VALUES) vs.push_back({h, relaxed_field(v.rec->token_pos), v.bytes, v.dtype});
+        if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_VALUES)) continue;
+        if (v.cold())
+            if (int rc = ensure_hot_outofline(h, &v); rc != SPECKV_OK) return rc;
+        vs.push_back({h, relaxed_field(v.rec->token_pos), v.bytes, v.dtype});
     }
     const int dtype = pages[0].dtype;
     const size_t es = codec::dtype_size(dtype), row = size_t(C) * es;

@@ -324,6 +324,11 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         clear_error();
         return 0;
     }
+    // In L4: the holder brings it back into the pool ahead of its use (L4 -> L3), then on into L2.
+    if (v.cold() && ensure_hot_outofline(handle, &v) != SPECKV_OK) {
+        clear_error();
+        return 0;
+    }
     // The block the request is appending to (it covers the token being
     // decoded, or the next one) is about to be rewritten: a copy fetched now
     // would be stale before it is read. Its writer puts it in L1 instead.

@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     unsigned char data[10000], back[10000];
     const void *ptr = NULL;
     size_t len = 0, need = 0;
-    char json[1024];
+    char json[4096];
     int i;
     pthread_t th[4];
     struct worker_arg args[4];

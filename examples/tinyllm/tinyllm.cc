@@ -65,6 +65,7 @@ struct Options {
     int64_t l1_bytes = -1, l2_bytes = -1;
     bool prefetch = true, pin = false, check = false, json = false, skip_missing = false, oracle = false;
     std::string codec = "raw";
+    std::string cold;         // --cold PATH: the pool's L4 tier file (config cold.path)
     double select_pct = 0;    // --select PCT: pages per layer kept (percent); 0 = full attention
     bool attend = false;      // --attend: the rest attended next to the pool, merged exactly
     std::string eval_text;    // --eval-text FILE: teacher-forced comparison with full attention
@@ -76,7 +77,7 @@ void usage(FILE *f) {
                  "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
                  "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
                  "               [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json]\n"
-                 "               [--select PCT [--attend]] [--eval-text FILE] [--skip-missing]\n"
+                 "               [--select PCT [--attend]] [--eval-text FILE] [--cold PATH] [--skip-missing]\n"
                  "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K)\n"
                  "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
                  "  --batch N       sequences running at once (default 4)\n"
@@ -93,6 +94,9 @@ void usage(FILE *f) {
                  "  --codec MODE    store K/V pages as codec records (config codec.mode: paper, int8, k6,\n"
                  "                  vp6, ...; default raw = in clear). Lossy: --check then reports how many\n"
                  "                  tokens still match instead of failing\n"
+                 "  --cold PATH     hold the pool's L4 cold tier in file PATH (config cold.path): with a pool\n"
+                 "                  smaller than the K/V cache, the coldest blocks move there and come back\n"
+                 "                  when read (exact: --check still holds)\n"
                  "  --select PCT    near-memory page selection: each layer's attention reads only the PCT%%\n"
                  "                  best pages by the pool's summaries (speckv_select; K and V in separate\n"
                  "                  blocks; the pool gets a summary area). Approximate: --check reports\n"
@@ -176,6 +180,9 @@ int parse(int argc, char **argv, Options *o) {
         } else if (a == "--codec") {
             if (!value(&v)) return 2;
             o->codec = v;
+        } else if (a == "--cold") {
+            if (!value(&v)) return 2;
+            o->cold = v;
         } else if (a == "--select") {
             if (!value(&v)) return 2;
             char *end = nullptr;
@@ -434,6 +441,13 @@ int main(int argc, char **argv) {
     bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
                   (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes)) &&
                   (!o.oracle || set_key(cfg, "prefetch.policy", 1));
+    if (cfg_ok && !o.cold.empty()) {
+        int crc = speckv_config_set_str(cfg, "cold.path", o.cold.c_str());
+        if (crc != SPECKV_OK) {
+            std::fprintf(stderr, "tinyllm: --cold %s: %s (%s)\n", o.cold.c_str(), speckv_strerror(crc), speckv_errmsg());
+            cfg_ok = false;
+        }
+    }
     // The codec: one preset for the block (K rows then V rows, kv_dim values per token).
     if (cfg_ok && o.codec != "raw") {
         int crc = speckv_config_set_str(cfg, "codec.mode", o.codec.c_str());
@@ -623,6 +637,10 @@ int main(int argc, char **argv) {
                         " left in clear; %" PRIu64 " decoded)\n",
                         o.codec.c_str(), st.codec_pages_encoded, ratio(st.codec_raw_bytes, st.codec_stored_bytes),
                         st.codec_raw_bytes, st.codec_stored_bytes, st.codec_pages_bypassed, st.codec_pages_decoded);
+        if (!o.cold.empty())
+            std::printf("  L4 (cold tier)           %12" PRIu64 "   blocks demoted, %" PRIu64 " promoted, %" PRIu64
+                        " failed; %" PRIu64 " blocks (%" PRIu64 " B) there at the end\n",
+                        st.l4_demotions, st.l4_promotions, st.l4_demote_failures, st.l4_blocks, st.l4_bytes);
     }
     // A lossy codec or approximate attention (--select without --attend)
     // changes tokens by design: --check then reports instead of failing.

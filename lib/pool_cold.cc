@@ -1,0 +1,529 @@
+// The pool's L4 cold tier (docs/tiers.md §9): blocks demoted from the pool
+// live in a file on NVMe (lib/cold_tier.*: io_uring, O_DIRECT, registered
+// buffers), keyed by their handle, and come back on their next use.
+//
+// One live process per pool holds the tier (SharedHeader::cold_pid): the one
+// opened with config cold.path. It alone moves blocks, so a move needs no
+// cross-process protocol beyond the pool lock and the block's tier_seq:
+//   demote: under the lock, snapshot the block's pages (seqlock copies), write
+//           them to L4, then lock every page, check none changed since the
+//           snapshot and no pin appeared, bump tier_seq to odd (the commit
+//           point) and free the pages. A failed L4 write leaves the block as
+//           it was: nothing is lost.
+//   promote: read the L4 copy (CRC32C checked), then under the lock take a
+//           run of free pages, fill them, point the record at them, bump
+//           tier_seq to even (the commit point), and drop the L4 copy.
+// Readers and writers that resolved the block before a move see tier_seq
+// changed after their copy and start again (lib/pool.cc). A crash before a
+// commit leaves the block where it was (recovery rebuilds the page bitmap
+// from the records, and the next holder drops L4 copies no record names).
+#include <inttypes.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "crc32c.h"
+#include "pool.h"
+#include "seqlock.h"
+#include "status.h"
+
+namespace speckv {
+
+using namespace fmt;
+
+namespace {
+
+constexpr uint32_t kColdMagic = 0x344C4B53;  // "SKL4": a block's L4 payload
+
+// A block's L4 payload: this header, one ColdPage per page, the pages'
+// summary slots (when the pool has a summary area), then the bytes of every
+// page not flagged zero, in page order.
+struct ColdHead {
+    uint32_t magic;
+    uint32_t npages;
+    uint64_t handle;
+    uint64_t bytes;
+    uint32_t page_size;
+    uint32_t summary_bytes;
+    uint32_t data_pages;
+    uint32_t pad;
+};
+static_assert(sizeof(ColdHead) == 40);
+
+struct ColdPage {
+    uint32_t crc, flags;
+};
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+uint64_t slot_of(uint64_t handle) { return handle & ((uint64_t(1) << kSlotBits) - 1); }
+
+}  // namespace
+
+int Pool::init_cold(const Config &cfg) {
+    const std::string path = cfg.get_str("cold.path");
+    if (path.empty() || read_only()) return SPECKV_OK;
+    cold_batch_ = static_cast<uint32_t>(cfg.get("cold.batch"));
+    SharedHeader *h = sh();
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    uint32_t other = h->cold_pid.load();
+    if (other && other != uint32_t(getpid()) && process_alive(other, h->cold_start_time)) {
+        unlock();
+        return fail(SPECKV_EBUSY,
+                    "the L4 tier of this pool is held by process %u: one process per pool holds it (open this one "
+                    "without cold.path; docs/tiers.md §9)",
+                    other);
+    }
+    h->cold_pid.store(uint32_t(getpid()));
+    h->cold_start_time = proc_start_time(getpid());
+    unlock();
+    ColdTierOptions o;
+    o.path = path;
+    o.capacity = static_cast<uint64_t>(cfg.get("cold.capacity"));
+    o.direct = cfg.get("cold.direct") != 0;
+    o.durable = cfg.get("cold.durable") != 0;
+    o.recover = true;  // the file outlives the process: its extents are found again
+    auto give_up = [&] {
+        if (lock(&rec) == SPECKV_OK) {
+            if (h->cold_pid.load() == uint32_t(getpid())) h->cold_pid.store(0);
+            unlock();
+        }
+    };
+    // The file's lock is ours now by the pool's record, but a holder that
+    // just died may keep it a moment longer: its io_uring instance is torn
+    // down asynchronously after the process is gone, and holds the file.
+    int orc = ColdTier::open(o, &cold_);
+    for (int i = 0; orc == SPECKV_EBUSY && i < 60; i++) {
+        usleep(50000);
+        orc = ColdTier::open(o, &cold_);
+    }
+    if (int rc = orc; rc != SPECKV_OK) {
+        std::string why = last_error();
+        give_up();
+        return fail(rc, "L4 tier (cold.path = '%s'): %s", path.c_str(), why.c_str());
+    }
+    HeatParams hp;
+    if (int rc = HeatTracker::create(hp, &heat_); rc != SPECKV_OK) {
+        cold_.reset();
+        give_up();
+        return rc;
+    }
+    // Reconcile the file with the pool: an L4 copy no record names (its
+    // block was freed by a process that did not hold the tier, or a
+    // demotion was cut short before its commit) is dropped.
+    std::vector<uint64_t> stale;
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+    for (uint64_t key : cold_->keys()) {
+        uint64_t slot = slot_of(key);
+        bool named = slot >= 1 && slot <= hwm && blocks()[slot - 1].handle.load() == key &&
+                     (blocks()[slot - 1].tier_seq.load() & 1);
+        if (!named) stale.push_back(key);
+    }
+    if (!stale.empty()) {
+        cold_->drop(stale);
+        clear_error();
+        log(SPECKV_LOG_INFO, "L4 tier %s: dropped %zu copies of blocks no longer in it", path.c_str(), stale.size());
+    }
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < hwm; i++) {
+        uint64_t hd = blocks()[i].handle.load();
+        if (hd && (blocks()[i].tier_seq.load() & 1) && !cold_->contains(hd)) missing++;
+    }
+    if (missing)
+        log(SPECKV_LOG_ERROR,
+            "L4 tier %s: %" PRIu64 " blocks of the pool are in L4 but this file holds no copy of them: reads of them fail "
+            "(SPECKV_ECORRUPT) until they are freed",
+            path.c_str(), missing);
+    return SPECKV_OK;
+}
+
+void Pool::close_cold() {
+    if (!cold_) return;
+    if (attach_pid_ != getpid()) {  // a fork() child: the role and the ring are the parent's
+        (void)cold_.release();
+        (void)heat_.release();
+        return;
+    }
+    bool rec;
+    if (attach_slot_ >= 0 && lock(&rec) == SPECKV_OK) {
+        if (sh()->cold_pid.load() == uint32_t(getpid())) sh()->cold_pid.store(0);
+        unlock();
+    }
+    cold_.reset();
+    heat_.reset();
+}
+
+void Pool::cold_forget_locked(uint64_t handle) {
+    if (!holder()) return;  // the next holder drops it when it opens
+    const uint64_t k = handle;
+    cold_->drop(std::span<const uint64_t>(&k, 1));
+    clear_error();
+}
+
+uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why) {
+    SharedHeader *h = sh();
+    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
+    struct Victim {
+        uint64_t slot, handle;
+        std::vector<uint64_t> seqs;
+        std::vector<unsigned char> payload;
+    };
+    std::vector<Victim> vs;
+    int last_rc = SPECKV_OK;
+    std::string last_why;
+    auto skip = [&](int rc, const char *f, uint64_t hd) {
+        last_rc = rc;
+        char buf[256];
+        std::snprintf(buf, sizeof buf, f, hd);
+        last_why = buf;
+    };
+    for (uint64_t slot : slots) {
+        BlockRecord &r = blocks()[slot];
+        uint64_t hd = r.handle.load();
+        if (!hd || (r.tier_seq.load() & 1)) continue;
+        Victim v{slot, hd, {}, {}};
+        if ((r.state & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
+            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
+            continue;
+        }
+        const uint64_t first = r.first_page, np = r.npages;
+        const bool sums = summaries_ != nullptr;
+        size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + (sums ? np * summary_bytes_ : 0);
+        v.payload.resize(meta);
+        v.seqs.resize(np);
+        uint32_t data_pages = 0;
+        bool ok = true;
+        for (uint64_t i = 0; ok && i < np; i++) {
+            PageEntry &pe = pages()[first + i];
+            for (int tries = 0;; tries++) {
+                uint64_t s1;
+                if (wait_even(pe, &s1) != SPECKV_OK || tries > 8) {
+                    ok = false;
+                    break;
+                }
+                uint32_t fl = pe.flags.load(std::memory_order_acquire) & ~kPageWriterMask;
+                if (fl & kPageQuarantined) {  // a damaged page is not carried anywhere: it stays where check sees it
+                    ok = false;
+                    break;
+                }
+                ColdPage cp{pe.crc.load(std::memory_order_relaxed), fl};
+                size_t at = v.payload.size();
+                if (!(fl & kPageZero)) {
+                    v.payload.resize(at + page_size_);
+                    std::atomic_thread_fence(std::memory_order_acquire);
+                    SEQLOCK_IGNORE_BEGIN();  // validated by the page's sequence below
+                    std::memcpy(v.payload.data() + at, page_data(first + i), page_size_);
+                    SEQLOCK_IGNORE_END();
+                }
+                if (sums) {
+                    SEQLOCK_IGNORE_BEGIN();
+                    std::memcpy(v.payload.data() + sizeof(ColdHead) + np * sizeof(ColdPage) + i * summary_bytes_,
+                                summaries_ + (first + i) * summary_bytes_, summary_bytes_);
+                    SEQLOCK_IGNORE_END();
+                }
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (pe.seq.load(std::memory_order_relaxed) != s1) {  // a writer got in: copy it again
+                    v.payload.resize(at);
+                    continue;
+                }
+                std::memcpy(v.payload.data() + sizeof(ColdHead) + i * sizeof(ColdPage), &cp, sizeof cp);
+                v.seqs[i] = s1;
+                data_pages += !(fl & kPageZero);
+                break;
+            }
+        }
+        clear_error();
+        if (!ok) {
+            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " has a page being written or quarantined", hd);
+            continue;
+        }
+        ColdHead ch{kColdMagic, uint32_t(np), hd, r.bytes, page_size_, sums ? summary_bytes_ : 0, data_pages, 0};
+        std::memcpy(v.payload.data(), &ch, sizeof ch);
+        vs.push_back(std::move(v));
+    }
+    if (vs.empty()) {
+        if (last_rc != SPECKV_OK) fail(last_rc, "%s", last_why.c_str());
+        if (why) *why = last_rc;
+        return 0;
+    }
+    std::vector<ColdTier::PutItem> items;
+    items.reserve(vs.size());
+    for (auto &v : vs) items.push_back({v.handle, v.payload.data(), v.payload.size()});
+    cold_->put(items);
+    std::string put_why = last_error();
+    uint64_t moved = 0;
+    std::vector<uint64_t> undo;  // written to L4 but not committed: their copies go
+    for (size_t k = 0; k < vs.size(); k++) {
+        Victim &v = vs[k];
+        BlockRecord &r = blocks()[v.slot];
+        if (items[k].status != SPECKV_OK) {
+            h->demote_failures.fetch_add(1);
+            log(SPECKV_LOG_WARN, "demoting block 0x%" PRIx64 " to L4 failed; it stays in the pool: %s", v.handle,
+                put_why.c_str());
+            last_rc = items[k].status;
+            last_why = put_why;
+            continue;
+        }
+        const uint64_t first = r.first_page, np = r.npages;
+        std::unique_lock pins(pin_mu_);  // pin() registers under it and re-checks tier_seq
+        bool ok = r.handle.load() == v.handle && !pins_.count(v.handle);
+        uint64_t locked = 0;
+        for (; ok && locked < np; locked++) {
+            PageEntry &pe = pages()[first + locked];
+            uint64_t want = v.seqs[locked];
+            if (!pe.seq.compare_exchange_strong(want, want + 1)) ok = false;  // written since the snapshot
+            else if (attach_slot_ >= 0) pe.flags.fetch_or(uint32_t(attach_slot_ + 1) << kPageWriterShift);
+            if (!ok) break;
+        }
+        if (ok) {
+            r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // commit point: the block is in L4
+            // A reference another process took meanwhile (to pin it?): its
+            // pin() re-checks tier_seq after taking the reference, we check
+            // the references after moving tier_seq (both seq_cst), so one of
+            // us sees the other. Seen here: the move is undone.
+            if ((r.state & kBlockPublished) && (r.holders.load(std::memory_order_seq_cst) & ~mine)) {
+                r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // back in the pool, at the same pages
+                ok = false;
+            }
+        }
+        if (!ok) {
+            for (uint64_t i = 0; i < locked; i++) {
+                PageEntry &pe = pages()[first + i];
+                pe.flags.fetch_and(~kPageWriterMask);
+                pe.seq.store(v.seqs[i] + 2, std::memory_order_release);
+            }
+            pins.unlock();
+            undo.push_back(v.handle);
+            last_rc = SPECKV_EBUSY;
+            last_why = "the block was written, pinned, referenced or freed while it was being demoted";
+            continue;
+        }
+        pins.unlock();
+        uint64_t *bm = bitmap();
+        for (uint64_t i = 0; i < np; i++) {
+            PageEntry &pe = pages()[first + i];
+            pe.flags.store(kPageZero, std::memory_order_relaxed);
+            pe.seq.store(v.seqs[i] + 2, std::memory_order_release);  // cached copies of it miss from now on
+            bm[(first + i) / 64] &= ~(uint64_t(1) << ((first + i) % 64));
+        }
+        h->pages_used.fetch_sub(np, std::memory_order_relaxed);
+        if (first < h->alloc_cursor) h->alloc_cursor = first;
+        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+        h->cold_blocks.fetch_add(1, std::memory_order_relaxed);
+        h->cold_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+        h->demotions.fetch_add(1, std::memory_order_relaxed);
+        moved++;
+        log(SPECKV_LOG_DEBUG, "demoted block 0x%" PRIx64 " (%" PRIu64 " pages) to L4", v.handle, np);
+    }
+    if (!undo.empty()) {
+        cold_->drop(undo);
+        clear_error();
+    }
+    if (!moved && last_rc != SPECKV_OK) fail(last_rc, "%s", last_why.c_str());
+    if (why) *why = moved ? SPECKV_OK : last_rc;
+    return moved;
+}
+
+uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep) {
+    if (!holder()) return 0;
+    const SharedHeader *h = sh();
+    const uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks), now = mono_ns();
+    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
+    struct Cand {
+        double heat;
+        uint64_t last_use, slot;
+        bool operator<(const Cand &o) const {
+            return heat != o.heat ? heat < o.heat : last_use != o.last_use ? last_use < o.last_use : slot < o.slot;
+        }
+    };
+    std::vector<Cand> cand;
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        uint64_t hd = r.handle.load(std::memory_order_relaxed);
+        if (!hd || i == keep || (r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;
+        if (r.state & kBlockPublished) {
+            if (r.holders.load(std::memory_order_relaxed) & ~mine) continue;  // others hold it (maybe pinned there)
+        } else if (r.owner != 0 && r.owner != attach_id_) {
+            continue;  // another live process's unpublished block: it may be pinned there
+        }
+        if (pinned(hd)) continue;
+        cand.push_back({heat_->score(hd, now), r.last_use.load(std::memory_order_relaxed), i});
+    }
+    // The thresholds follow pressure and the fast tiers' miss rate
+    // (lib/heat.h); blocks below T_c go first, then, while the allocation
+    // still finds no room, the next coldest.
+    uint64_t hits = total(kHits), misses = total(kMisses);
+    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / double(sb()->n_pages),
+                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
+    std::sort(cand.begin(), cand.end());
+    uint64_t moved = 0;
+    for (size_t at = 0; at < cand.size();) {
+        std::vector<uint64_t> batch;
+        for (; at < cand.size() && batch.size() < cold_batch_; at++) batch.push_back(cand[at].slot);
+        moved += demote_slots_locked(batch);
+        if (fits()) break;
+    }
+    clear_error();
+    return moved;
+}
+
+int Pool::demote(uint64_t handle) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    BlockView v{};
+    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;
+    if (!holder())
+        return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
+    if (v.cold()) return SPECKV_OK;
+    if (pinned(handle)) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before demoting", handle);
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) {
+        unlock();
+        return rc;
+    }
+    if (v.cold()) {
+        unlock();
+        return SPECKV_OK;
+    }
+    int rc = SPECKV_OK;
+    uint64_t moved = demote_slots_locked({slot_of(handle) - 1}, &rc);
+    std::string why = last_error();
+    unlock();
+    if (!moved) return fail(rc == SPECKV_OK ? SPECKV_EBUSY : rc, "demoting block 0x%" PRIx64 ": %s", handle, why.c_str());
+    return SPECKV_OK;
+}
+
+int Pool::promote(uint64_t handle) {
+    if (!holder())
+        return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
+    BlockView v{};
+    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;
+    if (!v.cold()) return SPECKV_OK;
+    const int64_t len = cold_->length(handle);
+    if (len < 0) {
+        resolve_outofline(handle, &v);
+        if (!v.cold()) return SPECKV_OK;  // another thread brought it back (and dropped the copy) meanwhile
+        clear_error();
+        return fail(SPECKV_ECORRUPT,
+                    "block 0x%" PRIx64 " is in L4 but the L4 file %s holds no copy of it (file replaced or lost?)", handle,
+                    cold_->options().path.c_str());
+    }
+    std::vector<unsigned char> buf(static_cast<size_t>(len));
+    ColdTier::GetItem it{handle, buf.data(), buf.size()};
+    if (int rc = cold_->get(std::span<ColdTier::GetItem>(&it, 1)); rc != SPECKV_OK) {
+        std::string why = last_error();
+        if (resolve_outofline(handle, &v) == SPECKV_OK && !v.cold()) return SPECKV_OK;
+        clear_error();
+        return fail(rc, "block 0x%" PRIx64 " stays in L4: reading it back failed: %s", handle, why.c_str());
+    }
+    // The payload passed its CRC32C; its layout is still checked against the record.
+    ColdHead ch;
+    std::memcpy(&ch, buf.data(), std::min(buf.size(), sizeof ch));
+    const uint64_t np = v.npages;
+    const size_t sb_bytes = ch.summary_bytes;
+    const size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + np * sb_bytes;
+    if (buf.size() < sizeof ch || ch.magic != kColdMagic || ch.handle != handle || ch.npages != np ||
+        ch.bytes != v.bytes || ch.page_size != page_size_ || (sb_bytes != 0 && sb_bytes != summary_bytes_) ||
+        ch.data_pages > np || buf.size() != meta + size_t(ch.data_pages) * page_size_)
+        return fail(SPECKV_ECORRUPT, "block 0x%" PRIx64 ": its L4 copy does not match its record; it stays in L4", handle);
+    const auto *cps = reinterpret_cast<const unsigned char *>(buf.data() + sizeof(ColdHead));
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    BlockView now{};
+    if (resolve_outofline(handle, &now) != SPECKV_OK || now.tseq != v.tseq) {  // freed or moved meanwhile
+        unlock();
+        clear_error();
+        return resolve_outofline(handle, &now);
+    }
+    const uint64_t slot = slot_of(handle) - 1;
+    uint64_t first = UINT64_MAX;
+    auto room = [&] { return find_room_locked(np, &first); };
+    if (!room()) demote_locked(room, slot);
+    if (first == UINT64_MAX && !room()) {
+        uint64_t freep = sb()->n_pages - sh()->pages_used.load();
+        unlock();
+        return fail(SPECKV_ENOSPC,
+                    "no run of %" PRIu64 " free pages to bring block 0x%" PRIx64 " back from L4 (%" PRIu64
+                    " pages free, nothing left to demote); it stays in L4",
+                    np, handle, freep);
+    }
+    BlockRecord &r = blocks()[slot];
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    const unsigned char *data = buf.data() + meta;
+    for (uint64_t i = 0; i < np; i++) {
+        const uint64_t p = first + i;
+        bm[p / 64] |= uint64_t(1) << (p % 64);
+        PageEntry &pe = pages()[p];
+        uint64_t q;
+        for (;;) {  // a stale writer of the page's previous block may hold it for a moment
+            if (wait_even(pe, &q) != SPECKV_OK) {
+                clear_error();
+                q = pe.seq.load();
+                break;  // a dead writer: the page is free, we own it now
+            }
+            if (pe.seq.compare_exchange_weak(q, q + 1)) break;
+        }
+        q &= ~uint64_t(1);
+        ColdPage cp;
+        std::memcpy(&cp, cps + i * sizeof(ColdPage), sizeof cp);
+        if (!(cp.flags & kPageZero)) {
+            std::memcpy(page_data(p), data, page_size_);
+            data += page_size_;
+        }
+        if (sb_bytes && summaries_)
+            std::memcpy(summaries_ + p * summary_bytes_, cps + np * sizeof(ColdPage) + i * sb_bytes, sb_bytes);
+        pe.crc.store(cp.crc, std::memory_order_relaxed);
+        pe.flags.store(cp.flags & ~kPageWriterMask & (sb_bytes && summaries_ ? ~0u : ~kPageSummary),
+                       std::memory_order_relaxed);
+        pe.seq.store(q + 2, std::memory_order_release);
+    }
+    std::atomic_ref<uint64_t>(r.first_page).store(first, std::memory_order_relaxed);
+    r.crc = record_crc(r);
+    r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // commit point: the block is in the pool again
+    h->pages_used.fetch_add(np, std::memory_order_relaxed);
+    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
+    h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
+    h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+    h->promotions.fetch_add(1, std::memory_order_relaxed);
+    h->alloc_cursor = first + np;
+    // The copy goes before the lock does: once it is released another thread
+    // may demote the block again, and that newer copy must not be dropped.
+    const uint64_t k = handle;
+    cold_->drop(std::span<const uint64_t>(&k, 1));
+    clear_error();
+    unlock();
+    log(SPECKV_LOG_DEBUG, "promoted block 0x%" PRIx64 " (%" PRIu64 " pages) from L4", handle, np);
+    return SPECKV_OK;
+}
+
+int Pool::ensure_hot(uint64_t handle, BlockView *v) {
+    for (int attempt = 0; v->cold(); attempt++) {
+        if (!holder()) {
+            const SharedHeader *h = sh();
+            uint32_t pid = h->cold_pid.load();
+            if (pid && process_alive(pid, h->cold_start_time))
+                return fail(SPECKV_EBUSY,
+                            "block 0x%" PRIx64 " is in the L4 cold tier held by process %u: only that process brings it "
+                            "back (docs/tiers.md §9)",
+                            handle, pid);
+            return fail(SPECKV_EBUSY,
+                        "block 0x%" PRIx64 " is in the L4 cold tier and no process holds the tier now: open the pool "
+                        "with config cold.path = the L4 file to read it",
+                        handle);
+        }
+        if (attempt >= 8) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers", handle);
+        if (int rc = promote(handle); rc != SPECKV_OK) return rc;
+        if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+    }
+    return SPECKV_OK;
+}
+
+}  // namespace speckv

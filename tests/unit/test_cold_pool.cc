@@ -1,0 +1,444 @@
+// The pool's L4 cold tier (docs/tiers.md §9): blocks move to an NVMe file
+// under pressure or on speckv_demote and come back on their next use, with
+// the same handle and the same bytes; failures leave them where they were;
+// one process holds the tier; a holder's crash loses nothing published.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec.h"
+#include "pool.h"
+#include "speckv.h"
+#include "testutil.h"
+
+namespace {
+
+speckv_pool *open_with(const std::string &uri, std::initializer_list<std::pair<const char *, std::string>> kv,
+                       int *rc_out = nullptr) {
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    for (auto &[k, v] : kv) REQUIRE_MESSAGE(speckv_config_set_str(c, k, v.c_str()) == SPECKV_OK, k, speckv_errmsg());
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open(uri.c_str(), c, &p);
+    speckv_config_free(c);
+    if (rc_out) {
+        *rc_out = rc;
+        return p;
+    }
+    REQUIRE_MESSAGE(rc == SPECKV_OK, std::string(speckv_errmsg()));
+    return p;
+}
+
+std::vector<unsigned char> pattern(size_t n, uint32_t seed) {
+    std::vector<unsigned char> v(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[i] = static_cast<unsigned char>(x);
+    }
+    return v;
+}
+
+speckv_pool_stats stats_of(speckv_pool *p) {
+    speckv_pool_stats s{};
+    s.struct_size = sizeof s;
+    REQUIRE(speckv_stats(p, &s) == SPECKV_OK);
+    return s;
+}
+
+void expect_bytes(speckv_pool *p, speckv_handle h, const std::vector<unsigned char> &want) {
+    std::vector<unsigned char> got(want.size());
+    REQUIRE_MESSAGE(speckv_access(p, h, 0, got.data(), got.size(), 0) == SPECKV_OK, speckv_errmsg());
+    CHECK(got == want);
+}
+
+std::vector<std::string> check_pool(const std::string &path) {
+    std::unique_ptr<speckv::Pool> ro;
+    REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+    speckv::CheckReport rep;
+    REQUIRE(ro->check(&rep) == SPECKV_OK);
+    return rep.problems;
+}
+
+constexpr size_t kBlock = 64 << 10;  // 16 pages
+
+}  // namespace
+
+TEST_CASE("L4: allocating past the pool demotes the coldest blocks; every handle reads back its bytes") {
+    std::string path = fresh_pool("cold-fill"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    speckv_pool *p = open_with("file:" + path + "?size=4M&max_blocks=1024", {{"cold.path", l4}, {"cold.capacity", "64M"}});
+    // ~3x what the pool holds.
+    const int n = 180;
+    std::vector<speckv_handle> hs(n);
+    for (int i = 0; i < n; i++) {
+        REQUIRE_MESSAGE(speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, nullptr, &hs[i]) == SPECKV_OK, i, " ",
+                        std::string(speckv_errmsg()));
+        auto v = pattern(kBlock, uint32_t(i));
+        REQUIRE(speckv_write(p, hs[i], 0, v.data(), v.size()) == SPECKV_OK);
+    }
+    speckv_pool_stats s = stats_of(p);
+    CHECK(s.l4_demotions > 0);
+    CHECK(s.l4_blocks > 0);
+    CHECK(s.l4_blocks < uint64_t(n));
+    CHECK(s.l4_bytes == s.l4_blocks * kBlock);
+    CHECK(s.l4_demote_failures == 0);
+    CHECK(s.blocks_live == uint64_t(n));
+    // Oldest first: the first block went, the last one stayed.
+    speckv_block_meta m{};
+    m.struct_size = sizeof m;
+    std::vector<speckv::BlockInfo> infos;
+    {
+        std::unique_ptr<speckv::Pool> ro;
+        REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+        REQUIRE(ro->list_blocks(&infos) == SPECKV_OK);
+    }
+    bool first_cold = false, last_cold = true;
+    for (auto &b : infos) {
+        if (b.handle == hs[0]) first_cold = b.cold;
+        if (b.handle == hs[n - 1]) last_cold = b.cold;
+    }
+    CHECK(first_cold);
+    CHECK(!last_cold);
+    CHECK(check_pool(path).empty());
+    // Every block, in an order that forces promotions and further demotions.
+    for (int i = 0; i < n; i++) expect_bytes(p, hs[i], pattern(kBlock, uint32_t(i)));
+    for (int i = n; i-- > 0;) expect_bytes(p, hs[i], pattern(kBlock, uint32_t(i)));
+    s = stats_of(p);
+    CHECK(s.l4_promotions > 0);
+    auto probs = check_pool(path);
+    CHECK_MESSAGE(probs.empty(), (probs.empty() ? "" : probs[0]));
+    // Freeing blocks in L4 drops their copies; a double free is an error.
+    for (int i = 0; i < n; i++) REQUIRE(speckv_free(p, hs[i]) == SPECKV_OK);
+    CHECK(speckv_free(p, hs[0]) == SPECKV_EBADHANDLE);
+    s = stats_of(p);
+    CHECK(s.l4_blocks == 0);
+    CHECK(s.blocks_live == 0);
+    CHECK(s.pages_used == 0);
+    CHECK(check_pool(path).empty());
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: without it the same allocations fail with ENOSPC") {
+    std::string path = fresh_pool("cold-none");
+    speckv_pool *p = open_with("file:" + path + "?size=4M&max_blocks=1024", {});
+    int rc = SPECKV_OK;
+    for (int i = 0; i < 180 && rc == SPECKV_OK; i++) {
+        speckv_handle h;
+        rc = speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, nullptr, &h);
+    }
+    CHECK(rc == SPECKV_ENOSPC);
+    CHECK(speckv_demote(p, 1) == SPECKV_EBADHANDLE);
+    speckv_handle h0 = (uint64_t(1) << 24) | 1;  // the first block
+    CHECK(speckv_demote(p, h0) == SPECKV_ENOTSUP);
+    CHECK(std::string(speckv_errmsg()).find("cold.path") != std::string::npos);
+    speckv_pool_close(p);
+    unlink(path.c_str());
+}
+
+TEST_CASE("L4: speckv_demote, then access, pin, write and prefetch bring the block back") {
+    std::string path = fresh_pool("cold-explicit"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    // prefetch.policy = 1: the prefetcher fetches exactly the unit a hint names.
+    speckv_pool *p = open_with("file:" + path + "?size=8M", {{"cold.path", l4}, {"prefetch.policy", "1"}});
+    std::vector<speckv_handle> hs(4);
+    for (int i = 0; i < 4; i++) {
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.request = 7;
+        hint.layer = uint32_t(i);
+        hint.token_count = 16;
+        REQUIRE(speckv_alloc(p, kBlock + 100, SPECKV_DTYPE_OPAQUE, &hint, &hs[i]) == SPECKV_OK);
+        auto v = pattern(kBlock + 100, 40u + uint32_t(i));
+        REQUIRE(speckv_write(p, hs[i], 0, v.data(), v.size()) == SPECKV_OK);
+        REQUIRE_MESSAGE(speckv_demote(p, hs[i]) == SPECKV_OK, speckv_errmsg());
+        CHECK(speckv_demote(p, hs[i]) == SPECKV_OK);  // already there
+    }
+    speckv_pool_stats s = stats_of(p);
+    CHECK(s.l4_blocks == 4);
+    CHECK(s.pages_used == 0);
+    // Metadata stays readable in L4.
+    speckv_block_meta m{};
+    m.struct_size = sizeof m;
+    REQUIRE(speckv_block_info(p, hs[0], &m) == SPECKV_OK);
+    CHECK(m.bytes == kBlock + 100);
+    // Access.
+    expect_bytes(p, hs[0], pattern(kBlock + 100, 40));
+    // Pin.
+    const void *ptr = nullptr;
+    size_t len = 0;
+    REQUIRE(speckv_pin(p, hs[1], &ptr, &len) == SPECKV_OK);
+    REQUIRE(len == kBlock + 100);
+    CHECK(std::memcmp(ptr, pattern(kBlock + 100, 41).data(), len) == 0);
+    CHECK(speckv_demote(p, hs[1]) == SPECKV_EBUSY);  // pinned
+    REQUIRE(speckv_unpin(p, hs[1]) == SPECKV_OK);
+    // A partial write: the rest of the block keeps its bytes.
+    auto w = pattern(kBlock + 100, 42);
+    unsigned char patch[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    REQUIRE(speckv_write(p, hs[2], 5000, patch, sizeof patch) == SPECKV_OK);
+    std::memcpy(w.data() + 5000, patch, sizeof patch);
+    expect_bytes(p, hs[2], w);
+    // A prefetch hint: the prefetch thread brings it back (L4 -> L3 -> L2).
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.request = 7;
+    hint.layer = 3;
+    hint.token_pos = 16;  // decoding past the block: it is not the one being appended to
+    hint.token_count = 1;
+    REQUIRE(speckv_prefetch(p, &hint) == SPECKV_OK);
+    for (int i = 0; i < 200 && stats_of(p).l4_blocks != 0; i++) usleep(5000);
+    CHECK(stats_of(p).l4_blocks == 0);
+    expect_bytes(p, hs[3], pattern(kBlock + 100, 43));
+    s = stats_of(p);
+    CHECK(s.l4_promotions == 4);
+    CHECK(s.l4_demotions == 4);
+    auto probs = check_pool(path);
+    CHECK_MESSAGE(probs.empty(), (probs.empty() ? "" : probs[0]));
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: coded pages and page summaries make the trip unchanged") {
+    std::string path = fresh_pool("cold-codec"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    speckv_pool *p = open_with("file:" + path + "?size=8M",
+                               {{"cold.path", l4}, {"codec.mode", "int8"}, {"codec.channels", "64"},
+                                {"pool.summary_bytes", "512"}, {"select.channels", "64"}});
+    const size_t n = 4096;  // FP16 values: 2 pages of 64 channels x 32 tokens
+    std::vector<uint16_t> kv(n);
+    for (size_t i = 0; i < n; i++) kv[i] = speckv::codec::fp32_to_fp16_rne(float((i * 37) % 101) / 50.0f - 1.0f);
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.request = 3;
+    hint.flags = SPECKV_HINT_KEYS;
+    hint.token_count = 64;
+    speckv_handle h;
+    REQUIRE(speckv_alloc(p, n * 2, SPECKV_DTYPE_FP16, &hint, &h) == SPECKV_OK);
+    REQUIRE(speckv_write(p, h, 0, kv.data(), n * 2) == SPECKV_OK);
+    CHECK(stats_of(p).codec_pages_encoded == 2);
+    std::vector<unsigned char> before(n * 2), after(n * 2);
+    REQUIRE(speckv_access(p, h, 0, before.data(), before.size(), 0) == SPECKV_OK);
+    std::vector<float> q(64, 0.5f);
+    speckv_select_params sp{};
+    sp.struct_size = sizeof sp;
+    sp.kv_heads = 1;
+    sp.head_dim = 64;
+    sp.q_per_kv = 1;
+    sp.budget = 1;
+    sp.context_tokens = 64;
+    sp.recent = 0;
+    sp.scale = 1.0f;
+    speckv_page_ref ref1{}, ref2{};
+    size_t got = 0, pages = 0;
+    REQUIRE_MESSAGE(speckv_select(p, 0, 3, 0, q.data(), q.size(), &sp, &ref1, 1, &got, &pages) == SPECKV_OK,
+                    speckv_errmsg());
+    REQUIRE(speckv_demote(p, h) == SPECKV_OK);
+    // Selection brings the block back first and finds the same page.
+    REQUIRE_MESSAGE(speckv_select(p, 0, 3, 0, q.data(), q.size(), &sp, &ref2, 1, &got, &pages) == SPECKV_OK,
+                    speckv_errmsg());
+    CHECK(ref1.block == ref2.block);
+    CHECK(ref1.offset == ref2.offset);
+    REQUIRE(speckv_access(p, h, 0, after.data(), after.size(), 0) == SPECKV_OK);
+    CHECK(before == after);
+    speckv::PoolInfo info;
+    {
+        std::unique_ptr<speckv::Pool> ro;
+        REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+        ro->info(&info);
+    }
+    CHECK(info.pages_coded == 2);  // still records, not decoded on the way
+    CHECK(check_pool(path).empty());
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: a full L4 file fails the demotion and loses nothing") {
+    std::string path = fresh_pool("cold-full"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    speckv_pool *p = open_with("file:" + path + "?size=4M", {{"cold.path", l4}, {"cold.capacity", "1M"}});
+    speckv_handle big;
+    REQUIRE(speckv_alloc(p, 2 << 20, SPECKV_DTYPE_OPAQUE, nullptr, &big) == SPECKV_OK);
+    auto v = pattern(2 << 20, 9);
+    REQUIRE(speckv_write(p, big, 0, v.data(), v.size()) == SPECKV_OK);
+    CHECK(speckv_demote(p, big) == SPECKV_ENOSPC);
+    CHECK(std::string(speckv_errmsg()).find("full") != std::string::npos);
+    CHECK(stats_of(p).l4_demote_failures == 1);
+    CHECK(stats_of(p).l4_blocks == 0);
+    expect_bytes(p, big, v);
+    // Pressure with a full L4: the allocation fails clearly, the rest stays.
+    std::vector<speckv_handle> small;
+    int rc = SPECKV_OK;
+    for (int i = 0; i < 64 && rc == SPECKV_OK; i++) {
+        speckv_handle h;
+        rc = speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, nullptr, &h);
+        if (rc == SPECKV_OK) {
+            auto s = pattern(kBlock, 100u + uint32_t(i));
+            REQUIRE(speckv_write(p, h, 0, s.data(), s.size()) == SPECKV_OK);
+            small.push_back(h);
+        }
+    }
+    CHECK(rc == SPECKV_ENOSPC);
+    expect_bytes(p, big, v);
+    for (size_t i = 0; i < small.size(); i++) expect_bytes(p, small[i], pattern(kBlock, 100u + uint32_t(i)));
+    CHECK(check_pool(path).empty());
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: a bad cold.path fails the open clearly and leaves no attachment") {
+    std::string path = fresh_pool("cold-badpath");
+    int rc = SPECKV_OK;
+    speckv_pool *p = open_with("file:" + path + "?size=4M", {{"cold.path", test_dir() + "/no-such-dir/x.l4"}}, &rc);
+    CHECK(p == nullptr);
+    CHECK(rc != SPECKV_OK);
+    CHECK(std::string(speckv_errmsg()).find("cold.path") != std::string::npos);
+    speckv::PoolInfo info;
+    {
+        std::unique_ptr<speckv::Pool> ro;
+        REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+        ro->info(&info);
+    }
+    CHECK(info.attached == 0);
+    CHECK(info.cold_pid == 0);
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    CHECK(speckv_config_set_int(c, "cold.path", 1) == SPECKV_EINVAL);
+    CHECK(speckv_config_set_str(c, "cold.capacity", "1K") == SPECKV_EINVAL);
+    speckv_config_free(c);
+    unlink(path.c_str());
+}
+
+TEST_CASE("L4: one process holds it; others get a clear error for its blocks; the next holder takes over") {
+    std::string path = fresh_pool("cold-holder"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    uint8_t hash[SPECKV_HASH_BYTES] = {0xC0, 0x1D};
+    std::string uri = "file:" + path + "?size=4M";
+    speckv_pool *p = open_with(uri, {{"cold.path", l4}});
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.tenant = 1;
+    speckv_handle h;
+    REQUIRE(speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, &hint, &h) == SPECKV_OK);
+    auto v = pattern(kBlock, 77);
+    REQUIRE(speckv_write(p, h, 0, v.data(), v.size()) == SPECKV_OK);
+    REQUIRE(speckv_publish(p, h, hash, nullptr) == SPECKV_OK);
+    REQUIRE_MESSAGE(speckv_demote(p, h) == SPECKV_OK, speckv_errmsg());
+    pid_t child = fork();
+    if (child == 0) {
+        int code = 0;
+        speckv_pool *q = nullptr;
+        speckv_config *c = nullptr;
+        speckv_config_new(&c);
+        speckv_config_set_str(c, "cold.path", l4.c_str());
+        if (speckv_pool_open(uri.c_str(), c, &q) != SPECKV_EBUSY) code |= 1;  // a second holder is refused
+        speckv_config_free(c);
+        if (speckv_pool_open(uri.c_str(), nullptr, &q) != SPECKV_OK) _exit(2);
+        std::vector<unsigned char> buf(kBlock);
+        if (speckv_access(q, h, 0, buf.data(), buf.size(), 0) != SPECKV_EBUSY) code |= 4;
+        if (!std::strstr(speckv_errmsg(), "held by process")) code |= 8;
+        if (speckv_demote(q, h) != SPECKV_ENOTSUP) code |= 16;
+        speckv_pool_close(q);
+        _exit(code);
+    }
+    int st = 0;
+    REQUIRE(waitpid(child, &st, 0) == child);
+    CHECK(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+    speckv_pool_close(p);
+    // The holder is gone: another opener with cold.path takes over and reads it.
+    speckv_pool *r = open_with(uri, {{"cold.path", l4}});
+    speckv_handle found;
+    REQUIRE(speckv_lookup(r, 1, hash, &found) == SPECKV_OK);
+    CHECK(found == h);
+    CHECK(stats_of(r).l4_blocks == 1);
+    expect_bytes(r, found, v);
+    CHECK(stats_of(r).l4_blocks == 0);
+    speckv_pool_close(r);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: a holder killed while demoting loses no published block") {
+    std::string path = fresh_pool("cold-kill"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    std::string uri = "file:" + path + "?size=4M";
+    const int n = 24;
+    auto hash_of = [](int i) {
+        std::vector<uint8_t> hsh(SPECKV_HASH_BYTES, 0);
+        hsh[0] = uint8_t(i);
+        hsh[1] = 0xAB;
+        return hsh;
+    };
+    for (int round = 0; round < 6; round++) {
+        int fds[2];
+        REQUIRE(pipe(fds) == 0);
+        pid_t child = fork();
+        if (child == 0) {
+            close(fds[0]);
+            speckv_config *c = nullptr;
+            speckv_config_new(&c);
+            speckv_config_set_str(c, "cold.path", l4.c_str());
+            speckv_pool *q = nullptr;
+            if (speckv_pool_open(uri.c_str(), c, &q) != SPECKV_OK) _exit(2);
+            std::vector<speckv_handle> hs;
+            for (int i = 0; i < n; i++) {
+                speckv_handle h;
+                auto hsh = hash_of(i);
+                if (speckv_lookup(q, 0, hsh.data(), &h) != SPECKV_OK) {
+                    if (speckv_alloc(q, kBlock, SPECKV_DTYPE_OPAQUE, nullptr, &h) != SPECKV_OK) _exit(3);
+                    auto v = pattern(kBlock, 500u + uint32_t(i));
+                    if (speckv_write(q, h, 0, v.data(), v.size()) != SPECKV_OK) _exit(4);
+                    if (speckv_publish(q, h, hsh.data(), nullptr) != SPECKV_OK) _exit(5);
+                }
+                hs.push_back(h);
+            }
+            char one = 1;
+            if (write(fds[1], &one, 1) != 1) _exit(6);
+            // Move blocks back and forth until killed.
+            for (uint64_t k = 0;; k++) {
+                speckv_handle h = hs[k % hs.size()];
+                if (k % 3 == 2) {
+                    std::vector<unsigned char> b(kBlock);
+                    speckv_access(q, h, 0, b.data(), b.size(), 0);
+                } else {
+                    speckv_demote(q, h);
+                }
+            }
+        }
+        close(fds[1]);
+        char one;
+        REQUIRE(read(fds[0], &one, 1) == 1);
+        close(fds[0]);
+        usleep(1000u * (3u + 7u * uint32_t(round)));
+        kill(child, SIGKILL);
+        int st;
+        REQUIRE(waitpid(child, &st, 0) == child);
+        // The next holder: every published block is there, with its bytes.
+        speckv_pool *p = open_with(uri, {{"cold.path", l4}});
+        for (int i = 0; i < n; i++) {
+            speckv_handle h;
+            auto hsh = hash_of(i);
+            REQUIRE_MESSAGE(speckv_lookup(p, 0, hsh.data(), &h) == SPECKV_OK, "round ", round, " block ", i);
+            expect_bytes(p, h, pattern(kBlock, 500u + uint32_t(i)));
+            REQUIRE(speckv_free(p, h) == SPECKV_OK);  // drop our reference
+        }
+        speckv_pool_close(p);
+        auto probs = check_pool(path);
+        CHECK_MESSAGE(probs.empty(), (probs.empty() ? "" : probs[0]));
+    }
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
