@@ -3,7 +3,6 @@ package speckv
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -95,7 +94,7 @@ func codecRoundtrip(t *testing.T, flags uint32, settings ...string) codecRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(js), &r.json); err != nil {
+	if r.json, err = jsonNumbers(js); err != nil {
 		t.Fatalf("%v: %s", err, js)
 	}
 	if err := p.Free(h); err != nil {

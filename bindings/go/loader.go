@@ -116,7 +116,7 @@ func check(op string, rc C.int, msg *msgBuf) error {
 }
 
 // layoutSizes reports the sizes of the hand-declared structs (for tests:
-// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 328).
+// on LP64 speckv_hint is 80 bytes, speckv_block_meta 96, speckv_pool_stats 368).
 func layoutSizes() (hint, meta, stats uintptr) {
 	return unsafe.Sizeof(C.skv_hint{}), unsafe.Sizeof(C.skv_block_meta{}), unsafe.Sizeof(C.skv_pool_stats{})
 }
@@ -129,11 +129,37 @@ func statsOffsets() (l2Hits, tlbMisses, betaPPM, depth uintptr) {
 		unsafe.Offsetof(s.prefetch_depth)
 }
 
-// codecOffsets reports where the codec counters (the last fields) sit in the
+// codecOffsets reports where the codec counters sit in the
 // hand-declared speckv_pool_stats (for tests: on LP64 288, 296, 304, 312, 320).
 func codecOffsets() [5]uintptr {
 	var s C.skv_pool_stats
 	return [5]uintptr{unsafe.Offsetof(s.codec_pages_encoded), unsafe.Offsetof(s.codec_raw_bytes),
 		unsafe.Offsetof(s.codec_stored_bytes), unsafe.Offsetof(s.codec_pages_bypassed),
 		unsafe.Offsetof(s.codec_pages_decoded)}
+}
+
+// l4Offsets reports where the L4 counters (the last fields) sit in the
+// hand-declared speckv_pool_stats (for tests: on LP64 328, 336, 344, 352, 360).
+func l4Offsets() [5]uintptr {
+	var s C.skv_pool_stats
+	return [5]uintptr{unsafe.Offsetof(s.l4_blocks), unsafe.Offsetof(s.l4_bytes),
+		unsafe.Offsetof(s.l4_demotions), unsafe.Offsetof(s.l4_promotions),
+		unsafe.Offsetof(s.l4_demote_failures)}
+}
+
+// statsSized calls speckv_stats with struct_size n (for tests: the library
+// still accepts the layouts ending at codec_pages_decoded, 328 bytes, and at
+// prefetch_depth, 288). The fields past n are preset to 7 and returned, with
+// pool_bytes, to show what the library wrote.
+func (p *Pool) statsSized(n uintptr) (poolBytes, codecPagesDecoded, l4Blocks uint64, err error) {
+	cp, err := p.live()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer p.mu.RUnlock()
+	var s C.skv_pool_stats
+	s.codec_pages_decoded, s.l4_blocks = 7, 7
+	var msg msgBuf
+	err = check("stats", C.skv_stats_size(cp, &s, C.size_t(n), msg.ptr()), &msg)
+	return uint64(s.pool_bytes), uint64(s.codec_pages_decoded), uint64(s.l4_blocks), err
 }

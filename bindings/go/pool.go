@@ -120,6 +120,13 @@ type Stats struct {
 	// gain, record larger than the page); CodecPagesDecoded coded pages
 	// decoded on a read, prefetch or pin.
 	CodecPagesEncoded, CodecRawBytes, CodecStoredBytes, CodecPagesBypassed, CodecPagesDecoded uint64
+
+	// L4 cold tier, the whole pool (docs/tiers.md §9; config cold.path):
+	// L4Blocks blocks in L4 now (their pages free in the pool, their bytes in
+	// the L4 file), L4Bytes their bytes; L4Demotions blocks moved L3 -> L4 and
+	// L4Promotions moved back, ever, by any process; L4DemoteFailures
+	// demotions that failed (the block stayed in the pool, whole).
+	L4Blocks, L4Bytes, L4Demotions, L4Promotions, L4DemoteFailures uint64
 }
 
 func ratio(a, b uint64) float64 {
@@ -418,6 +425,24 @@ func (p *Pool) View(h Handle, fn func(data []byte) error) error {
 	return ferr
 }
 
+// Demote moves a block to the L4 cold tier now (docs/tiers.md §9): its bytes
+// go to the L4 file and its pages in the pool are freed. The handle stays
+// valid: the next Access, View, Write or Prefetch brings the block back. It
+// returns nil also when the block is in L4 already. Only the pool handle
+// holding the L4 tier (opened with config "cold.path") can do this; any other
+// gets ErrNotSupported. A pinned block, or one referenced by another process,
+// is ErrBusy; a full L4 file ErrNoSpace; a failed L4 write ErrIO (the block
+// stays in the pool, whole).
+func (p *Pool) Demote(h Handle) error {
+	cp, err := p.live()
+	if err != nil {
+		return err
+	}
+	defer p.mu.RUnlock()
+	var msg msgBuf
+	return check("demote", C.skv_demote(cp, C.uint64_t(h), msg.ptr()), &msg)
+}
+
 // Prefetch says that hint.Request is about to run hint.Layer at hint.TokenPos.
 func (p *Pool) Prefetch(hint Hint) error {
 	cp, err := p.live()
@@ -486,7 +511,9 @@ func (p *Pool) Stats() (Stats, error) {
 		PrefetchBetaPPM: uint32(s.prefetch_beta_ppm), PrefetchDepth: uint32(s.prefetch_depth),
 		CodecPagesEncoded: uint64(s.codec_pages_encoded), CodecRawBytes: uint64(s.codec_raw_bytes),
 		CodecStoredBytes: uint64(s.codec_stored_bytes), CodecPagesBypassed: uint64(s.codec_pages_bypassed),
-		CodecPagesDecoded: uint64(s.codec_pages_decoded),
+		CodecPagesDecoded: uint64(s.codec_pages_decoded), L4Blocks: uint64(s.l4_blocks), L4Bytes: uint64(s.l4_bytes),
+		L4Demotions: uint64(s.l4_demotions), L4Promotions: uint64(s.l4_promotions),
+		L4DemoteFailures: uint64(s.l4_demote_failures),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package speckv
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,10 +51,26 @@ func pattern(seed byte, n int) []byte {
 	return b
 }
 
+// jsonNumbers decodes the stats JSON and keeps its numbers (it also holds
+// other values, e.g. the bool l4_holder).
+func jsonNumbers(js string) (map[string]float64, error) {
+	var all map[string]interface{}
+	if err := json.Unmarshal([]byte(js), &all); err != nil {
+		return nil, err
+	}
+	m := make(map[string]float64, len(all))
+	for k, v := range all {
+		if f, ok := v.(float64); ok {
+			m[k] = f
+		}
+	}
+	return m, nil
+}
+
 func TestLayout(t *testing.T) {
 	h, m, s := layoutSizes()
-	if h != 80 || m != 96 || s != 328 {
-		t.Fatalf("struct sizes %d, %d, %d; speckv.h has 80, 96, 328", h, m, s)
+	if h != 80 || m != 96 || s != 368 {
+		t.Fatalf("struct sizes %d, %d, %d; speckv.h has 80, 96, 368", h, m, s)
 	}
 	l2, tlbMisses, beta, depth := statsOffsets()
 	if l2 != 192 || tlbMisses != 272 || beta != 280 || depth != 284 {
@@ -63,6 +80,10 @@ func TestLayout(t *testing.T) {
 	if c := codecOffsets(); c != [5]uintptr{288, 296, 304, 312, 320} {
 		t.Fatalf("speckv_pool_stats offsets of codec_pages_encoded .. codec_pages_decoded %v; "+
 			"speckv.h has [288 296 304 312 320]", c)
+	}
+	if c := l4Offsets(); c != [5]uintptr{328, 336, 344, 352, 360} {
+		t.Fatalf("speckv_pool_stats offsets of l4_blocks .. l4_demote_failures %v; "+
+			"speckv.h has [328 336 344 352 360]", c)
 	}
 }
 

@@ -2,7 +2,6 @@ package speckv
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -130,8 +129,8 @@ func selJSON(t *testing.T, p *Pool) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]float64
-	if err := json.Unmarshal([]byte(js), &m); err != nil {
+	m, err := jsonNumbers(js)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -27,6 +27,7 @@ static struct {
 	int (*block_info)(skv_pool *, uint64_t, skv_block_meta *);
 	int (*pin)(skv_pool *, uint64_t, const void **, size_t *);
 	int (*unpin)(skv_pool *, uint64_t);
+	int (*demote)(skv_pool *, uint64_t);
 	int (*prefetch)(skv_pool *, const skv_hint *);
 	int (*translate)(skv_pool *, uint64_t, uint64_t, uint32_t, uint64_t, uint64_t *, uint64_t *);
 	int (*select)(skv_pool *, uint64_t, uint64_t, uint32_t, const float *, size_t, const skv_select_params *,
@@ -65,7 +66,7 @@ int skv_resolve(char *err) {
 	SYM(config_new); SYM(config_free); SYM(config_set_int); SYM(config_set_str);
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
-	SYM(block_info); SYM(pin); SYM(unpin); SYM(prefetch); SYM(translate); SYM(stats); SYM(stats_json);
+	SYM(block_info); SYM(pin); SYM(unpin); SYM(demote); SYM(prefetch); SYM(translate); SYM(stats); SYM(stats_json);
 	SYM(select); SYM(attend); SYM(merge_partials);
 	SYM(block_hash); SYM(publish); SYM(lookup); SYM(tenant_set_quota); SYM(tenant_usage);
 #undef SYM
@@ -103,6 +104,7 @@ int skv_write(skv_pool *p, uint64_t h, uint64_t off, const void *s, size_t n, ch
 int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m) { return skv_done(skv.access(p, h, off, d, n, 0), m); }
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m) { return skv_done(skv.pin(p, h, ptr, n), m); }
 int skv_unpin(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.unpin(p, h), m); }
+int skv_demote(skv_pool *p, uint64_t h, char *m) { return skv_done(skv.demote(p, h), m); }
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m) { return skv_done(skv.prefetch(p, h), m); }
 int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
                   uint64_t *off, char *m) {
@@ -146,4 +148,8 @@ int skv_lookup(skv_pool *p, uint64_t tenant, const uint8_t *hash, uint64_t *o, c
 int skv_tenant_set_quota(skv_pool *p, uint64_t tenant, uint64_t max_pages, char *m) { return skv_done(skv.tenant_set_quota(p, tenant, max_pages), m); }
 int skv_tenant_usage(skv_pool *p, uint64_t tenant, uint64_t *used, uint64_t *max_pages, char *m) { return skv_done(skv.tenant_usage(p, tenant, used, max_pages), m); }
 int skv_stats(skv_pool *p, skv_pool_stats *s, char *m) { return skv_done(skv.stats(p, s), m); }
+int skv_stats_size(skv_pool *p, skv_pool_stats *s, size_t n, char *m) {
+	s->struct_size = n;
+	return skv_done(skv.stats(p, s), m);
+}
 int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m) { return skv_done(skv.stats_json(p, b, cap, need), m); }

@@ -28,6 +28,7 @@ typedef struct skv_pool_stats {
 	uint32_t prefetch_beta_ppm, prefetch_depth;
 	uint64_t codec_pages_encoded, codec_raw_bytes, codec_stored_bytes, codec_pages_bypassed,
 		codec_pages_decoded;
+	uint64_t l4_blocks, l4_bytes, l4_demotions, l4_promotions, l4_demote_failures;
 } skv_pool_stats;
 
 typedef struct skv_block_meta {
@@ -83,6 +84,7 @@ int skv_access(skv_pool *p, uint64_t h, uint64_t off, void *d, size_t n, char *m
 int skv_block_info(skv_pool *p, uint64_t h, skv_block_meta *o, char *m);
 int skv_pin(skv_pool *p, uint64_t h, const void **ptr, size_t *n, char *m);
 int skv_unpin(skv_pool *p, uint64_t h, char *m);
+int skv_demote(skv_pool *p, uint64_t h, char *m);
 int skv_prefetch(skv_pool *p, const skv_hint *h, char *m);
 int skv_translate(skv_pool *p, uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *o,
                   uint64_t *off, char *m);
@@ -104,6 +106,8 @@ int skv_lookup(skv_pool *p, uint64_t tenant, const uint8_t *hash, uint64_t *o, c
 int skv_tenant_set_quota(skv_pool *p, uint64_t tenant, uint64_t max_pages, char *m);
 int skv_tenant_usage(skv_pool *p, uint64_t tenant, uint64_t *used, uint64_t *max_pages, char *m);
 int skv_stats(skv_pool *p, skv_pool_stats *s, char *m);
+// For tests: speckv_stats with struct_size n (the older layouts).
+int skv_stats_size(skv_pool *p, skv_pool_stats *s, size_t n, char *m);
 int skv_stats_json(skv_pool *p, char *b, size_t cap, size_t *need, char *m);
 
 #endif

@@ -21,6 +21,10 @@ pages = pool.select(tenant, request, layer, q, sp) -> [PageRef, ...];
 near = pool.attend(tenant, request, layer, q, sp, exclude=pages) -> Partial;
 near.merge(gpu_partial) -> Partial (speckv.merge_partials).
 
+L4 cold tier (docs/tiers.md section 9): open the pool with config
+cfg.set("cold.path", "/nvme/engine.l4"); pool.demote(h) moves a block to that
+file now, its next access brings it back (stats l4_blocks, l4_demotions, ...).
+
 The library is loaded at run time from $SPECKV_LIB or the soname
 libspeckv.so.0; one of another major version is refused (VersionError, code
 SPECKV_EVERSION) with a message naming both versions. Every failure raises a
@@ -161,13 +165,18 @@ _STATS_FIELDS_CODEC = (
     "codec_pages_encoded", "codec_raw_bytes", "codec_stored_bytes", "codec_pages_bypassed",
     "codec_pages_decoded",
 )
-_STATS_ALL = _STATS_FIELDS + _STATS_FIELDS_U32 + _STATS_FIELDS_CODEC
+# L4 cold tier, the whole pool (uint64_t, the last fields; docs/tiers.md §9)
+_STATS_FIELDS_L4 = (
+    "l4_blocks", "l4_bytes", "l4_demotions", "l4_promotions", "l4_demote_failures",
+)
+_STATS_ALL = _STATS_FIELDS + _STATS_FIELDS_U32 + _STATS_FIELDS_CODEC + _STATS_FIELDS_L4
 
 
 class _Stats(ctypes.Structure):
     _fields_ = ([("struct_size", ctypes.c_size_t)] + [(f, ctypes.c_uint64) for f in _STATS_FIELDS]
                 + [(f, ctypes.c_uint32) for f in _STATS_FIELDS_U32]
-                + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_CODEC])
+                + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_CODEC]
+                + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_L4])
 
 
 class _BlockMeta(ctypes.Structure):
@@ -228,6 +237,7 @@ _SIGS = {
     "speckv_block_info": (_I, [_P, _U64, ctypes.POINTER(_BlockMeta)]),
     "speckv_pin": (_I, [_P, _U64, ctypes.POINTER(_P), ctypes.POINTER(_SZ)]),
     "speckv_unpin": (_I, [_P, _U64]),
+    "speckv_demote": (_I, [_P, _U64]),
     "speckv_prefetch": (_I, [_P, ctypes.POINTER(_Hint)]),
     "speckv_translate": (_I, [_P, _U64, _U64, ctypes.c_uint32, _U64, ctypes.POINTER(_U64), ctypes.POINTER(_U64)]),
     "speckv_select": (_I, [_P, _U64, _U64, ctypes.c_uint32, _P, _SZ, ctypes.POINTER(_SelectParams),
@@ -816,6 +826,18 @@ class Pool:
                     mv.release()
                 _check(self._lib, self._lib.speckv_unpin(p, handle), "unpin")
 
+    def demote(self, handle):
+        """Moves a block to the L4 cold tier now (docs/tiers.md §9): its bytes
+        go to the L4 file and its pages in the pool are freed. The handle
+        stays valid: the next access, pin, write or prefetch brings the block
+        back. Does nothing more when it is in L4 already. Only the pool handle
+        holding the L4 tier (opened with config "cold.path") can do this; any
+        other raises NotSupportedError. A pinned block, or one referenced by
+        another process, raises BusyError; a full L4 file NoSpaceError; a
+        failed L4 write SpeckvIOError (the block stays in the pool, whole)."""
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_demote(p, handle), "demote")
+
     def publish(self, handle, hash):
         """Publishes a written block under `hash` (32 bytes, see block_hash) for
         its tenant (the tenant of its alloc hint): it becomes immutable and
@@ -961,7 +983,8 @@ class Pool:
         """The counters as a dict (from speckv_stats_json): every field of
         speckv_pool_stats, plus the library's derived values (prefetch_beta
         as a fraction, hit_rate, precision, tlb_hit_rate, codec_ratio =
-        codec_raw_bytes / codec_stored_bytes)."""
+        codec_raw_bytes / codec_stored_bytes) and l4_holder (a bool: this
+        pool handle holds the L4 tier)."""
         d = json.loads(self.stats_json())
         if "prefetch_beta" in d and "prefetch_beta_ppm" not in d:
             # The JSON has beta with 6 decimals: exactly the struct's ppm.

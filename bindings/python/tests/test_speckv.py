@@ -33,7 +33,7 @@ class StatsAgree:
         """stats() (the JSON, taken first) and stats_struct() (taken after)
         carry every speckv_pool_stats field with the same values."""
         self.assertEqual(set(struct), set(speckv._STATS_FIELDS + speckv._STATS_FIELDS_U32
-                                          + speckv._STATS_FIELDS_CODEC))
+                                          + speckv._STATS_FIELDS_CODEC + speckv._STATS_FIELDS_L4))
         for k, v in struct.items():
             self.assertIn(k, js)
             if k in self._ASYNC:
@@ -495,13 +495,16 @@ class TierTest(StatsAgree, unittest.TestCase):
         self.assert_stats_agree(st, p.stats_struct())
 
     def test_stats_struct_layout(self):
-        # speckv_pool_stats on LP64: struct_size, 34 uint64_t, 2 uint32_t, 5 uint64_t (codec).
+        # speckv_pool_stats on LP64: struct_size, 34 uint64_t, 2 uint32_t, 5 uint64_t (codec),
+        # 5 uint64_t (L4).
         S = speckv._Stats
-        self.assertEqual(ctypes.sizeof(S), 328)
+        self.assertEqual(ctypes.sizeof(S), 368)
         self.assertEqual((S.l2_hits.offset, S.tlb_misses.offset), (192, 272))
         self.assertEqual((S.prefetch_beta_ppm.offset, S.prefetch_depth.offset), (280, 284))
         self.assertEqual([getattr(S, f).offset for f in speckv._STATS_FIELDS_CODEC],
                          [288, 296, 304, 312, 320])
+        self.assertEqual([getattr(S, f).offset for f in speckv._STATS_FIELDS_L4],
+                         [328, 336, 344, 352, 360])
         self.assertEqual((speckv.HINT_HAS_HASH, speckv.HINT_KEYS, speckv.HINT_VALUES), (0x1, 0x2, 0x4))
 
 
@@ -583,6 +586,90 @@ class CodecTest(StatsAgree, unittest.TestCase):
             for bad in (0, 65536):
                 with self.assertRaises(speckv.InvalidError):
                     cfg.set("codec.channels", bad)
+
+
+class ColdTierTest(StatsAgree, unittest.TestCase):
+    """The L4 cold tier (docs/tiers.md section 9): speckv_demote and the l4_* stats."""
+
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory()
+        self.dir = self._dir.name
+
+    def tearDown(self):
+        self._dir.cleanup()
+
+    def test_demote_moves_a_block_to_l4_and_a_read_brings_it_back(self):
+        with speckv.Config() as cfg:
+            cfg.set("cold.path", os.path.join(self.dir, "py.l4"))
+            cfg.set("cold.batch", 4)
+            with self.assertRaises(speckv.InvalidError):
+                cfg.set("cold.path", 1)  # a text key: refused as an integer
+            pool = speckv.Pool("file:%s?size=4M" % os.path.join(self.dir, "py.pool"), cfg)
+        with pool as p:
+            data = pattern(77, 10000)
+            h = p.alloc(len(data))
+            p.write(h, 0, data)
+            before = p.stats_struct()
+            self.assertEqual([before[k] for k in speckv._STATS_FIELDS_L4], [0] * 5, before)
+
+            p.demote(h)
+            p.demote(h)  # in L4 already: no error
+            js, st = p.stats(), p.stats_struct()
+            self.assert_stats_agree(js, st)
+            self.assertIs(js["l4_holder"], True)
+            for s in (js, st):
+                self.assertEqual(s["l4_blocks"], 1, s)
+                self.assertEqual(s["l4_bytes"], len(data), s)
+                self.assertEqual(s["l4_demotions"], 1, s)
+                self.assertEqual(s["l4_promotions"], 0, s)
+                self.assertEqual(s["l4_demote_failures"], 0, s)
+            self.assertLess(st["pages_used"], before["pages_used"], "the block's pages are freed")
+            self.assertEqual(p.block_size(h), len(data))  # metadata stays in the pool
+
+            self.assertEqual(bytes(p.read(h, 0, len(data))), data)
+            js, st = p.stats(), p.stats_struct()
+            self.assert_stats_agree(js, st)
+            for s in (js, st):
+                self.assertEqual(s["l4_promotions"], 1, s)
+                self.assertEqual(s["l4_blocks"], 0, s)
+                self.assertEqual(s["l4_bytes"], 0, s)
+                self.assertEqual(s["l4_demotions"], 1, s)
+            with p.pin(h):
+                with self.assertRaises(speckv.BusyError):
+                    p.demote(h)  # pinned: it cannot move
+            p.free(h)
+            with self.assertRaises(speckv.BadHandleError):
+                p.demote(h)
+
+    def test_demote_without_cold_path_is_not_supported(self):
+        with speckv.Pool("file:%s?size=4M" % os.path.join(self.dir, "py.pool")) as p:
+            data = pattern(1, 5000)
+            h = p.alloc(len(data))
+            p.write(h, 0, data)
+            with self.assertRaises(speckv.NotSupportedError) as cm:
+                p.demote(h)
+            self.assertEqual(cm.exception.code, -15)
+            self.assertIsInstance(cm.exception, NotImplementedError)
+            self.assertIn("cold.path", cm.exception.message)
+            js = p.stats()
+            self.assertIs(js["l4_holder"], False)
+            self.assertEqual((js["l4_blocks"], js["l4_demotions"]), (0, 0), js)
+            self.assertEqual(bytes(p.read(h, 0, len(data))), data)
+        with self.assertRaises(speckv.SpeckvError):
+            p.demote(h)  # closed
+
+    def test_stats_of_the_older_layouts_are_still_accepted(self):
+        # struct_size of the layouts ending at codec_pages_decoded (328) and at
+        # prefetch_depth (288): the library fills them and writes nothing past.
+        lib = speckv.load()
+        with speckv.Pool("anon:?size=4M") as p, p._use() as raw:
+            for size, rc in ((368, 0), (328, 0), (288, 0), (320, -16), (376, -16)):
+                s = speckv._Stats(struct_size=size, codec_pages_decoded=7, l4_blocks=7)
+                self.assertEqual(lib.speckv_stats(raw, ctypes.byref(s)), rc, size)
+                if rc == 0:
+                    self.assertGreater(s.pool_bytes, 0, size)
+                    self.assertEqual(s.l4_blocks, 0 if size == 368 else 7, size)
+                    self.assertEqual(s.codec_pages_decoded, 7 if size == 288 else 0, size)
 
 
 class FilePoolTest(unittest.TestCase):

@@ -162,6 +162,11 @@ pub struct speckv_pool_stats {
     pub codec_stored_bytes: u64,
     pub codec_pages_bypassed: u64,
     pub codec_pages_decoded: u64,
+    pub l4_blocks: u64,
+    pub l4_bytes: u64,
+    pub l4_demotions: u64,
+    pub l4_promotions: u64,
+    pub l4_demote_failures: u64,
 }
 
 /// Near-memory page selection: the geometry and policy of `speckv_select`
@@ -279,6 +284,7 @@ pub struct Api {
         len: *mut usize,
     ) -> c_int,
     pub speckv_unpin: unsafe extern "C" fn(pool: *mut speckv_pool, handle: speckv_handle) -> c_int,
+    pub speckv_demote: unsafe extern "C" fn(pool: *mut speckv_pool, handle: speckv_handle) -> c_int,
     pub speckv_prefetch: unsafe extern "C" fn(pool: *mut speckv_pool, hint: *const speckv_hint) -> c_int,
     pub speckv_translate: unsafe extern "C" fn(
         pool: *mut speckv_pool,
@@ -470,6 +476,7 @@ pub fn load_from(path: &str) -> Result<&'static Api, LoadError> {
             speckv_block_info,
             speckv_pin,
             speckv_unpin,
+            speckv_demote,
             speckv_prefetch,
             speckv_translate,
             speckv_select,
@@ -515,8 +522,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<speckv_hint>(), 80);
         assert_eq!(std::mem::size_of::<speckv_block_meta>(), 96);
         // speckv_pool_stats: struct_size, 34 uint64_t counters, 2 uint32_t,
-        // then 5 uint64_t codec counters.
-        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 328);
+        // then 5 uint64_t codec counters and 5 uint64_t L4 counters.
+        assert_eq!(std::mem::size_of::<speckv_pool_stats>(), 368);
         assert_eq!(std::mem::align_of::<speckv_pool_stats>(), 8);
         let s = speckv_pool_stats::default();
         let base = &s as *const _ as usize;
@@ -531,6 +538,11 @@ mod tests {
         assert_eq!(off(&s.codec_stored_bytes as *const u64 as *const u8), 304);
         assert_eq!(off(&s.codec_pages_bypassed as *const u64 as *const u8), 312);
         assert_eq!(off(&s.codec_pages_decoded as *const u64 as *const u8), 320);
+        assert_eq!(off(&s.l4_blocks as *const u64 as *const u8), 328);
+        assert_eq!(off(&s.l4_bytes as *const u64 as *const u8), 336);
+        assert_eq!(off(&s.l4_demotions as *const u64 as *const u8), 344);
+        assert_eq!(off(&s.l4_promotions as *const u64 as *const u8), 352);
+        assert_eq!(off(&s.l4_demote_failures as *const u64 as *const u8), 360);
         assert_eq!((SPECKV_HINT_HAS_HASH, SPECKV_HINT_KEYS, SPECKV_HINT_VALUES), (0x1, 0x2, 0x4));
     }
 

@@ -478,6 +478,17 @@ pub struct Stats {
     pub codec_pages_bypassed: u64,
     /// Coded pages decoded on a read, prefetch or pin.
     pub codec_pages_decoded: u64,
+    /// L4 cold tier, the whole pool (docs/tiers.md §9; config `cold.path`):
+    /// blocks in L4 now (their pages free in the pool, their bytes in the L4 file).
+    pub l4_blocks: u64,
+    /// Their bytes.
+    pub l4_bytes: u64,
+    /// Blocks moved L3 -> L4, ever, by any process.
+    pub l4_demotions: u64,
+    /// Blocks moved back L4 -> L3, ever.
+    pub l4_promotions: u64,
+    /// Demotions that failed (the block stayed in the pool, whole).
+    pub l4_demote_failures: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -943,6 +954,29 @@ impl Pool {
         Ok(Pinned { pool: self, handle: h, ptr: p as *const u8, len: n, _not_send: PhantomData })
     }
 
+    /// Moves a block to the L4 cold tier now (`speckv_demote`, docs/tiers.md
+    /// §9): its bytes go to the L4 file and its pages in the pool are freed.
+    /// The handle stays valid: the next access, pin, write or prefetch brings
+    /// the block back. `Ok` also when it is in L4 already. Only the pool
+    /// handle holding the L4 tier (opened with config `cold.path`) can do
+    /// this; any other gets [`ErrorKind::NotSupported`]. A pinned block, or
+    /// one referenced by another process, is [`ErrorKind::Busy`]; a full L4
+    /// file [`ErrorKind::NoSpace`]; a failed L4 write [`ErrorKind::Io`] (the
+    /// block stays in the pool, whole).
+    ///
+    /// ```no_run
+    /// let mut cfg = speckv::Config::new()?;
+    /// cfg.set_str("cold.path", "/mnt/nvme/engine.l4")?;
+    /// let pool = speckv::Pool::open_with("file:/dev/shm/engine.pool?size=1G", &cfg)?;
+    /// let h = pool.alloc(4096, speckv::DType::Fp16, None)?;
+    /// pool.demote(h)?; // pool.read_vec(h, ..) brings it back
+    /// # Ok::<(), speckv::Error>(())
+    /// ```
+    pub fn demote(&self, h: Handle) -> Result<()> {
+        // SAFETY: live pool.
+        check(self.api, unsafe { (self.api.speckv_demote)(self.p(), h.0) })
+    }
+
     /// The size of a block in bytes (`speckv_block_info`: the data is neither
     /// read nor verified).
     pub fn block_len(&self, h: Handle) -> Result<u64> {
@@ -1224,6 +1258,11 @@ impl Pool {
             codec_stored_bytes: s.codec_stored_bytes,
             codec_pages_bypassed: s.codec_pages_bypassed,
             codec_pages_decoded: s.codec_pages_decoded,
+            l4_blocks: s.l4_blocks,
+            l4_bytes: s.l4_bytes,
+            l4_demotions: s.l4_demotions,
+            l4_promotions: s.l4_promotions,
+            l4_demote_failures: s.l4_demote_failures,
         })
     }
 

@@ -552,3 +552,99 @@ fn codec_config_keys_are_checked() {
     assert_eq!(cfg.set_int("codec.channels", 0).unwrap_err().kind(), ErrorKind::InvalidArgument);
     assert_eq!(cfg.set_int("codec.channels", 65536).unwrap_err().kind(), ErrorKind::InvalidArgument);
 }
+
+// ------------------------------------------------------------ L4 cold tier
+
+#[test]
+fn demote_moves_a_block_to_l4_and_a_read_brings_it_back() {
+    let path = temp_pool_path();
+    let l4 = path.with_extension("l4");
+    let _ = std::fs::remove_file(&l4);
+    let mut cfg = Config::new().unwrap();
+    cfg.set_str("cold.path", l4.to_str().unwrap()).unwrap();
+    // A text key: refused as an integer.
+    assert_eq!(cfg.set_int("cold.path", 1).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    cfg.set_int("cold.batch", 4).unwrap();
+    let pool = Pool::open_with(&format!("file:{}?size=4M", path.display()), &cfg).unwrap();
+    let data = pattern(77, 10000);
+    let h = pool.alloc(10000, DType::Opaque, None).unwrap();
+    pool.write(h, 0, &data).unwrap();
+    let st = pool.stats().unwrap();
+    assert_eq!((st.l4_blocks, st.l4_bytes, st.l4_demotions, st.l4_promotions), (0, 0, 0, 0), "{:?}", st);
+    let used = st.pages_used;
+
+    pool.demote(h).unwrap();
+    pool.demote(h).unwrap(); // in L4 already: still Ok
+    let st = pool.stats().unwrap();
+    assert_eq!(st.l4_blocks, 1, "{:?}", st);
+    assert_eq!(st.l4_bytes, 10000, "{:?}", st);
+    assert_eq!(st.l4_demotions, 1, "{:?}", st);
+    assert_eq!(st.l4_promotions, 0, "{:?}", st);
+    assert_eq!(st.l4_demote_failures, 0, "{:?}", st);
+    assert!(st.pages_used < used, "the block's pages are freed: {:?}", st);
+    let js = pool.stats_json().unwrap();
+    assert_eq!(json_u64(&js, "l4_blocks"), 1, "{}", js);
+    assert_eq!(json_u64(&js, "l4_demotions"), 1, "{}", js);
+    assert!(js.contains("\"l4_holder\":true"), "{}", js);
+    assert_eq!(pool.block_len(h).unwrap(), 10000); // metadata stays in the pool
+
+    assert_eq!(pool.read_vec(h, 0, 10000).unwrap(), data);
+    let st = pool.stats().unwrap();
+    assert_eq!(st.l4_promotions, 1, "{:?}", st);
+    assert_eq!(st.l4_blocks, 0, "{:?}", st);
+    assert_eq!(st.l4_bytes, 0, "{:?}", st);
+    assert_eq!(st.l4_demotions, 1, "{:?}", st);
+    {
+        // Pinned: it cannot move.
+        let _pin = pool.pin(h).unwrap();
+        assert_eq!(pool.demote(h).unwrap_err().kind(), ErrorKind::Busy);
+    }
+    pool.free(h).unwrap();
+    assert_eq!(pool.demote(h).unwrap_err().kind(), ErrorKind::BadHandle);
+    pool.close().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&l4);
+}
+
+#[test]
+fn demote_without_cold_path_is_not_supported() {
+    let path = temp_pool_path();
+    let pool = Pool::open(&format!("file:{}?size=4M", path.display())).unwrap();
+    let h = pool.alloc(5000, DType::Opaque, None).unwrap();
+    pool.write(h, 0, &pattern(1, 5000)).unwrap();
+    let e = pool.demote(h).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotSupported, "{}", e);
+    assert!(e.message.contains("cold.path"), "{}", e);
+    let st = pool.stats().unwrap();
+    assert_eq!((st.l4_blocks, st.l4_demotions), (0, 0), "{:?}", st);
+    assert!(pool.stats_json().unwrap().contains("\"l4_holder\":false"));
+    assert_eq!(pool.read_vec(h, 0, 5000).unwrap(), pattern(1, 5000));
+    pool.free(h).unwrap();
+    pool.close().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn stats_of_the_older_layouts_are_still_accepted() {
+    // speckv_pool_stats ending at codec_pages_decoded (328 bytes) and at
+    // prefetch_depth (288): what bindings written before the L4 (and codec)
+    // fields pass. Nothing past struct_size is written.
+    use speckv::sys::{speckv_pool_stats, SPECKV_ESTRUCT};
+    let api = speckv::sys::load().unwrap();
+    let mut p = std::ptr::null_mut();
+    // SAFETY: NUL-terminated URI, out-pointers to locals, the pool closed once.
+    unsafe {
+        assert_eq!((api.speckv_pool_open)(b"anon:?size=4M\0".as_ptr() as *const _, std::ptr::null(), &mut p), 0);
+        for (size, rc) in [(368usize, 0), (328, 0), (288, 0), (320, SPECKV_ESTRUCT), (376, SPECKV_ESTRUCT)] {
+            let mut s =
+                speckv_pool_stats { struct_size: size, l4_blocks: 7, codec_pages_decoded: 7, ..Default::default() };
+            assert_eq!((api.speckv_stats)(p, &mut s), rc, "struct_size {}", size);
+            if rc == 0 {
+                assert!(s.pool_bytes > 0, "struct_size {}", size);
+                assert_eq!(s.l4_blocks, if size == 368 { 0 } else { 7 }, "struct_size {}", size);
+                assert_eq!(s.codec_pages_decoded, if size == 288 { 7 } else { 0 }, "struct_size {}", size);
+            }
+        }
+        assert_eq!((api.speckv_pool_close)(p), 0);
+    }
+}
