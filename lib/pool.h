@@ -255,7 +255,11 @@ class Pool {
     void close_cold();                  // before detach: give the role up
     // Under the lock: demotes blocks, coldest first, until fits() (at least
     // one batch when it is called). Never the block in slot `keep`.
-    uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep);
+    // below_cold_only: only blocks whose heat is under T_c (the background pass).
+    uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
+    // From the prefetch thread (every 100 ms): above the heat module's
+    // pressure target, one batch of blocks below T_c goes to L4 ahead of need.
+    void cold_tick();
     // Under the lock: demotes exactly these slots (one put batch). Returns how many moved.
     // *why (may be null): SPECKV_OK if any moved, else why none did.
     uint64_t demote_slots_locked(const std::vector<uint64_t> &slots, int *why = nullptr);

@@ -331,7 +331,7 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
     return moved;
 }
 
-uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep) {
+uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {
     if (!holder()) return 0;
     const SharedHeader *h = sh();
     const uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks), now = mono_ns();
@@ -343,6 +343,13 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep) {
             return heat != o.heat ? heat < o.heat : last_use != o.last_use ? last_use < o.last_use : slot < o.slot;
         }
     };
+    // The thresholds follow pressure and the fast tiers' miss rate
+    // (lib/heat.h). Under an allocation that finds no room the coldest go
+    // first, below T_c or not; the background pass takes only blocks below T_c.
+    uint64_t hits = total(kHits), misses = total(kMisses);
+    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / double(sb()->n_pages),
+                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
+    const double below = below_cold_only ? heat_->t_cold() : 2.0;  // scores are in [0, 1]
     std::vector<Cand> cand;
     for (uint64_t i = 0; i < hwm; i++) {
         const BlockRecord &r = blocks()[i];
@@ -354,14 +361,10 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep) {
             continue;  // another live process's unpublished block: it may be pinned there
         }
         if (pinned(hd)) continue;
-        cand.push_back({heat_->score(hd, now), r.last_use.load(std::memory_order_relaxed), i});
+        const double heat = heat_->score(hd, now);
+        if (heat >= below) continue;
+        cand.push_back({heat, r.last_use.load(std::memory_order_relaxed), i});
     }
-    // The thresholds follow pressure and the fast tiers' miss rate
-    // (lib/heat.h); blocks below T_c go first, then, while the allocation
-    // still finds no room, the next coldest.
-    uint64_t hits = total(kHits), misses = total(kMisses);
-    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / double(sb()->n_pages),
-                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
     std::sort(cand.begin(), cand.end());
     uint64_t moved = 0;
     for (size_t at = 0; at < cand.size();) {
@@ -372,6 +375,24 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep) {
     }
     clear_error();
     return moved;
+}
+
+void Pool::cold_tick() {
+    if (!holder()) return;
+    const SharedHeader *h = sh();
+    const double n = double(sb()->n_pages);
+    const double target = heat_->params().pressure_target;
+    if (double(h->pages_used.load(std::memory_order_relaxed)) <= target * n) return;
+    bool rec;
+    if (lock(&rec) != SPECKV_OK) {
+        clear_error();
+        return;
+    }
+    // One batch of blocks below T_c (demote_locked adapts T_c to the
+    // pressure and miss rate first), so an allocation waits for one batch
+    // of L4 writes at most.
+    demote_locked([] { return true; }, UINT64_MAX, /*below_cold_only=*/true);
+    unlock();
 }
 
 int Pool::demote(uint64_t handle) {

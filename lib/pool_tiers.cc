@@ -292,6 +292,7 @@ void Pool::prefetch_worker() {
         if (now - published < 100'000'000) return;
         published = now;
         publish_tier_counters();
+        cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
     for (;;) {
         speckv_hint h;

@@ -442,3 +442,50 @@ TEST_CASE("L4: a holder killed while demoting loses no published block") {
     unlink(path.c_str());
     unlink(l4.c_str());
 }
+
+TEST_CASE("L4: above the pressure target the prefetch thread demotes blocks below T_c ahead of need") {
+    std::string path = fresh_pool("cold-tick"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    speckv_pool *p = open_with("file:" + path + "?size=4M&max_blocks=1024", {{"cold.path", l4}});
+    const uint64_t total = stats_of(p).pages_total;
+    const size_t bytes = 8 * 4096;
+    std::vector<speckv_handle> hs;
+    // Fill to ~95 % of the pool's pages (no allocation needs room yet).
+    while ((hs.size() + 1) * 8 <= total * 95 / 100) {
+        speckv_handle h;
+        REQUIRE(speckv_alloc(p, bytes, SPECKV_DTYPE_OPAQUE, nullptr, &h) == SPECKV_OK);
+        auto v = pattern(bytes, 900u + uint32_t(hs.size()));
+        REQUIRE(speckv_write(p, h, 0, v.data(), v.size()) == SPECKV_OK);
+        hs.push_back(h);
+    }
+    REQUIRE(hs.size() > 20);
+    CHECK(stats_of(p).l4_demotions == 0);
+    // The first four stay hot: read every millisecond. The rest cool down.
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.request = 1;
+    REQUIRE(speckv_prefetch(p, &hint) == SPECKV_OK);  // starts the prefetch thread
+    std::vector<unsigned char> buf(bytes);
+    speckv_pool_stats s{};
+    for (int ms = 0; ms < 3000; ms++) {
+        for (int i = 0; i < 4; i++) REQUIRE(speckv_access(p, hs[size_t(i)], 0, buf.data(), buf.size(), 0) == SPECKV_OK);
+        usleep(1000);
+        s = stats_of(p);
+        if (ms > 300 && s.pages_used * 100 <= total * 85) break;
+    }
+    CHECK(s.l4_demotions > 0);
+    CHECK(s.pages_used * 100 <= total * 85);  // the heat module's pressure target
+    std::vector<speckv::BlockInfo> infos;
+    {
+        std::unique_ptr<speckv::Pool> ro;
+        REQUIRE(speckv::Pool::open_readonly(path, &ro) == SPECKV_OK);
+        REQUIRE(ro->list_blocks(&infos) == SPECKV_OK);
+    }
+    for (auto &b : infos)
+        for (int i = 0; i < 4; i++)
+            if (b.handle == hs[size_t(i)]) CHECK_MESSAGE(!b.cold, "hot block ", i, " was demoted");
+    for (size_t i = 0; i < hs.size(); i++) expect_bytes(p, hs[i], pattern(bytes, 900u + uint32_t(i)));
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
