@@ -335,6 +335,46 @@ class Pool {
     pid_t pf_pid_ = 0;
     // request -> (tenant, last hinted token position), from hints (worker thread only)
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
+    // shared-block attribution (process-local; lib/pool_tiers.cc, docs/tiers.md
+    // "Shared blocks"). Each thread's reads are cut into unit steps (one
+    // tenant, one layer, rising token positions); a step's reads count for
+    // its reader (the request of its last private block, else of its last
+    // block), and a published block of another request read in it becomes an
+    // alias (tenant, reader, layer) -> block, which plans and translation for
+    // the reader use. Aliases are hints, re-resolved (generation-checked) at
+    // every use and dropped when stale; at most kMaxAliases of them.
+    struct ReadStep;
+    struct Alias {
+        uint64_t handle, token_pos, token_count;
+    };
+    struct AliasKey {
+        uint64_t tenant, request;
+        uint32_t layer;
+        bool operator==(const AliasKey &o) const { return tenant == o.tenant && request == o.request && layer == o.layer; }
+    };
+    struct AliasKeyHash {
+        size_t operator()(const AliasKey &k) const {
+            uint64_t h = k.tenant * 0x9E3779B97F4A7C15ull ^ k.request * 0xC2B2AE3D27D4EB4Full ^ k.layer * 0x165667B19E3779F9ull;
+            return size_t(h ^ (h >> 29));
+        }
+    };
+    struct AliasSet {
+        std::vector<Alias> v;  // by token_pos, at most one per position
+        uint64_t stamp = 0;    // alias_clock_ when last learnt or used
+    };
+    static constexpr size_t kMaxAliases = 1 << 16, kMaxAliasesPerUnit = 1024;
+    static uint64_t next_attr_serial();
+    void flush_step(ReadStep &s, PrefetchController *c);
+    void alias_learn(const AliasKey &k, const Alias *a, size_t n);
+    // Live aliases of k (covering pos unless pos == ~0), validated; stale ones are dropped.
+    void alias_collect(const AliasKey &k, uint64_t pos, std::vector<Alias> *out);
+    bool alias_valid(const AliasKey &k, const Alias &a) const;
+    void alias_sweep_locked();
+    uint64_t attr_serial_ = next_attr_serial();  // tells this pool's per-thread steps from another's
+    mutable std::mutex alias_mu_;
+    std::unordered_map<AliasKey, AliasSet, AliasKeyHash> aliases_;  // under alias_mu_
+    size_t alias_count_ = 0;                                        // under alias_mu_
+    uint64_t alias_clock_ = 0;                                      // under alias_mu_
     int lock_timeout_ms_ = 5000;
     int log_level_ = 1;
     // The L4 tier, when this process holds it, and the heat that picks what goes there.

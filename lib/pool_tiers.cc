@@ -7,7 +7,10 @@
 #include <unistd.h>
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cinttypes>
+#include <iterator>
 #include <cstring>
 #include <vector>
 
@@ -131,12 +134,20 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
         return fail(SPECKV_ENOENT, "no block of tenant %" PRIu64 " is visible to this pool handle (tenant.id)", tenant);
     // A TLB entry is only a hint: it is checked against the live record, so
     // a block freed or reused by any process is never returned.
+    // A block of another request counts if this process learnt that the
+    // request reads it (a shared prefix block: an alias, see note_access).
+    const AliasKey key{tenant, request, layer};
+    std::vector<Alias> al;
     auto valid = [&](uint64_t hd) {
         BlockView v{};
         if (!hd || resolve_outofline(hd, &v) != SPECKV_OK) return false;
         const BlockRecord &r = *v.rec;
         uint64_t tp = relaxed_field(r.token_pos), tc = relaxed_field(r.token_count);
-        bool ok = relaxed_field(r.tenant) == tenant && relaxed_field(r.request) == request && relaxed_field(r.layer) == layer && pos >= tp && pos - tp < tc;
+        bool ok = relaxed_field(r.tenant) == tenant && relaxed_field(r.layer) == layer && pos >= tp && pos - tp < tc;
+        if (ok && relaxed_field(r.request) != request) {
+            alias_collect(key, pos, &al);
+            ok = !al.empty() && al.front().handle == hd;
+        }
         if (ok && offset) *offset = pos - tp;
         return ok && r.handle.load(std::memory_order_acquire) == hd;
     };
@@ -149,6 +160,10 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
     uint64_t seen = tlb_ ? tlb_->inval_seq() : 0;
     std::vector<uint64_t> hs;
     xlate_collect(tenant, request, layer, pos, &hs);
+    if (hs.empty()) {
+        alias_collect(key, pos, &al);
+        for (const Alias &a : al) hs.push_back(a.handle);
+    }
     for (uint64_t hd : hs)
         if (valid(hd)) {
             if (tlb_) {
@@ -402,6 +417,7 @@ void Pool::prefetch_hint(const speckv_hint &h) {
     if (pf_hinted_) plan.units.push_back(PrefetchUnit{h.request, h.layer});  // exactly what the engine named
     else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
+    std::vector<Alias> al;
     uint64_t pages = 0, link = 0;
     bool any = false;
     for (const PrefetchUnit &u : plan.units) {
@@ -409,6 +425,13 @@ void Pool::prefetch_hint(const speckv_hint &h) {
         uint64_t tenant = t != pf_req_.end() ? t->second.first : h.tenant;
         uint64_t appending = t != pf_req_.end() ? t->second.second : ~0ull;
         xlate_collect(tenant, u.request, u.layer, ~0ull, &hs);
+        alias_collect(AliasKey{tenant, u.request, u.layer}, ~0ull, &al);  // the shared blocks it reads, prefix first
+        if (!al.empty()) {
+            std::vector<uint64_t> own;
+            own.swap(hs);
+            for (const Alias &a : al) hs.push_back(a.handle);
+            hs.insert(hs.end(), own.begin(), own.end());
+        }
         any |= !hs.empty();
         uint64_t owner = u.request << 16 ^ (u.layer & 0xFFFF);
         uint64_t n = 0, moved = 0;
@@ -425,13 +448,181 @@ void Pool::prefetch_hint(const speckv_hint &h) {
     }
 }
 
+// ------------------------------------------------ shared-block attribution
+//
+// A read names a block, not its reader: a published block may be read by
+// every request that found it by speckv_lookup (or got it as the canonical
+// copy from speckv_publish), while its record names the request that
+// allocated it. The reader is inferred from the thread's read stream:
+// an engine reads a unit (request, layer) in token order, and prefix sharing
+// puts the shared blocks first, the reader's own after them. So each thread's
+// reads are cut into steps at a change of tenant or layer, or where the token
+// position falls back (or repeats with another block); a step's reader is the
+// request of its last unpublished block (private blocks are never shared),
+// else of its last block. The step is reported to the controller as one
+// access of (reader, layer), once it is complete (at the thread's next step:
+// a unit's step is reported one unit late, which the predictor, learning
+// edges a whole step before it uses them, does not notice), and every
+// published block of another request read in it becomes an alias of
+// (tenant, reader, layer). Process-local, like L2 and the predictor; the
+// pool's format and index do not change.
+
+struct Pool::ReadStep {
+    struct Shared {
+        uint64_t handle, request, token_pos, token_count;
+    };
+    uint64_t serial = 0;  // the pool (Pool::attr_serial_) whose step this is; 0 = none
+    uint64_t tenant = 0, last_handle = 0, last_pos = 0, reader = 0, private_reader = 0;
+    uint32_t layer = 0;
+    bool has_private = false;
+    uint32_t pages[3] = {};     // by source: L1, L2, L3
+    std::vector<Shared> shared;  // published blocks read, in order
+    static constexpr size_t kMaxShared = 1024;
+};
+
+uint64_t Pool::next_attr_serial() {
+    static std::atomic<uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+namespace {
+// A thread reading from several pools keeps a step per pool (the least
+// recently started one gives way: its pending step is lost, not reported).
+constexpr int kStepsPerThread = 4;
+}  // namespace
+
 void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     PrefetchController *c = ctl_.load(std::memory_order_acquire);
     if (!c) return;
     const BlockRecord &r = *rec;
-    if (!relaxed_field(r.token_count)) return;  // not a KV block of a request
-    c->on_access(relaxed_field(r.request), relaxed_field(r.layer),
-                 worst == 2 ? AccessOutcome::kMiss : worst == 1 ? AccessOutcome::kL2Hit : AccessOutcome::kL1Hit, pages);
+    uint64_t hd = r.handle.load(std::memory_order_acquire);
+    uint64_t tc = relaxed_field(r.token_count);
+    if (!hd || !tc) return;  // gone, or not a KV block of a request
+    uint64_t tenant = relaxed_field(r.tenant), request = relaxed_field(r.request), tp = relaxed_field(r.token_pos);
+    uint32_t layer = relaxed_field(r.layer);
+    bool published = relaxed_field(r.state) & kBlockPublished;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r.handle.load(std::memory_order_relaxed) != hd) return;  // freed and reused while we read it
+
+    thread_local ReadStep steps[kStepsPerThread];
+    thread_local unsigned next_victim = 0;
+    ReadStep *s = nullptr;
+    for (ReadStep &x : steps)
+        if (x.serial == attr_serial_) s = &x;
+    if (!s) {
+        s = &steps[next_victim++ % kStepsPerThread];
+        s->serial = 0;
+    }
+    bool boundary = s->serial == 0 || tenant != s->tenant || layer != s->layer || tp < s->last_pos ||
+                    (tp == s->last_pos && hd != s->last_handle);
+    if (boundary) {
+        if (s->serial) flush_step(*s, c);
+        s->serial = attr_serial_;
+        s->tenant = tenant, s->layer = layer;
+        s->has_private = false;
+        s->pages[0] = s->pages[1] = s->pages[2] = 0;
+        s->shared.clear();
+    }
+    s->pages[worst < 0 ? 0 : worst > 2 ? 2 : worst] += pages;
+    s->last_pos = tp, s->last_handle = hd, s->reader = request;
+    if (!published) s->private_reader = request, s->has_private = true;
+    else if (s->shared.size() < ReadStep::kMaxShared && (s->shared.empty() || s->shared.back().handle != hd))
+        s->shared.push_back({hd, request, tp, tc});
+}
+
+void Pool::flush_step(ReadStep &s, PrefetchController *c) {
+    uint64_t reader = s.has_private ? s.private_reader : s.reader;
+    static constexpr AccessOutcome kOutcome[3] = {AccessOutcome::kL1Hit, AccessOutcome::kL2Hit, AccessOutcome::kMiss};
+    for (int i = 0; i < 3; i++)
+        if (s.pages[i]) c->on_access(reader, s.layer, kOutcome[i], s.pages[i]);
+    Alias a[64];
+    size_t n = 0;
+    const AliasKey k{s.tenant, reader, s.layer};
+    for (const ReadStep::Shared &e : s.shared) {
+        if (e.request == reader) continue;  // its own
+        a[n++] = Alias{e.handle, e.token_pos, e.token_count};
+        if (n == std::size(a)) alias_learn(k, a, n), n = 0;
+    }
+    if (n) alias_learn(k, a, n);
+    s.shared.clear();
+}
+
+bool Pool::alias_valid(const AliasKey &k, const Alias &a) const {
+    BlockView v{};
+    if (resolve_outofline(a.handle, &v) != SPECKV_OK) {  // freed, or its slot reused: the generation differs
+        clear_error();
+        return false;
+    }
+    const BlockRecord &r = *v.rec;
+    bool ok = relaxed_field(r.tenant) == k.tenant && relaxed_field(r.layer) == k.layer &&
+              relaxed_field(r.token_pos) == a.token_pos && relaxed_field(r.token_count) == a.token_count;
+    return ok && r.handle.load(std::memory_order_acquire) == a.handle;
+}
+
+void Pool::alias_learn(const AliasKey &k, const Alias *a, size_t n) {
+    std::lock_guard g(alias_mu_);
+    AliasSet &set = aliases_[k];
+    set.stamp = ++alias_clock_;
+    for (size_t i = 0; i < n; i++) {
+        auto it = std::lower_bound(set.v.begin(), set.v.end(), a[i].token_pos,
+                                   [](const Alias &x, uint64_t pos) { return x.token_pos < pos; });
+        if (it != set.v.end() && it->token_pos == a[i].token_pos) {
+            *it = a[i];  // the reader now reads another block at that position
+        } else if (set.v.size() < kMaxAliasesPerUnit) {
+            set.v.insert(it, a[i]);
+            alias_count_++;
+        }
+    }
+    if (alias_count_ > kMaxAliases) alias_sweep_locked();
+}
+
+// Drops every stale alias, then, if still over half the bound, the units
+// learnt or used least recently: amortised O(1) per alias learnt.
+void Pool::alias_sweep_locked() {
+    for (auto it = aliases_.begin(); it != aliases_.end();) {
+        auto &v = it->second.v;
+        size_t before = v.size();
+        std::erase_if(v, [&](const Alias &a) { return !alias_valid(it->first, a); });
+        alias_count_ -= before - v.size();
+        it = v.empty() ? aliases_.erase(it) : std::next(it);
+    }
+    if (alias_count_ <= kMaxAliases / 2) return;
+    std::vector<std::pair<uint64_t, AliasKey>> order;
+    order.reserve(aliases_.size());
+    for (auto &[k, set] : aliases_) order.emplace_back(set.stamp, k);
+    std::sort(order.begin(), order.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
+    for (auto &[stamp, k] : order) {
+        if (alias_count_ <= kMaxAliases / 2) break;
+        auto it = aliases_.find(k);
+        alias_count_ -= it->second.v.size();
+        aliases_.erase(it);
+    }
+}
+
+void Pool::alias_collect(const AliasKey &k, uint64_t pos, std::vector<Alias> *out) {
+    out->clear();
+    std::lock_guard g(alias_mu_);
+    if (aliases_.empty()) return;
+    auto it = aliases_.find(k);
+    if (it == aliases_.end()) return;
+    AliasSet &set = it->second;
+    set.stamp = ++alias_clock_;
+    for (size_t i = 0; i < set.v.size();) {
+        const Alias &a = set.v[i];
+        if (pos != ~0ull && !(pos >= a.token_pos && pos - a.token_pos < a.token_count)) {
+            i++;
+            continue;
+        }
+        if (!alias_valid(k, a)) {  // never hand out a freed or reused block; forget it
+            set.v.erase(set.v.begin() + ptrdiff_t(i));
+            alias_count_--;
+            continue;
+        }
+        out->push_back(a);
+        i++;
+        if (pos != ~0ull) break;
+    }
+    if (set.v.empty()) aliases_.erase(it);
 }
 
 }  // namespace speckv

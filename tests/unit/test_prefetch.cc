@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pool.h"
@@ -252,4 +254,288 @@ TEST_CASE("a fork() child closing an inherited pool handle leaves the parent att
     CHECK(speckv_access(p, b, 0, got.data(), got.size(), 0) == SPECKV_OK);
     REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
     REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+}
+
+namespace {
+// Prefix sharing (docs/tiers.md "Shared blocks"): request 100 computes a
+// two-block prefix per layer and publishes it, then stops running; readers
+// 200..202 find it by speckv_lookup (as an engine's prefix cache does) and
+// run a decode loop, each reading per layer the shared prefix blocks, then
+// its own block, after hinting the next unit (request-major: all layers of a
+// reader, then the next; layer-major: every reader at a layer, then the next
+// layer). Returns the share of the readers' reads of the shared blocks
+// served from L2 (after two warm-up steps: attribution is learnt from the reads).
+double shared_prefix_loop(int policy, bool layer_major, int *bad, speckv_pool_stats *out) {
+    const int R = 3, L = 6, steps = 20;
+    const uint64_t kTenant = 5;
+    speckv_pool *p = open_with("anon:?size=16M", {{"cache.bytes", 0},  // no L1: every read is L2 or L3
+                                                 {"prefetch.policy", policy},
+                                                 {"prefetch.l2_bytes", 16 * 4096}});  // about half a step's pages
+    // The prefix: blocks [0, 16) and [16, 32) of every layer, allocated by 100.
+    std::vector<speckv_handle> shared(L * 2), own(R * L);
+    std::vector<std::vector<uint8_t>> hash(L * 2, std::vector<uint8_t>(SPECKV_HASH_BYTES));
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < 2; i++) {
+            speckv_handle b = kv_block(p, kTenant, 100, l, 16 * i, 16, 4096);
+            uint64_t ext[2] = {uint64_t(l), uint64_t(i)};
+            REQUIRE(speckv_block_hash(SPECKV_HASH_NATIVE, kTenant, i ? hash[l * 2].data() : nullptr, nullptr, 0, ext,
+                                      sizeof ext, hash[l * 2 + i].data()) == SPECKV_OK);
+            speckv_handle canon = 0;
+            REQUIRE(speckv_publish(p, b, hash[l * 2 + i].data(), &canon) == SPECKV_OK);
+        }
+    for (int r = 0; r < R; r++)
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < 2; i++) {
+                speckv_handle h = 0;
+                REQUIRE(speckv_lookup(p, kTenant, hash[l * 2 + i].data(), &h) == SPECKV_OK);
+                if (r == 0) shared[l * 2 + i] = h;
+                CHECK(h == shared[l * 2 + i]);
+            }
+            own[r * L + l] = kv_block(p, kTenant, 200 + r, l, 32, 16, 4096);  // the reader's own history
+        }
+    // Request 100 is done: it drops its references; the readers' keep the prefix alive.
+    for (speckv_handle h : std::vector<speckv_handle>(shared)) REQUIRE(speckv_free(p, h) == SPECKV_OK);
+    std::vector<unsigned char> got(4096), want(4096);
+    auto expect = [&](uint64_t req, uint32_t layer, uint64_t pos) {
+        for (size_t i = 0; i < want.size(); i++) want[i] = static_cast<unsigned char>(req * 31 + layer * 7 + pos + i);
+    };
+    uint64_t shared_reads = 0, shared_l2 = 0;
+    for (int s = 0; s < steps; s++)
+        for (int u = 0; u < R * L; u++) {
+                int r = layer_major ? u % R : u / L, l = layer_major ? u / R : u % L;
+                int nu = (u + 1) % (R * L);
+                int nr = layer_major ? nu % R : nu / L, nl = layer_major ? nu / R : nu % L;
+                speckv_hint h{};
+                h.struct_size = sizeof h;
+                h.tenant = kTenant;
+                h.request = 200 + nr;
+                h.layer = nl;
+                h.token_pos = 48;  // decoding token 48: the blocks [0, 48) are history
+                REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+                usleep(300);  // the layer's compute
+                for (int i = 0; i < 2; i++) {  // the shared prefix, in token order
+                    uint64_t before = stats_of(p).l2_hits;
+                    REQUIRE(speckv_access(p, shared[l * 2 + i], 0, got.data(), got.size(), 0) == SPECKV_OK);
+                    expect(100, l, 16 * i);
+                    *bad += got != want;
+                    if (s >= 2) shared_reads++, shared_l2 += stats_of(p).l2_hits - before;
+                }
+                REQUIRE(speckv_access(p, own[r * L + l], 0, got.data(), got.size(), 0) == SPECKV_OK);
+                expect(200 + r, l, 32);
+                *bad += got != want;
+        }
+    *out = stats_of(p);
+    // Translation finds the shared block for the reader too (process-local).
+    speckv_handle t = 0;
+    uint64_t off = 0;
+    CHECK(speckv_translate(p, kTenant, 201, 2, 20, &t, &off) == SPECKV_OK);
+    CHECK(t == shared[2 * 2 + 1]);
+    CHECK(off == 4);
+    speckv_pool_close(p);
+    return shared_reads ? double(shared_l2) / double(shared_reads) : 0.0;
+}
+}  // namespace
+
+TEST_CASE("a reader's shared prefix blocks are learnt and prefetched for the reader") {
+    int bad = 0;
+    speckv_pool_stats st{};
+    // Hinted policy: each hint fetches exactly the unit it names, so the
+    // shared blocks can only come from L2 if the reader's unit includes them.
+    double hinted = shared_prefix_loop(1, false, &bad, &st);
+    double hit = double(st.l2_hits) / double(st.l2_hits + st.sync_reads);
+    MESSAGE("hinted: shared blocks from L2 ", hinted, ", hit rate ", hit);
+    CHECK(bad == 0);
+    CHECK(hinted > 0.8);
+    // The learned policy, both schedules: the readers' units must not be
+    // polluted by the allocator's (request 100 never runs).
+    for (bool layer_major : {false, true}) {
+        double learned = shared_prefix_loop(0, layer_major, &bad, &st);
+        hit = double(st.l2_hits) / double(st.l2_hits + st.sync_reads);
+        double precision = st.prefetch_used + st.prefetch_wasted
+                               ? double(st.prefetch_used) / double(st.prefetch_used + st.prefetch_wasted)
+                               : 0.0;
+        MESSAGE("learned, ", std::string(layer_major ? "layer-major" : "request-major"), ": shared blocks from L2 ", learned,
+                ", hit rate ", hit, ", precision ", precision);
+        CHECK(bad == 0);
+        CHECK(learned > 0.5);
+        CHECK(hit > 0.5);
+    }
+}
+
+namespace {
+void hint(speckv_pool *p, uint64_t tenant, uint64_t req, uint32_t layer, uint64_t pos) {
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.tenant = tenant;
+    h.request = req;
+    h.layer = layer;
+    h.token_pos = pos;
+    REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+}
+}  // namespace
+
+TEST_CASE("a shared block's alias never outlives the block: once evicted and its slot reused, it is not returned") {
+    std::string path = fresh_pool("alias-evict");
+    speckv_pool *p = open_with("file:" + path + "?size=4M&max_blocks=16", {{"cache.bytes", 0}});
+    uint8_t hash[SPECKV_HASH_BYTES];
+    uint32_t tok[1] = {7};
+    REQUIRE(speckv_block_hash(SPECKV_HASH_NATIVE, 1, nullptr, tok, 1, nullptr, 0, hash) == SPECKV_OK);
+    speckv_handle x = kv_block(p, 1, 100, 0, 0, 16, 4096), canon = 0, got = 0;
+    REQUIRE(speckv_publish(p, x, hash, &canon) == SPECKV_OK);
+    REQUIRE(speckv_lookup(p, 1, hash, &got) == SPECKV_OK);  // reader 200's reference
+    REQUIRE(got == x);
+    REQUIRE(speckv_free(p, x) == SPECKV_OK);  // 100 is done
+    speckv_handle own = kv_block(p, 1, 200, 0, 16, 16, 4096);
+    hint(p, 1, 200, 0, 32);  // starts the prefetcher (reads are attributed while it runs)
+    std::vector<unsigned char> buf(4096);
+    for (int step = 0; step < 3; step++) {  // reader 200 reads [x, own] at layer 0
+        REQUIRE(speckv_access(p, x, 0, buf.data(), buf.size(), 0) == SPECKV_OK);
+        REQUIRE(speckv_access(p, own, 0, buf.data(), buf.size(), 0) == SPECKV_OK);
+    }
+    speckv_handle t = 0;
+    uint64_t off = 0;
+    REQUIRE(speckv_translate(p, 1, 200, 0, 5, &t, &off) == SPECKV_OK);  // learnt: 200 reads x at tokens [0, 16)
+    CHECK(t == x);
+    CHECK(off == 5);
+    CHECK(speckv_translate(p, 1, 100, 0, 5, &t, nullptr) == SPECKV_OK);  // still its allocator's too
+    CHECK(speckv_translate(p, 1, 201, 0, 5, &t, nullptr) == SPECKV_ENOENT);  // nobody else's
+    // 200 lets go; allocations evict x and reuse its slot with a block that
+    // has x's tenant, request, layer and tokens: only the handle's
+    // generation tells them apart.
+    REQUIRE(speckv_free(p, x) == SPECKV_OK);
+    speckv_block_meta m{};
+    m.struct_size = sizeof m;
+    std::vector<speckv_handle> fill;
+    for (int i = 0; i < 40 && speckv_block_info(p, x, &m) == SPECKV_OK; i++) {
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.tenant = 1, h.request = 100, h.layer = 0, h.token_pos = 0, h.token_count = 16;
+        speckv_handle b = 0;
+        if (speckv_alloc(p, 4096, SPECKV_DTYPE_FP16, &h, &b) != SPECKV_OK) break;
+        fill.push_back(b);
+    }
+    REQUIRE(speckv_block_info(p, x, &m) == SPECKV_EBADHANDLE);  // x is gone
+    t = 0;
+    CHECK(speckv_translate(p, 1, 200, 0, 5, &t, nullptr) == SPECKV_ENOENT);
+    CHECK(t == 0);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    unlink(path.c_str());
+}
+
+// Readers on several threads learn aliases while other threads publish,
+// look up, release and evict the shared blocks (run under TSan by the tsan
+// preset): translation for a reader only ever returns a block of the right
+// tenant, layer and token range, and every read returns its block's bytes.
+TEST_CASE("shared-block attribution under concurrent readers and eviction") {
+    std::string path = fresh_pool("alias-threads");
+    speckv_pool *p = open_with("file:" + path + "?size=8M&max_blocks=40", {{"cache.bytes", 0}, {"prefetch.l2_bytes", 16 * 4096}});
+    const uint64_t kTenant = 3;
+    const uint32_t L = 3;
+    std::atomic<int> failures{0};
+    std::atomic<bool> done{false};
+    auto prefix_hash = [&](uint32_t k, uint32_t l, uint8_t *out) {
+        uint32_t tok[2] = {k, l};
+        return speckv_block_hash(SPECKV_HASH_NATIVE, kTenant, nullptr, tok, 2, nullptr, 0, out);
+    };
+    auto reader = [&](int id) {
+        std::vector<unsigned char> buf(4096), back(4096);
+        for (int it = 0; it < 60; it++) {
+            uint64_t req = 1000 * uint64_t(id + 1) + uint64_t(it % 4);
+            uint32_t k = uint32_t(it % 3);
+            std::vector<speckv_handle> pre(L), own(L);
+            for (uint32_t l = 0; l < L; l++) {
+                uint8_t h[SPECKV_HASH_BYTES];
+                if (prefix_hash(k, l, h) != SPECKV_OK) failures++;
+                std::memset(buf.data(), int(k * 16 + l + 1), buf.size());
+                speckv_handle b = 0;
+                if (speckv_lookup(p, kTenant, h, &b) != SPECKV_OK) {
+                    speckv_hint hh{};
+                    hh.struct_size = sizeof hh;
+                    hh.tenant = kTenant, hh.request = req, hh.layer = l, hh.token_pos = 0, hh.token_count = 16;
+                    if (speckv_alloc(p, buf.size(), SPECKV_DTYPE_FP16, &hh, &b) != SPECKV_OK ||
+                        speckv_write(p, b, 0, buf.data(), buf.size()) != SPECKV_OK) {
+                        failures++;
+                        continue;
+                    }
+                    speckv_handle canon = 0;
+                    int rc = speckv_publish(p, b, h, &canon);
+                    if (rc == SPECKV_EEXIST) {
+                        if (speckv_free(p, b) != SPECKV_OK) failures++;
+                        b = canon;
+                    } else if (rc != SPECKV_OK) {
+                        failures++;
+                    }
+                }
+                pre[l] = b;
+                speckv_hint oh{};
+                oh.struct_size = sizeof oh;
+                oh.tenant = kTenant, oh.request = req, oh.layer = l, oh.token_pos = 16, oh.token_count = 16;
+                std::memset(buf.data(), int(0x80 + l), buf.size());
+                if (speckv_alloc(p, buf.size(), SPECKV_DTYPE_FP16, &oh, &own[l]) != SPECKV_OK ||
+                    speckv_write(p, own[l], 0, buf.data(), buf.size()) != SPECKV_OK)
+                    failures++;
+            }
+            for (int step = 0; step < 3; step++)
+                for (uint32_t l = 0; l < L; l++) {
+                    speckv_hint hh{};
+                    hh.struct_size = sizeof hh;
+                    hh.tenant = kTenant, hh.request = req, hh.layer = (l + 1) % L, hh.token_pos = 32;
+                    if (speckv_prefetch(p, &hh) != SPECKV_OK) failures++;
+                    usleep(100);  // the layer's compute
+                    if (speckv_access(p, pre[l], 0, back.data(), back.size(), 0) != SPECKV_OK ||
+                        back[0] != static_cast<unsigned char>(k * 16 + l + 1))
+                        failures++;
+                    if (speckv_access(p, own[l], 0, back.data(), back.size(), 0) != SPECKV_OK ||
+                        back[0] != static_cast<unsigned char>(0x80 + l))
+                        failures++;
+                    speckv_handle t = 0;
+                    uint64_t off = 0;
+                    if (speckv_translate(p, kTenant, req, l, 5, &t, &off) == SPECKV_OK) {
+                        speckv_block_meta m{};
+                        m.struct_size = sizeof m;
+                        int rc = speckv_block_info(p, t, &m);
+                        // Live: it must be a block covering token 5 at this layer. Gone since: fine.
+                        if (rc == SPECKV_OK && (m.layer != l || m.tenant != kTenant || m.token_pos > 5 ||
+                                                m.token_pos + m.token_count <= 5 || off != 5 - m.token_pos))
+                            failures++;
+                        else if (rc != SPECKV_OK && rc != SPECKV_EBADHANDLE)
+                            failures++;
+                    }
+                }
+            for (uint32_t l = 0; l < L; l++) {
+                if (pre[l] && speckv_free(p, pre[l]) != SPECKV_OK) failures++;
+                if (own[l] && speckv_free(p, own[l]) != SPECKV_OK) failures++;
+            }
+        }
+    };
+    // The readers hold at most 12 blocks at once: the churn thread fills the
+    // other slots but two, so unreferenced prefix blocks are evicted and their
+    // slots reused all the time.
+    const size_t cap = size_t(stats_of(p).blocks_max) - 14;
+    std::thread churn([&] {
+        std::vector<speckv_handle> held;
+        while (!done.load()) {
+            speckv_handle b = 0;
+            speckv_hint hh{};
+            hh.struct_size = sizeof hh;
+            hh.tenant = kTenant, hh.request = 7, hh.layer = 0, hh.token_pos = 0, hh.token_count = 16;
+            if (speckv_alloc(p, 4096, SPECKV_DTYPE_FP16, &hh, &b) == SPECKV_OK) held.push_back(b);
+            if (held.size() > cap || (!b && !held.empty())) {
+                speckv_free(p, held.front());
+                held.erase(held.begin());
+            }
+        }
+        for (speckv_handle b : held) speckv_free(p, b);
+    });
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; i++) ts.emplace_back(reader, i);
+    for (auto &t : ts) t.join();
+    done = true;
+    churn.join();
+    CHECK(failures.load() == 0);
+    speckv_pool_stats st = stats_of(p);
+    MESSAGE("evictions ", st.evictions, ", L2 hits ", st.l2_hits, ", sync reads ", st.sync_reads);
+    CHECK(st.evictions > 0);
+    REQUIRE(speckv_pool_close(p) == SPECKV_OK);
+    unlink(path.c_str());
 }
