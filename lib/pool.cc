@@ -364,6 +364,8 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->codec_kmode_ = cfg.is_set("codec.key_mode") ? static_cast<uint8_t>(cfg.get("codec.key_mode")) : p->codec_mode_;
     p->codec_vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : p->codec_mode_;
     p->codec_channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
+    p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
+    p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
     p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
@@ -1431,7 +1433,10 @@ restart:
         bool coded = false, summarized = false;
         if (poff + plen == logical) {
             const uint32_t hf = relaxed_load(r.rec->hint_flags);
-            if (uint8_t mode = codec_mode_for(hf, r.dtype)) {
+            uint8_t mode = codec_mode_for(hf, r.dtype);
+            if (mode == codec::kModeCount) [[unlikely]]
+                mode = adaptive_mode(relaxed_load(r.rec->layer), hf, d, logical, r.dtype);
+            if (mode) {
                 unsigned char *dec = scratch_of(t_decoded, page_size_);
                 if ((coded = encode_page_locked(page, logical, mode, r.dtype, dec))) l1 = dec;
             }
@@ -1603,6 +1608,36 @@ uint8_t Pool::codec_mode_for(uint32_t hint_flags, uint8_t dtype) const {
     if (hint_flags & SPECKV_HINT_KEYS) return codec_kmode_;
     if (hint_flags & SPECKV_HINT_VALUES) return codec_vmode_;
     return codec_mode_;
+}
+
+uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
+    const bool key = hint_flags & SPECKV_HINT_KEYS;
+    const uint64_t k = uint64_t(layer) << 1 | uint64_t(key);
+    {
+        std::lock_guard g(adapt_mu_);
+        if (auto it = adapt_modes_.find(k); it != adapt_modes_.end()) return it->second;
+    }
+    const size_t es = codec::dtype_size(dtype);
+    if (logical != page_size_ || es == 0) return 0;  // calibrate on a whole page only
+    // The candidates and budgets of the offline policy (docs/codec.md §10):
+    // keys get the tight budget, values (and unhinted blocks) the loose one.
+    static const codec::Mode kKeys[] = {codec::Mode::paper, codec::Mode::k8, codec::Mode::k6, codec::Mode::k5,
+                                        codec::Mode::k4, codec::Mode::k9, codec::Mode::k10, codec::Mode::k12};
+    static const codec::Mode kVals[] = {codec::Mode::paper, codec::Mode::v8, codec::Mode::v6, codec::Mode::v5,
+                                        codec::Mode::v4, codec::Mode::k8, codec::Mode::k6, codec::Mode::k5,
+                                        codec::Mode::k4, codec::Mode::p8r, codec::Mode::vp8, codec::Mode::vp6,
+                                        codec::Mode::vp5};
+    SEQLOCK_IGNORE_BEGIN();  // the page is locked by this write
+    codec::Mode m = codec::choose_mode(dtype, page, 1, logical / es, codec::Layout{codec_channels_},
+                                       key ? adapt_err_k_ : adapt_err_, key ? kKeys : kVals,
+                                       key ? std::size(kKeys) : std::size(kVals));
+    SEQLOCK_IGNORE_END();
+    clear_error();
+    std::lock_guard g(adapt_mu_);
+    auto [it, fresh] = adapt_modes_.emplace(k, static_cast<uint8_t>(m));
+    if (fresh)
+        log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s -> %s", layer, key ? "K" : "V", codec::mode_name(m));
+    return it->second;
 }
 
 bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
@@ -1997,9 +2032,17 @@ std::string Pool::stats_json() const {
     // Placement (docs/devices.md): numbers only, like every other key here.
     std::string out = buf;
     out.pop_back();  // the closing brace
-    return out + ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
+    out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
            ",\"placement_bandwidth\":" + std::to_string(placement_.bandwidth) +
-           ",\"placement_distance\":" + std::to_string(placement_.distance) + "}";
+           ",\"placement_distance\":" + std::to_string(placement_.distance);
+    // codec.mode = adaptive: the preset id chosen per layer and K/V, as
+    // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
+    {
+        std::lock_guard g(adapt_mu_);
+        for (const auto &[k, m] : adapt_modes_)
+            out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(m);
+    }
+    return out + "}";
 }
 
 void Pool::info(PoolInfo *o) const {

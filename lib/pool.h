@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -237,6 +238,10 @@ class Pool {
     // records. The preset for a block: codec.key_mode / value_mode by its
     // hint flags, else codec.mode; 0 (raw) = in clear.
     uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const;
+    // codec.mode = adaptive (docs/codec.md §17.1): the preset of (layer, K or
+    // V), chosen by measurement from the first whole page this process
+    // stores of it and kept; 0 (in clear) for a partial page before that.
+    uint8_t adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype);
     // With page `page` locked and its slot holding `logical` bytes in clear:
     // replaces them by the record (zero tail) if the codec shrinks them, and
     // puts the values a read will return in `decoded` (page_size bytes).
@@ -305,6 +310,9 @@ class Pool {
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
     uint8_t codec_mode_ = 0, codec_kmode_ = 0, codec_vmode_ = 0;  // codec::Mode ids
     uint32_t codec_channels_ = 1;
+    double adapt_err_ = 0.05, adapt_err_k_ = 0.005;  // codec.max_err_milli, codec.max_err_k_milli
+    mutable std::mutex adapt_mu_;
+    std::map<uint64_t, uint8_t> adapt_modes_;  // layer << 1 | is_key -> codec::Mode, under adapt_mu_
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References this process holds to published blocks, by slot: the

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <cstring>
 #include <random>
@@ -133,6 +134,10 @@ TEST_CASE("codec.mode: the choices are the codec's preset names, in mode-id orde
         REQUIRE(speckv_config_get_int(c, "codec.mode", &v) == SPECKV_OK);
         CHECK_MESSAGE(v == i, name);
     }
+    REQUIRE(speckv_config_set_str(c, "codec.mode", "adaptive") == SPECKV_OK);
+    int64_t ad = -1;
+    REQUIRE(speckv_config_get_int(c, "codec.mode", &ad) == SPECKV_OK);
+    CHECK(ad == speckv::codec::kModeCount);
     CHECK(speckv_config_set_str(c, "codec.mode", "zstd") == SPECKV_EINVAL);
     CHECK(std::string(speckv_errmsg()).find("not one of") != std::string::npos);
     CHECK(speckv_config_set_int(c, "codec.channels", 0) == SPECKV_EINVAL);
@@ -508,5 +513,73 @@ TEST_CASE("pool stats: each process publishes its tier counters into its attach 
     REQUIRE(speckv_pool_close(p) == SPECKV_OK);
     ro->info(&in);
     CHECK(in.tier_detached[speckv::fmt::kTcReads] == 9);
+    unlink(path.c_str());
+}
+
+TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within its error budget, named by every record") {
+    std::string path = fresh_pool("codec-adaptive");
+    speckv_pool *p = open_codec("file:" + path + "?size=8M",
+                                {{"codec.mode", "adaptive"}, {"codec.channels", "64"}, {"log.level", "0"}});
+    const size_t bytes = 4 * 4096, n = bytes / 2;
+    auto rel_err = [](const std::vector<uint16_t> &x, const std::vector<unsigned char> &got, size_t from, size_t to) {
+        double num = 0, den = 0;
+        for (size_t i = from; i < to; i++) {
+            uint16_t h;
+            std::memcpy(&h, got.data() + 2 * i, 2);
+            double a = speckv::codec::fp16_to_fp32(x[i]), b = speckv::codec::fp16_to_fp32(h);
+            num += (a - b) * (a - b);
+            den += a * a;
+        }
+        return std::sqrt(num / den);
+    };
+    struct Blk {
+        speckv_handle h;
+        uint32_t layer;
+        bool key;
+        std::vector<uint16_t> x;
+    };
+    std::vector<Blk> blks;
+    for (uint32_t layer = 0; layer < 3; layer++)
+        for (bool key : {true, false}) {
+            Blk b{alloc_fp16(p, bytes, 1, layer, key ? SPECKV_HINT_KEYS : SPECKV_HINT_VALUES), layer, key,
+                  kv_values(n, 10 * layer + (key ? 1 : 2), 64)};
+            REQUIRE(speckv_write(p, b.h, 0, b.x.data(), bytes) == SPECKV_OK);
+            blks.push_back(std::move(b));
+        }
+    // Which preset each (layer, K/V) got: the stats JSON says, every record agrees.
+    char js[8192];
+    size_t need = 0;
+    REQUIRE(speckv_stats_json(p, js, sizeof js, &need) == SPECKV_OK);
+    std::string json = js;
+    Raw raw(path);
+    for (const Blk &b : blks) {
+        std::string key = "\"codec_mode_l" + std::to_string(b.layer) + (b.key ? "_k" : "_v") + "\":";
+        size_t at = json.find(key);
+        REQUIRE_MESSAGE(at != std::string::npos, key);
+        int chosen = std::atoi(json.c_str() + at + key.size());
+        CHECK(chosen != 0);  // a real preset: this data compresses within the budget
+        speckv::BlockInfo bi = info_of(p, b.h);
+        for (uint64_t pg = 0; pg < bi.npages; pg++) {
+            CHECK((raw.entry(bi.first_page + pg).flags.load() & speckv::fmt::kPageCoded) != 0);
+            speckv::codec::Header hd;
+            REQUIRE(speckv::codec::peek_header(raw.page(bi.first_page + pg), 4096, &hd) == SPECKV_OK);
+            CHECK(int(hd.mode) == chosen);
+        }
+        // The first page decided the preset within its budget; the others are
+        // the same kind of data and stay near it.
+        const double budget = b.key ? 0.005 : 0.05;
+        auto got = read_all(p, b.h, bytes);
+        CHECK(rel_err(b.x, got, 0, 2048) <= budget);
+        CHECK(rel_err(b.x, got, 0, n) <= 2 * budget);
+    }
+    // The tight K budget and the loose V budget lead to different presets.
+    CHECK(json.find("\"codec_mode_l0_k\":") != std::string::npos);
+    std::string k0 = json.substr(json.find("\"codec_mode_l0_k\":") + 18, 3),
+                v0 = json.substr(json.find("\"codec_mode_l0_v\":") + 18, 3);
+    CHECK(std::atoi(k0.c_str()) != std::atoi(v0.c_str()));
+    speckv_pool_stats s = stats_of(p);
+    CHECK(s.codec_pages_encoded == blks.size() * 4);
+    CHECK(double(s.codec_raw_bytes) / double(s.codec_stored_bytes) > 1.5);
+    speckv_pool_close(p);
     unlink(path.c_str());
 }
