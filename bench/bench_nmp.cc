@@ -2,7 +2,7 @@
 // 16-token pages, 8 KV heads x 128 channels, one core. Time per call of
 // score_pages (+ select_pages per KV head) beside memcpy of the same summaries
 // in the same run; medians over repeated runs, printed as a table.
-//   ./build/release/bench/bench_nmp [--repeats N] [--tokens N]
+//   ./build/release/bench/bench_nmp [--repeats N] [--tokens N] [--qpk 1,4,8]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -65,9 +65,21 @@ volatile float g_sink;
 int main(int argc, char **argv) {
     int repeats = 9;
     size_t tokens = size_t(1) << 20;
+    std::vector<uint32_t> qpks = {1, 4, 8};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
         if (!std::strcmp(argv[i], "--tokens")) tokens = size_t(std::atoll(argv[i + 1]));
+        if (!std::strcmp(argv[i], "--qpk")) {  // query heads per KV head to run, comma-separated
+            qpks.clear();
+            for (const char *s = argv[i + 1]; *s;) {
+                char *end;
+                const unsigned long v = std::strtoul(s, &end, 10);
+                if (end == s || v == 0) break;
+                qpks.push_back(uint32_t(v));
+                s = *end == ',' ? end + 1 : end;
+            }
+            if (qpks.empty()) qpks = {1, 4, 8};
+        }
     }
     const uint32_t P = 16, KVH = 8, D = 128, C = KVH * D;
     const uint32_t n = uint32_t(tokens / P);
@@ -117,7 +129,7 @@ int main(int argc, char **argv) {
     std::normal_distribution<float> nd(0, 1);
     const uint32_t budget = n / 8;
     std::vector<uint32_t> sel(budget), prev;
-    for (uint32_t qpk : {1u, 4u, 8u}) {
+    for (uint32_t qpk : qpks) {
         nmp::Geometry g{KVH, D, qpk};
         std::vector<float> q(g.q_len());
         for (auto &x : q) x = nd(rng);

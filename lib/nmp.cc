@@ -1,6 +1,7 @@
 // Near-memory page selection: summaries, bounds, steady top-k, partial
 // attention and its merge. The scalar scoring kernel here is the reference
-// the AVX2 one (nmp_avx2.cc) must equal bit for bit. docs/selection.md.
+// the AVX2 and AVX-512 ones (nmp_avx2.cc, nmp_avx512.cc) must equal bit for
+// bit. docs/selection.md.
 #include "nmp.h"
 
 #include <algorithm>
@@ -56,11 +57,17 @@ float default_scale(const Geometry &g, float scale) {
     return scale != 0 ? scale : 1.0f / std::sqrt(float(g.head_dim));
 }
 
-// (score desc, id asc): a strict total order on ids of finite scores.
-struct Better {
-    const float *s;
-    bool operator()(uint32_t a, uint32_t b) const { return s[a] > s[b] || (s[a] == s[b] && a < b); }
-};
+// Selection order (score desc, id asc; a strict total order on the ids of
+// non-NaN scores) as one integer: key(a) < key(b) iff a comes before b.
+// High half: the score's bits mapped so that larger floats give smaller
+// values (-0 taken as +0, since they compare equal); low half: the id.
+uint64_t order_key(float s, uint32_t id) {
+    uint32_t u;
+    std::memcpy(&u, &s, 4);
+    if ((u & 0x7FFFFFFFu) == 0) u = 0;
+    const uint32_t asc = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // increases with s
+    return (uint64_t(~asc) << 32) | id;
+}
 
 }  // namespace
 
@@ -177,37 +184,34 @@ uint32_t summary_tokens(const void *summary) {
 
 // ------------------------------------------------------------ scoring
 
-void split_query(const float *q, uint32_t q_heads, uint32_t head_dim, float *qs) {
-    const uint32_t D = head_dim;
-    for (uint32_t h = 0; h < q_heads; h++)
-        for (uint32_t c = 0; c < D; c++) {
-            const float x = q[size_t(h) * D + c];
-            const bool neg = std::signbit(x);
-            qs[size_t(h) * 2 * D + c] = neg ? 0.0f : x;
-            qs[size_t(h) * 2 * D + D + c] = neg ? x : 0.0f;
-        }
+QueryForm::QueryForm(const float *src, uint32_t qh, uint32_t D)
+    : q_heads(qh), head_dim(D), q(src, src + size_t(qh) * D), neg(size_t(qh) * ((D + 15) / 16), 0) {
+    const uint32_t W = words();
+    for (uint32_t h = 0; h < qh; h++)
+        for (uint32_t c = 0; c < D; c++)
+            neg[size_t(h) * W + c / 16] |= uint16_t(uint16_t(std::signbit(src[size_t(h) * D + c])) << (c % 16));
 }
 
-void score_pages_scalar(uint32_t kv_heads, uint32_t head_dim, uint32_t q_per_kv, const float *qs,
-                        const uint16_t *const *payload, size_t n, float *out) {
-    const uint32_t D = head_dim, C = kv_heads * head_dim, H = kv_heads * q_per_kv;
-    for (size_t p = 0; p < n; p++) {
-        for (uint32_t g = 0; g < kv_heads; g++) {
-            const uint16_t *a = payload[p] + size_t(g) * D, *b = payload[p] + C + size_t(g) * D;
-            for (uint32_t j = 0; j < q_per_kv; j++) {
-                const size_t h = size_t(g) * q_per_kv + j;
-                const float *qp = qs + h * 2 * D, *qn = qp + D;
+void score_pages_scalar(const KernelArgs &a) {
+    const uint32_t D = a.head_dim, C = a.kv_heads * a.head_dim, H = a.kv_heads * a.q_per_kv;
+    for (size_t p = 0; p < a.n; p++) {
+        for (uint32_t g = 0; g < a.kv_heads; g++) {
+            const uint16_t *lo = a.payload[p] + size_t(g) * D, *hi = a.payload[p] + C + size_t(g) * D;
+            for (uint32_t j = 0; j < a.q_per_kv; j++) {
+                const size_t h = size_t(g) * a.q_per_kv + j;
+                const float *qh = a.query->q.data() + h * D;
                 float acc[16] = {};
                 for (uint32_t c = 0; c < D; c++) {
-                    // One rounding per term, as vfmadd does.
-                    acc[c % 16] = std::fma(qp[c], codec::fp16_to_fp32(b[c]), acc[c % 16]);
-                    acc[c % 16] = std::fma(qn[c], codec::fp16_to_fp32(a[c]), acc[c % 16]);
+                    // The corner of [min, max] that maximises q·k; one rounding, as vfmadd.
+                    const float x = qh[c];
+                    acc[c % 16] = std::fma(x, codec::fp16_to_fp32(std::signbit(x) ? lo[c] : hi[c]), acc[c % 16]);
                 }
                 float v[8], t[4];
                 for (int l = 0; l < 8; l++) v[l] = acc[l] + acc[l + 8];
                 for (int l = 0; l < 4; l++) t[l] = v[l] + v[l + 4];
-                out[p * H + h] = (t[0] + t[2]) + (t[1] + t[3]);
+                a.out[p * H + h] = (t[0] + t[2]) + (t[1] + t[3]);
             }
+            a.gmax[p * a.kv_heads + g] = group_max(a.out + p * H + size_t(g) * a.q_per_kv, a.q_per_kv);
         }
     }
 }
@@ -237,13 +241,24 @@ int score_pages(const Geometry &g, const float *q, size_t q_len, const uint8_t *
         fn = avx512_score_pages();
     else if (want256 && g.head_dim % 8 == 0 && avx2_score_pages())
         fn = avx2_score_pages();
-    const uint32_t C = g.channels(), qh = g.q_heads();
+    const uint32_t C = g.channels(), qh = g.q_heads(), qpk = g.q_per_kv;
     // Batches of pages: headers (and CRCs) first, then the kernel, while the
-    // batch (<= 64 summaries) is still in L2.
-    constexpr size_t kBatch = 64;
-    std::vector<float> raw(kBatch * qh), qs(2 * q_len);
-    split_query(q, qh, g.head_dim, qs.data());
+    // batch is in L2. The kernel prefetches the summaries kAhead pages on, so
+    // that memory streams while it computes (at 4+ query heads per KV head
+    // the arithmetic takes about as long as reading the summaries).
+    constexpr size_t kBatch = 16, kAhead = 32;
+    std::vector<float> raw(kBatch * qh), gmax(kBatch * g.kv_heads);
+    const QueryForm qf(q, qh, g.head_dim);
     const uint16_t *pay[kBatch];
+    KernelArgs ka;
+    ka.kv_heads = g.kv_heads;
+    ka.head_dim = g.head_dim;
+    ka.q_per_kv = qpk;
+    ka.query = &qf;
+    ka.payload = pay;
+    ka.out = raw.data();
+    ka.gmax = gmax.data();
+    ka.summary_bytes = summary_size(C);
     for (size_t p0 = 0; p0 < n; p0 += kBatch) {
         const size_t nb = std::min(kBatch, n - p0);
         for (size_t i = 0; i < nb; i++) {
@@ -252,15 +267,19 @@ int score_pages(const Geometry &g, const float *q, size_t q_len, const uint8_t *
             if (int rc = check_header(s, C, opt.verify, p0 + i)) return rc;
             pay[i] = reinterpret_cast<const uint16_t *>(s + kSummaryHeader);
         }
-        fn(g.kv_heads, g.head_dim, g.q_per_kv, qs.data(), pay, nb, raw.data());
+        ka.n = nb;
+        ka.ahead = summaries + std::min(n, p0 + kAhead);
+        ka.n_ahead = std::min(n, p0 + kAhead + nb) - std::min(n, p0 + kAhead);
+        fn(ka);
+        // Group score = (max_j r_j * 2^e) * scale. Multiplying by positive
+        // factors rounds monotonically, so this is max_j ((r_j * 2^e) * scale)
+        // with two multiplies per group instead of per head.
         for (size_t i = 0; i < nb; i++) {
-            const float f = std::ldexp(1.0f, int8_t(summaries[p0 + i][12]));
-            const float *r = raw.data() + i * qh;
-            for (uint32_t k = 0; k < g.kv_heads; k++) {
-                float best = -std::numeric_limits<float>::infinity();
-                for (uint32_t j = 0; j < g.q_per_kv; j++) best = std::max(best, (r[k * g.q_per_kv + j] * f) * scale);
-                scores[size_t(k) * stride + p0 + i] = best;
-            }
+            const uint32_t ebits = uint32_t(127 + int8_t(summaries[p0 + i][12])) << 23;  // 2^e, e in [0, 127]
+            float f;
+            std::memcpy(&f, &ebits, 4);
+            for (uint32_t k = 0; k < g.kv_heads; k++)
+                scores[size_t(k) * stride + p0 + i] = (gmax[i * g.kv_heads + k] * f) * scale;
         }
     }
     return SPECKV_OK;
@@ -279,7 +298,7 @@ int select_pages(const float *scores, uint32_t n, const SelectParams &p, const u
     for (uint32_t i = 0; i < n; i++)
         if (std::isnan(scores[i])) return fail(SPECKV_EINVAL, "nmp: score of page %u is NaN", i);
 
-    enum : uint8_t { kFree = 0, kForced = 1, kKept = 2, kPrev = 4 };
+    enum : uint8_t { kFree = 0, kForced = 1, kKept = 2, kPrev = 4, kChosen = 8 };
     std::vector<uint8_t> st(n, kFree);
     uint32_t forced = 0;
     for (uint32_t i = n - std::min(p.recent, n); i < n; i++) st[i] = kForced, forced++;
@@ -292,52 +311,51 @@ int select_pages(const float *scores, uint32_t n, const SelectParams &p, const u
     for (size_t i = 0; i < n_prev; i++)
         if (prev[i] < n) st[prev[i]] |= kPrev;
 
+    // Candidates as 64-bit keys that sort in the selection order (score
+    // descending, id ascending): nth_element then compares integers in place
+    // instead of chasing ids into the score array.
     const uint32_t m = p.budget - forced;  // slots chosen by score
-    const Better better{scores};
-    std::vector<uint32_t> chosen;
-    chosen.reserve(m);
     if (m) {
-        std::vector<uint32_t> cand;
+        std::vector<uint64_t> cand;
         cand.reserve(n - forced);
         for (uint32_t i = 0; i < n; i++)
-            if (!(st[i] & kForced)) cand.push_back(i);
-        std::nth_element(cand.begin(), cand.begin() + (m - 1), cand.end(), better);
-        const float cut = scores[cand[m - 1]];
+            if (!(st[i] & kForced)) cand.push_back(order_key(scores[i], i));
+        std::nth_element(cand.begin(), cand.begin() + (m - 1), cand.end());
+        const float cut = scores[uint32_t(cand[m - 1])];
         if (p.band > 0 && n_prev) {
             // Steady rule: an incumbent keeps its slot while within `band` of the cut.
+            std::vector<uint64_t> kept;
             for (size_t i = 0; i < n_prev; i++) {
                 const uint32_t id = prev[i];
                 if (id < n && st[id] == kPrev && scores[id] >= cut - p.band) {
                     st[id] |= kKept;
-                    chosen.push_back(id);
+                    kept.push_back(order_key(scores[id], id));
                 }
             }
-            if (chosen.size() > m) {
-                std::nth_element(chosen.begin(), chosen.begin() + (m - 1), chosen.end(), better);
-                for (size_t i = m; i < chosen.size(); i++) st[chosen[i]] &= uint8_t(~kKept);
-                chosen.resize(m);
+            if (kept.size() > m) {
+                std::nth_element(kept.begin(), kept.begin() + (m - 1), kept.end());
+                for (size_t i = m; i < kept.size(); i++) st[uint32_t(kept[i])] &= uint8_t(~kKept);
+                kept.resize(m);
             }
-            const size_t r = m - chosen.size();
+            const size_t r = m - kept.size();
             if (r) {
-                std::vector<uint32_t> rest;
-                rest.reserve(cand.size());
-                for (uint32_t id : cand)
-                    if (!(st[id] & kKept)) rest.push_back(id);
-                std::nth_element(rest.begin(), rest.begin() + long(r - 1), rest.end(), better);
-                chosen.insert(chosen.end(), rest.begin(), rest.begin() + long(r));
+                size_t w = 0;  // the candidates not kept, compacted in place
+                for (uint64_t k : cand)
+                    if (!(st[uint32_t(k)] & kKept)) cand[w++] = k;
+                std::nth_element(cand.begin(), cand.begin() + long(r - 1), cand.begin() + long(w));
+                for (size_t i = 0; i < r; i++) st[uint32_t(cand[i])] |= kChosen;
             }
         } else {
-            chosen.assign(cand.begin(), cand.begin() + m);
+            for (uint32_t i = 0; i < m; i++) st[uint32_t(cand[i])] |= kChosen;
         }
     }
+    // Output in id order: one pass over the marks, no sort.
+    uint32_t in = 0, w = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (st[i] & kForced) chosen.push_back(i);
-    std::sort(chosen.begin(), chosen.end());
-    uint32_t in = 0;
-    for (size_t i = 0; i < chosen.size(); i++) {
-        out[i] = chosen[i];
-        in += !(st[chosen[i]] & kPrev);
-    }
+        if (st[i] & (kForced | kKept | kChosen)) {
+            out[w++] = i;
+            in += !(st[i] & kPrev);
+        }
     if (entered) *entered = in;
     return SPECKV_OK;
 }

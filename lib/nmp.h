@@ -75,7 +75,8 @@ struct ScoreOptions {
 // For every page p and KV head group g:
 //   scores[g * stride + p] = max over query heads h of g of scale * Σ_c max(q_h[c]*min[c], q_h[c]*max[c])
 // which is >= scale * q_h·k for every key k of the page (exact arithmetic;
-// float evaluation adds at most ~head_dim·2^-24 relative, §2.2).
+// float evaluation adds at most ~head_dim·2^-24 relative, §2.2). A head whose
+// sum overflows to NaN (|q| near FLT_MAX) does not count; a zero score is +0.
 // `q` holds q_heads()*head_dim floats (head-major), `q_len` their count;
 // `summaries[p]` points to page p's summary (summary_size(channels) bytes).
 // O(n · channels · q_per_kv). On error nothing in `scores` is meaningful.

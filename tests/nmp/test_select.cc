@@ -64,6 +64,26 @@ TEST_CASE("nmp: selection equals the sorted top-k, ties to the lower page id") {
     CHECK(out == std::vector<uint32_t>{0, 1, 9});
 }
 
+TEST_CASE("nmp: selection order over signed zeros, infinities, negatives and tiny values") {
+    // The selection compares integer keys made from the score bits; these
+    // are the values where that mapping could go wrong.
+    const float vals[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, -1.0f, 1.0f,
+                          -1e-45f, 1e-45f, -3.4e38f, 3.4e38f,   -2.0f, 0.5f};
+    std::mt19937 rng(17);
+    for (int r = 0; r < 200; r++) {
+        const uint32_t n = 1 + rng() % 40;
+        std::vector<float> s(n);
+        for (auto &x : s) x = vals[rng() % (sizeof vals / sizeof vals[0])];
+        const uint32_t k = 1 + rng() % n;
+        std::vector<uint32_t> out(k);
+        nmp::SelectParams p;
+        p.budget = k;
+        p.recent = 0;
+        REQUIRE(nmp::select_pages(s.data(), n, p, nullptr, 0, nullptr, 0, out.data(), k, nullptr) == SPECKV_OK);
+        CHECK(out == brute(s, k, 0, {}));
+    }
+}
+
 TEST_CASE("nmp: recent and pinned pages are selected whatever their score") {
     std::vector<float> s = {-5, 9, 8, 7, -9, -9};
     std::vector<uint32_t> out(4);

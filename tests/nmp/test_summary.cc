@@ -1,6 +1,7 @@
 // Page summaries: the bound is a bound, damage is detected, SIMD == scalar.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "nmp_kernels.h"
@@ -128,7 +129,9 @@ TEST_CASE("nmp: SIMD scores equal scalar scores bit for bit") {
     }
     std::mt19937 rng(11);
     for (auto gq : {nmp::Geometry{4, 8, 2}, nmp::Geometry{8, 128, 4}, nmp::Geometry{8, 128, 8}, nmp::Geometry{2, 64, 5},
-                    nmp::Geometry{1, 24, 3}, nmp::Geometry{4, 16, 1}, nmp::Geometry{2, 40, 7}, nmp::Geometry{2, 48, 6}}) {
+                    nmp::Geometry{1, 24, 3}, nmp::Geometry{4, 16, 1}, nmp::Geometry{2, 40, 7}, nmp::Geometry{2, 48, 6},
+                    nmp::Geometry{2, 32, 11}, nmp::Geometry{1, 16, 12}, nmp::Geometry{2, 64, 16},
+                    nmp::Geometry{3, 128, 9}}) {
         CAPTURE(gq.head_dim);
         CAPTURE(gq.q_per_kv);
         auto s = make_pages(rng, 33, 16, gq.channels(), 3.0f);
@@ -147,22 +150,77 @@ TEST_CASE("nmp: SIMD scores equal scalar scores bit for bit") {
                 CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
             }
             // The raw kernels too (per query head, before the group max), on
-            // batches of every size (the kernels group pages by 2 or 4).
-            std::vector<float> qs(2 * q.size());
-            nmp::split_query(q.data(), gq.q_heads(), gq.head_dim, qs.data());
+            // batches of every size (the kernels group pages by 2 or 4), with
+            // and without summaries to prefetch (a NULL among them).
+            const nmp::QueryForm qf(q.data(), gq.q_heads(), gq.head_dim);
             std::vector<const uint16_t *> pay;
             for (auto *sp : s.ptrs) pay.push_back(reinterpret_cast<const uint16_t *>(sp + nmp::kSummaryHeader));
+            std::vector<const uint8_t *> ahead(s.ptrs.begin(), s.ptrs.end());
+            ahead[2] = nullptr;
             std::vector<nmp::ScorePagesFn> fns;
             if (gq.head_dim % 8 == 0 && nmp::avx2_score_pages()) fns.push_back(nmp::avx2_score_pages());
             if (gq.head_dim % 16 == 0 && nmp::avx512_score_pages()) fns.push_back(nmp::avx512_score_pages());
-            for (size_t nb : {size_t(1), size_t(3), size_t(5), size_t(33)}) {
-                std::vector<float> ra(nb * gq.q_heads()), rb(ra.size());
-                nmp::score_pages_scalar(gq.kv_heads, gq.head_dim, gq.q_per_kv, qs.data(), pay.data(), nb, ra.data());
+            for (size_t nb : {size_t(1), size_t(3), size_t(4), size_t(5), size_t(33)}) {
+                std::vector<float> ra(nb * gq.q_heads()), rb(ra.size()), ga(nb * gq.kv_heads), gb(ga.size());
+                nmp::KernelArgs ka;
+                ka.kv_heads = gq.kv_heads;
+                ka.head_dim = gq.head_dim;
+                ka.q_per_kv = gq.q_per_kv;
+                ka.query = &qf;
+                ka.payload = pay.data();
+                ka.n = nb;
+                ka.out = ra.data();
+                ka.gmax = ga.data();
+                nmp::score_pages_scalar(ka);
+                for (size_t i = 0; i < nb; i++)
+                    for (uint32_t k = 0; k < gq.kv_heads; k++) {
+                        const float *r = ra.data() + i * gq.q_heads() + k * gq.q_per_kv;
+                        CHECK(ga[i * gq.kv_heads + k] == *std::max_element(r, r + gq.q_per_kv));
+                    }
+                ka.out = rb.data();
+                ka.gmax = gb.data();
                 for (auto fn : fns) {
-                    fn(gq.kv_heads, gq.head_dim, gq.q_per_kv, qs.data(), pay.data(), nb, rb.data());
+                    ka.ahead = nb % 2 ? ahead.data() : nullptr;
+                    ka.n_ahead = nb % 2 ? ahead.size() : 0;
+                    ka.summary_bytes = nmp::summary_size(gq.channels());
+                    std::fill(rb.begin(), rb.end(), -1.0f);
+                    std::fill(gb.begin(), gb.end(), -1.0f);
+                    fn(ka);
                     CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * 4) == 0);
+                    CHECK(std::memcmp(ga.data(), gb.data(), ga.size() * 4) == 0);
                 }
             }
+        }
+    }
+}
+
+TEST_CASE("nmp: heads whose bound overflows to NaN do not count, identically on every kernel") {
+    // A finite query can make q·k overflow: +inf + -inf = NaN in a head's sum.
+    // The group score ignores such a head (every kernel, the same floats);
+    // a group whose heads are all NaN scores -inf.
+    std::mt19937 rng(23);
+    for (auto gq :
+         {nmp::Geometry{2, 128, 8}, nmp::Geometry{2, 64, 4}, nmp::Geometry{2, 32, 3}, nmp::Geometry{1, 16, 1}}) {
+        CAPTURE(gq.q_per_kv);
+        auto s = make_pages(rng, 9, 16, gq.channels(), 3.0f);
+        auto q = random_q(rng, gq.q_len());
+        // Head 0's sum is NaN; with one head per group, group 0 has no other.
+        for (uint32_t c = 0; c < gq.head_dim; c++) q[c] = (c % 2) ? -3e38f : 3e38f;
+        std::vector<float> a(size_t(gq.kv_heads) * 9), b(a.size());
+        nmp::ScoreOptions o;
+        o.impl = nmp::Impl::scalar;
+        REQUIRE(nmp::score_pages(gq, q.data(), q.size(), s.ptrs.data(), 9, a.data(), o) == SPECKV_OK);
+        for (size_t p = 0; p < 9; p++) {
+            CHECK(!std::isnan(a[p]));
+            if (gq.q_per_kv == 1) CHECK(a[p] == -INFINITY);
+            else CHECK(std::isfinite(a[p]));
+        }
+        for (auto impl : {nmp::Impl::avx2, nmp::Impl::avx512}) {
+            if (!nmp::impl_available(impl)) continue;
+            CAPTURE(nmp::impl_name(impl));
+            o.impl = impl;
+            REQUIRE(nmp::score_pages(gq, q.data(), q.size(), s.ptrs.data(), 9, b.data(), o) == SPECKV_OK);
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
         }
     }
 }
