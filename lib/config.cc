@@ -23,6 +23,9 @@ const std::vector<KeySpec> &config_keys() {
         {"pool.create", 0, 1, 1, "create a missing file pool on open"},
         {"pool.summary_bytes", 0, 2 << 20, 0,
          "page-summary slot per data page of a new pool (0 = none; >= 16 + 4 x select.channels for speckv_select)"},
+        {"alloc.unit_slack", 0, 1024, 8,
+         "layer-aware placement: a (request, layer)'s block that cannot follow its last one gets room for this many "
+         "more after it; the next ones go right after the last one when free (0 = off)"},
         {"cache.bytes", 0, int64_t(1) << 36, 64 << 20,
          "per-process cache of verified pages (0 disables it; every read then checksums)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},

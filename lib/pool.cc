@@ -364,6 +364,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->codec_kmode_ = cfg.is_set("codec.key_mode") ? static_cast<uint8_t>(cfg.get("codec.key_mode")) : p->codec_mode_;
     p->codec_vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : p->codec_mode_;
     p->codec_channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
+    p->unit_slack_ = static_cast<uint32_t>(cfg.get("alloc.unit_slack"));
     p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
     p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
@@ -722,15 +723,36 @@ uint64_t find_run(const uint64_t *bm, uint64_t from, uint64_t to, uint64_t n) {
 }
 }  // namespace
 
-bool Pool::find_room_locked(uint64_t np, uint64_t *first) const {
+bool Pool::find_room_locked(uint64_t np, uint64_t *first, uint64_t slack, uint64_t *reserved) const {
     const Superblock &s = *sb();
     const SharedHeader *h = sh();
     *first = UINT64_MAX;
+    if (reserved) *reserved = 0;
     if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
     uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
+    if (slack && np + slack <= s.n_pages) {  // ahead of the cursor only: behind it lie other units' slack
+        *first = find_run(bitmap(), cur, s.n_pages, np + slack);
+        if (*first != UINT64_MAX) {
+            if (reserved) *reserved = slack;
+            return true;
+        }
+    }
     *first = find_run(bitmap(), cur, s.n_pages, np);
     if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
     return *first != UINT64_MAX;
+}
+
+uint64_t Pool::unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const {
+    const uint64_t max = sb()->max_blocks;
+    uint64_t idx = xlate_[xlate_bucket(tenant, request, layer)];
+    // The chain's head is its newest block: the unit's first match is its latest.
+    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
+        const BlockRecord &r = blocks()[idx - 1];
+        if (r.handle.load(std::memory_order_relaxed) && r.tenant == tenant && r.request == request && r.layer == layer)
+            return (r.tier_seq.load(std::memory_order_relaxed) & 1) ? UINT64_MAX : r.first_page + r.npages;
+        idx = r.xlate_next.load(std::memory_order_relaxed);
+    }
+    return UINT64_MAX;
 }
 
 int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
@@ -769,8 +791,27 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     // Room is a free slot and a run of np free pages. Without it, what dead
     // processes left is reclaimed first, then unreferenced published blocks
     // are evicted, least recently used first.
-    uint64_t first = UINT64_MAX;
-    auto room = [&] { return find_room_locked(np, &first); };
+    uint64_t first = UINT64_MAX, reserved = 0;
+    // Layer-aware placement (docs/tiers.md §10): a block of a (request,
+    // layer) goes right after that unit's latest block when those pages are
+    // free, so a unit's pages form one run for burst reads; a unit's first
+    // block is placed with room for alloc.unit_slack more after it.
+    const bool unit = hint && hint->token_count && unit_slack_;
+    const uint64_t after = unit ? unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
+    bool follows = false;
+    auto room = [&] {
+        follows = false;
+        if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
+            uint64_t p = after;
+            while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
+            if (p == after + np) {
+                first = after;
+                follows = true;
+                return true;
+            }
+        }
+        return find_room_locked(np, &first, unit ? uint64_t(unit_slack_) * np : 0, &reserved);
+    };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
     // The L4 holder moves the coldest blocks out before anything is evicted:
     // a demoted block keeps its handle and its bytes.
@@ -839,9 +880,13 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
     if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
-    h->alloc_cursor = first + np;
+    if (!follows) h->alloc_cursor = first + np + reserved;  // past the unit's room: other units start beyond it
     unlock();
     bump(kAllocs);
+    if (after != UINT64_MAX) {
+        bump(kUnitFollowers);
+        if (follows) bump(kUnitContiguous);
+    }
     *out = handle;
     return SPECKV_OK;
 }
@@ -2032,6 +2077,10 @@ std::string Pool::stats_json() const {
     // Placement (docs/devices.md): numbers only, like every other key here.
     std::string out = buf;
     out.pop_back();  // the closing brace
+    // Layer-aware placement: blocks allocated after an earlier block of their
+    // (request, layer), and how many of them went right after it.
+    out += ",\"unit_followers\":" + std::to_string(total(kUnitFollowers)) +
+           ",\"unit_contiguous\":" + std::to_string(total(kUnitContiguous));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
            ",\"placement_bandwidth\":" + std::to_string(placement_.bandwidth) +
            ",\"placement_distance\":" + std::to_string(placement_.distance);

@@ -251,8 +251,13 @@ class Pool {
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
     bool pinned(uint64_t handle);
-    // A free slot and a run of np free pages (*first), under the lock.
-    bool find_room_locked(uint64_t np, uint64_t *first) const;
+    // A free slot and a run of np free pages (*first), under the lock. With
+    // slack > 0 a run of np + slack is preferred (*reserved = slack then,
+    // else 0): room for the block's unit to grow in place.
+    bool find_room_locked(uint64_t np, uint64_t *first, uint64_t slack = 0, uint64_t *reserved = nullptr) const;
+    // Layer-aware placement: the page just past the latest block of (tenant,
+    // request, layer), or UINT64_MAX. Under the lock.
+    uint64_t unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const;
 
     // L4 cold tier (lib/pool_cold.cc, docs/tiers.md §9). One process holds
     // it (cold_ != null): it alone moves blocks between L3 and L4.
@@ -310,6 +315,7 @@ class Pool {
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
     uint8_t codec_mode_ = 0, codec_kmode_ = 0, codec_vmode_ = 0;  // codec::Mode ids
     uint32_t codec_channels_ = 1;
+    uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
     double adapt_err_ = 0.05, adapt_err_k_ = 0.005;  // codec.max_err_milli, codec.max_err_k_milli
     mutable std::mutex adapt_mu_;
     std::map<uint64_t, uint8_t> adapt_modes_;  // layer << 1 | is_key -> codec::Mode, under adapt_mu_
@@ -404,6 +410,7 @@ class Pool {
         kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
+        kUnitFollowers, kUnitContiguous,
         kNumCounters
     };
     static constexpr int kShards = 64;
