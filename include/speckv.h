@@ -357,6 +357,11 @@ typedef struct speckv_select_params {
                                >= the cut - band (logit units); < 0 = config select.band_milli */
     float scale;            /* logit scale; 0 = 1/sqrt(head_dim) */
     uint64_t context_tokens;/* tokens [0, context_tokens) exist; later rows are ignored */
+    /* Since 0.1.0, appended (a struct_size without it is accepted and means 0):
+     * a budget in tokens instead of pages. When > 0 it replaces `budget`: the
+     * fewest pages whose tokens add up to at least budget_tokens, with a page
+     * counted as the tokens a full page holds (page_size / row bytes). */
+    uint64_t budget_tokens;
 } speckv_select_params;
 
 /* One K page: where it is, which tokens, and its score (an upper bound of

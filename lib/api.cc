@@ -248,13 +248,31 @@ SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t req
     });
 }
 
+namespace {
+// speckv_select_params as the caller's header laid it out: this one, or the
+// one before budget_tokens (which then reads as 0). Anything else is refused.
+int select_params_of(const speckv_select_params *in, speckv_select_params *out) {
+    constexpr size_t kBeforeTokens = offsetof(speckv_select_params, budget_tokens);
+    const size_t n = in->struct_size;
+    if (n != sizeof(speckv_select_params) && n != kBeforeTokens)
+        return fail(SPECKV_ESTRUCT, "speckv_select_params.struct_size is %zu, this library knows %zu and %zu", n,
+                    sizeof(speckv_select_params), kBeforeTokens);
+    std::memset(out, 0, sizeof *out);
+    std::memcpy(out, in, n);
+    out->struct_size = sizeof *out;
+    return SPECKV_OK;
+}
+}  // namespace
+
 SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer, const float *q,
                              size_t q_len, const speckv_select_params *params, speckv_page_ref *out, size_t cap,
                              size_t *n_out, size_t *n_pages) {
     return guard([&] {
         NEED_POOL();
         if (!q || !params || !n_out || (!out && cap)) return fail(SPECKV_EINVAL, "q, params, n_out (and out) must not be NULL");
-        return pool->rep->select(tenant, request, layer, q, q_len, *params, out, cap, n_out, n_pages);
+        speckv_select_params p;
+        if (int rc = select_params_of(params, &p); rc != SPECKV_OK) return rc;
+        return pool->rep->select(tenant, request, layer, q, q_len, p, out, cap, n_out, n_pages);
     });
 }
 
@@ -276,7 +294,9 @@ SPECKV_API int speckv_attend(speckv_pool *pool, uint64_t tenant, uint64_t reques
         NEED_POOL();
         if (!q || !params || (!exclude && n_exclude)) return fail(SPECKV_EINVAL, "q, params (and exclude) must not be NULL");
         if (int rc = check_partial(out, "out"); rc != SPECKV_OK) return rc;
-        return pool->rep->attend(tenant, request, layer, q, q_len, *params, exclude, n_exclude, *out);
+        speckv_select_params p;
+        if (int rc = select_params_of(params, &p); rc != SPECKV_OK) return rc;
+        return pool->rep->attend(tenant, request, layer, q, q_len, p, exclude, n_exclude, *out);
     });
 }
 

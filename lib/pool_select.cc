@@ -110,7 +110,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
 int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
                  const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages) {
     if (int rc = check_select_params(p, q_len); rc != SPECKV_OK) return rc;
-    if (p.budget == 0) return fail(SPECKV_EINVAL, "budget is 0: select at least one page");
+    if (p.budget == 0 && p.budget_tokens == 0) return fail(SPECKV_EINVAL, "budget is 0: select at least one page");
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
@@ -122,7 +122,12 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     if (int rc = k_pages(tenant, request, layer, C, p.context_tokens, &pages); rc != SPECKV_OK) return rc;
     n = static_cast<uint32_t>(pages.size());
     if (n_pages) *n_pages = n;
-    budget = std::min(p.budget, n);
+    uint32_t want = p.budget;
+    if (p.budget_tokens) {  // tokens -> pages: a page counts as the tokens a full one holds
+        const uint64_t per_page = page_size_ / (uint64_t(C) * codec::dtype_size(pages[0].dtype));
+        want = static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, (p.budget_tokens + per_page - 1) / per_page));
+    }
+    budget = std::min(want, n);
     if (cap < budget) return fail(SPECKV_ERANGE, "out holds %zu page refs, the selection has %u", cap, budget);
 
     // Copy each summary under its page's sequence lock: a consistent copy of

@@ -225,6 +225,39 @@ TEST_CASE("speckv_select: the pool's summaries give the same selection as nmp on
     CHECK(std::count_if(out.begin(), out.end() - 1, [](const speckv_page_ref &r) { return r.token_pos / kRowsPerPage % 5 == 2; }) >= 3);
 }
 
+TEST_CASE("speckv_select: a budget in tokens, and the layout before budget_tokens") {
+    Fixture f(16 * kRowsPerPage - 5);
+    auto q = query(1);
+    auto pages_of = [&](speckv_select_params sp) {
+        std::vector<speckv_page_ref> out(16);
+        size_t n = 0, npages = 0;
+        REQUIRE_MESSAGE(speckv_select(f.p, 3, 11, 2, q.data(), q.size(), &sp, out.data(), out.size(), &n, &npages) ==
+                            SPECKV_OK,
+                        speckv_errmsg());
+        std::vector<uint64_t> pos;
+        for (size_t j = 0; j < n; j++) pos.push_back(out[j].token_pos);
+        return pos;
+    };
+    // 4.5 pages' worth of tokens -> the 5 pages a page budget of 5 selects.
+    auto by_pages = pages_of(f.params(5));
+    auto sp = f.params(0);
+    sp.budget_tokens = 4 * kRowsPerPage + kRowsPerPage / 2;
+    CHECK(pages_of(sp) == by_pages);
+    sp.budget = 9;  // budget_tokens, when set, wins
+    CHECK(pages_of(sp) == by_pages);
+    sp.budget_tokens = 1;  // one token: one page (the recent one)
+    CHECK(pages_of(sp).size() == 1);
+    // A caller built against the header before budget_tokens: its struct_size.
+    auto old = f.params(5);
+    old.budget_tokens = 777;  // beyond its struct_size: never read
+    old.struct_size = offsetof(speckv_select_params, budget_tokens);
+    CHECK(pages_of(old) == by_pages);
+    old.struct_size = offsetof(speckv_select_params, budget_tokens) + 4;
+    std::vector<speckv_page_ref> out(16);
+    size_t n = 0;
+    CHECK(speckv_select(f.p, 3, 11, 2, q.data(), q.size(), &old, out.data(), out.size(), &n, nullptr) == SPECKV_ESTRUCT);
+}
+
 TEST_CASE("speckv_select: the steady rule keeps the set while scores stay in the band, and churn is counted") {
     Fixture f(16 * kRowsPerPage);
     std::vector<speckv_page_ref> a(6), b(6), c(6);
