@@ -4,6 +4,7 @@
 // one process holds the tier; a holder's crash loses nothing published.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -485,6 +486,65 @@ TEST_CASE("L4: above the pressure target the prefetch thread demotes blocks belo
         for (int i = 0; i < 4; i++)
             if (b.handle == hs[size_t(i)]) CHECK_MESSAGE(!b.cold, "hot block ", i, " was demoted");
     for (size_t i = 0; i < hs.size(); i++) expect_bytes(p, hs[i], pattern(bytes, 900u + uint32_t(i)));
+    speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+TEST_CASE("L4: write and read faults of the L4 file fail clearly and lose nothing") {
+    std::string path = fresh_pool("cold-faults"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    const std::string uri = "file:" + path + "?size=8M";
+    // A write the file system refuses (the process's file size limit, as a
+    // full disk would): the demotion fails, the block stays in the pool whole.
+    pid_t child = fork();
+    if (child == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        speckv_config *c = nullptr;
+        speckv_config_new(&c);
+        speckv_config_set_str(c, "cold.path", l4.c_str());
+        speckv_pool *p = nullptr;
+        if (speckv_pool_open(uri.c_str(), c, &p) != SPECKV_OK) _exit(2);
+        speckv_config_free(c);
+        speckv_handle h;
+        if (speckv_alloc(p, 1 << 20, SPECKV_DTYPE_OPAQUE, nullptr, &h) != SPECKV_OK) _exit(3);
+        auto v = pattern(1 << 20, 31);
+        if (speckv_write(p, h, 0, v.data(), v.size()) != SPECKV_OK) _exit(4);
+        rlimit rl{64 << 10, 64 << 10};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(5);
+        int rc = speckv_demote(p, h);
+        int code = 0;
+        if (rc != SPECKV_ENOSPC && rc != SPECKV_EIO) code |= 8;
+        speckv_pool_stats s{};
+        s.struct_size = sizeof s;
+        speckv_stats(p, &s);
+        if (s.l4_demote_failures != 1 || s.l4_blocks != 0) code |= 16;
+        std::vector<unsigned char> back(v.size());
+        if (speckv_access(p, h, 0, back.data(), back.size(), 0) != SPECKV_OK || back != v) code |= 32;
+        speckv_pool_close(p);
+        _exit(code);
+    }
+    int st = 0;
+    REQUIRE(waitpid(child, &st, 0) == child);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+    // A read that comes back short (the file was truncated behind our back):
+    // the access fails naming the block, which stays in L4; freeing it works.
+    speckv_pool *p = open_with(uri, {{"cold.path", l4}});
+    speckv_handle h;
+    REQUIRE(speckv_alloc(p, 256 << 10, SPECKV_DTYPE_OPAQUE, nullptr, &h) == SPECKV_OK);
+    auto v = pattern(256 << 10, 32);
+    REQUIRE(speckv_write(p, h, 0, v.data(), v.size()) == SPECKV_OK);
+    REQUIRE(speckv_demote(p, h) == SPECKV_OK);
+    REQUIRE(truncate(l4.c_str(), 4096) == 0);
+    std::vector<unsigned char> back(v.size());
+    int rc = speckv_access(p, h, 0, back.data(), back.size(), 0);
+    CHECK((rc == SPECKV_EIO || rc == SPECKV_ECORRUPT));
+    CHECK(std::string(speckv_errmsg()).find("stays in L4") != std::string::npos);
+    CHECK(stats_of(p).l4_blocks == 1);
+    CHECK(speckv_free(p, h) == SPECKV_OK);
+    CHECK(stats_of(p).l4_blocks == 0);
+    CHECK(check_pool(path).empty());
     speckv_pool_close(p);
     unlink(path.c_str());
     unlink(l4.c_str());
