@@ -205,10 +205,7 @@ bool absmax_fp16_avx2(const void *h, size_t n, uint32_t *amax) {
         std::memcpy(&v, p + 2 * i, 2);
         mh = std::max(mh, uint32_t(v & 0x7FFFu));
     }
-    const uint16_t m16 = uint16_t(mh);
-    uint32_t u;
-    canon_scalar(SPECKV_DTYPE_FP16, &m16, 1, &u);
-    *amax = u & 0x7FFFFF00u;
+    *amax = fp16_bits_to_u32(uint16_t(mh)) & 0x7FFFFF00u;
     return mh < 0x7C00u;
 }
 
@@ -249,7 +246,7 @@ bool range_ok_avx2(const uint8_t *b, size_t n, uint32_t Q) {
 const Kernels kAvx2 = {
     "avx2",          canon_avx2,      absmax_avx2,        colmax_avx2,
     quant_const_avx2, quant_row_avx2, dequant_const_avx2, dequant_row_avx2, undelta_sse,
-    absmax_fp16_avx2, quant_const_fp16_avx2, range_ok_avx2,
+    absmax_fp16_avx2, quant_const_fp16_avx2, range_ok_avx2, delta_runs_scalar,
 };
 
 }  // namespace

@@ -35,10 +35,17 @@ struct Kernels {
     // buffer. absmax_fp16 sets *amax = max(u & 0x7FFFFF00) and returns false
     // if any element is Inf or NaN (then *amax is unspecified).
     bool (*absmax_fp16)(const void *h, size_t n, uint32_t *amax);
+    // (es, r) is the scale made (§3.2-§3.3) from these n elements' maximum,
+    // as every caller passes it; the AVX-512 fast path relies on it.
     void (*quant_const_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
     // true iff every int8(b[i]) is in [-Q, Q] (the §6.0 check of a stream
     // without delta, which is then its own quantised values: no copy).
     bool (*range_ok)(const uint8_t *b, size_t n, uint32_t Q);
+    // §5/§6.0 encoder: db_i = s_i - s_{i-1} mod 256 (s_{-1} = 0) if delta,
+    // else s_i; and, if rsm is not null, the run starts of db for §6.1: bit
+    // j % 64 of rsm[j / 64] is set iff j + 2 < n and db_j == db_{j+1} ==
+    // db_{j+2} (rsm: n / 64 + 1 words, all written).
+    void (*delta_runs)(const uint8_t *s, size_t n, bool delta, uint8_t *db, uint64_t *rsm);
 };
 
 extern const Kernels kScalarKernels;
@@ -62,8 +69,21 @@ bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *
 bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
 void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
 bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q);
+void delta_runs_scalar(const uint8_t *s, size_t n, bool delta, uint8_t *db, uint64_t *rsm);
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+
+// FP16 bits -> canonical FP32 pattern u (docs §2), exact.
+inline uint32_t fp16_bits_to_u32(uint16_t h) {
+    uint32_t s = h >> 15, e = (h >> 10) & 31u, f = h & 1023u;
+    if (e == 31) return (s << 31) | 0x7F800000u | (f << 13);
+    if (e == 0) {
+        if (f == 0) return s << 31;
+        uint32_t p = 31u - uint32_t(__builtin_clz(f));
+        return (s << 31) | ((p + 103u) << 23) | (((f << (10 - p)) & 1023u) << 13);
+    }
+    return (s << 31) | ((e + 112u) << 23) | (f << 13);
+}
 
 // One element, exactly as docs §3.3 / §3.4 state it (|q| <= 2047: b up to 12).
 inline int32_t quant_one(uint32_t u, uint32_t es, uint32_t r, uint32_t Q) {

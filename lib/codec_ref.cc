@@ -138,18 +138,6 @@ float bf16_to_fp32(uint16_t h) {
 
 // ---------------------------------------------------------- scalar kernels
 
-// docs §2.
-static inline uint32_t fp16_bits_to_u32(uint16_t h) {
-    uint32_t s = h >> 15, e = (h >> 10) & 31u, f = h & 1023u;
-    if (e == 31) return (s << 31) | 0x7F800000u | (f << 13);
-    if (e == 0) {
-        if (f == 0) return s << 31;
-        uint32_t p = 31u - uint32_t(__builtin_clz(f));
-        return (s << 31) | ((p + 103u) << 23) | (((f << (10 - p)) & 1023u) << 13);
-    }
-    return (s << 31) | ((e + 112u) << 23) | (f << 13);
-}
-
 bool canon_scalar(int dtype, const void *src, size_t n, uint32_t *u) {
     bool finite = true;
     if (dtype == SPECKV_DTYPE_FP32) {
@@ -235,6 +223,35 @@ void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, u
     for (size_t i = 0; i < n; i++) q[i] = int8_t(quant_one(fp16_bits_to_u32(get16(p + 2 * i)), es, r, Q));
 }
 
+// The delta bytes and run starts (codec_kernels.h), in one pass of 16-byte
+// vectors shifted in registers (SSE2 is baseline on x86-64).
+void delta_runs_scalar(const uint8_t *s, size_t n, bool delta, uint8_t *db, uint64_t *rsm) {
+    size_t i = 0;
+    const size_t words = n / 64 + 1;
+    if (rsm) std::memset(rsm, 0, words * 8);
+#if defined(__SSE2__)
+    __m128i prev = _mm_setzero_si128(), dprev = prev;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + i));
+        const __m128i d = delta ? _mm_sub_epi8(x, _mm_or_si128(_mm_slli_si128(x, 1), _mm_srli_si128(prev, 15))) : x;
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(db + i), d);
+        if (rsm && i) {  // the bits of the previous 16 bytes, which need these
+            const __m128i n1 = _mm_or_si128(_mm_srli_si128(dprev, 1), _mm_slli_si128(d, 15));
+            const __m128i n2 = _mm_or_si128(_mm_srli_si128(dprev, 2), _mm_slli_si128(d, 14));
+            const __m128i e = _mm_and_si128(_mm_cmpeq_epi8(dprev, n1), _mm_cmpeq_epi8(dprev, n2));
+            const size_t j = i - 16;
+            rsm[j / 64] |= uint64_t(uint32_t(_mm_movemask_epi8(e))) << (j % 64);
+        }
+        prev = x, dprev = d;
+    }
+#endif
+    for (size_t k = i; k < n; k++) db[k] = delta ? uint8_t(s[k] - (k ? s[k - 1] : 0)) : s[k];
+    if (!rsm) return;
+    // The bits the vector loop left: the last 16 bytes it wrote, and the tail.
+    for (size_t j = i >= 16 ? i - 16 : 0; j + 2 < n; j++)
+        if (db[j] == db[j + 1] && db[j] == db[j + 2]) rsm[j / 64] |= uint64_t(1) << (j % 64);
+}
+
 bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q) {
     bool ok = true;
     const int32_t q = int32_t(Q);
@@ -245,7 +262,7 @@ bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q) {
 const Kernels kScalarKernels = {
     "scalar",          canon_scalar,     absmax_scalar,        colmax_scalar,     quant_const_scalar,
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
-    absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,
+    absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,      delta_runs_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -564,29 +581,24 @@ int rice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bit
     return SPECKV_OK;
 }
 
-// §6.1. b = delta bytes. Returns bytes written or 0 if over cap.
-// Same greedy parse as the spec: a literal stops at 128 bytes, at the end, or
-// where a run of >= 3 equal bytes starts (scanned for directly).
-size_t rle_encode(const uint8_t *b, size_t n, uint8_t *dst, size_t cap) {
-    // rs[j] = 1 where a run of >= 3 equal bytes starts (one vectorisable pass),
-    // then literals extend to the next start found by memchr.
-    thread_local std::vector<uint8_t> rsv;
-    rsv.resize(n + 1);
-    uint8_t *__restrict rs = rsv.data();
-    size_t j0 = 0;
-#if defined(__SSE2__)
-    for (; j0 + 18 <= n; j0 += 16) {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0));
-        const __m128i e1 = _mm_cmpeq_epi8(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0 + 1)));
-        const __m128i e2 = _mm_cmpeq_epi8(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + j0 + 2)));
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(rs + j0), _mm_and_si128(_mm_and_si128(e1, e2), _mm_set1_epi8(1)));
-    }
-#endif
-    for (size_t j = j0; j + 2 < n; j++) rs[j] = uint8_t((b[j] == b[j + 1]) & (b[j] == b[j + 2]));
-    for (size_t j = n >= 2 ? n - 2 : 0; j <= n; j++) rs[j] = 0;
+// §6.1. b = delta bytes, rsm = their run-start bits (delta_runs). Returns
+// bytes written or 0 if over cap. The greedy parse of the spec: a literal
+// stops at 128 bytes, at the end, or where a run of >= 3 equal bytes starts
+// (the next set bit).
+size_t rle_encode(const uint8_t *b, size_t n, const uint64_t *rsm, uint8_t *dst, size_t cap) {
+    auto is_run = [&](size_t j) { return (rsm[j / 64] >> (j % 64)) & 1; };
+    // The first set bit in [j, lim), or lim.
+    auto next_run = [&](size_t j, size_t lim) {
+        while (j < lim) {
+            const uint64_t w = rsm[j / 64] >> (j % 64);
+            if (w) return std::min(lim, j + size_t(__builtin_ctzll(w)));
+            j = (j / 64 + 1) * 64;
+        }
+        return lim;
+    };
     size_t o = 0, i = 0;
     while (i < n) {
-        if (rs[i]) {
+        if (is_run(i)) {
             size_t r = 3;
             while (i + r < n && r < 130 && b[i + r] == b[i]) r++;
             if (o + 2 > cap) return 0;
@@ -595,9 +607,7 @@ size_t rle_encode(const uint8_t *b, size_t n, uint8_t *dst, size_t cap) {
             i += r;
             continue;
         }
-        const size_t lim = std::min(n, i + 128);
-        const void *hit = lim > i + 1 ? std::memchr(rs + i + 1, 1, lim - i - 1) : nullptr;
-        const size_t j = hit ? size_t(static_cast<const uint8_t *>(hit) - rs) : lim;
+        const size_t j = next_run(i + 1, std::min(n, i + 128));
         const size_t len = j - i;
         if (o + 1 + len > cap) return 0;
         dst[o++] = uint8_t(len - 1);
@@ -635,6 +645,36 @@ int rle_decode(const uint8_t *p, size_t len, uint8_t *out, size_t n) {
     return SPECKV_OK;
 }
 
+// R = floor(0x7FFFFF / Ms) for Ms = 128..255 (§3.3): a table, not a division.
+struct RecipTable {
+    uint32_t r[128];
+    constexpr RecipTable() : r() {
+        for (uint32_t m = 0; m < 128; m++) r[m] = 0x7FFFFFu / (128 + m);
+    }
+};
+constexpr RecipTable kRecip;
+
+// ceil_div(x, 256 * Q) with Q = 2^(bits-1) - 1 a constant per case, so the
+// compiler multiplies instead of dividing (x < 2^28).
+template <uint32_t kD>
+inline uint32_t ceil_div_c(uint32_t x) {
+    return (x + kD - 1) / kD;
+}
+inline uint32_t ceil_div_q(uint32_t x, unsigned bits) {
+    switch (bits) {
+        case 3: return ceil_div_c<256 * 3>(x);
+        case 4: return ceil_div_c<256 * 7>(x);
+        case 5: return ceil_div_c<256 * 15>(x);
+        case 6: return ceil_div_c<256 * 31>(x);
+        case 7: return ceil_div_c<256 * 63>(x);
+        case 8: return ceil_div_c<256 * 127>(x);
+        case 9: return ceil_div_c<256 * 255>(x);
+        case 10: return ceil_div_c<256 * 511>(x);
+        case 11: return ceil_div_c<256 * 1023>(x);
+        default: return ceil_div_c<256 * 2047>(x);  // 12
+    }
+}
+
 // Group scale (§3.1, §3.2, §3.3). Returns false if out of range (-> raw).
 bool make_scale(uint32_t A, unsigned bits, uint16_t *field, uint32_t *es, uint32_t *r) {
     if (A < 0x800000u) {
@@ -644,17 +684,17 @@ bool make_scale(uint32_t A, unsigned bits, uint16_t *field, uint32_t *es, uint32
     uint32_t Em = A >> 23;
     if (Em < 27 || Em > 226) return false;
     uint32_t Mm = 0x8000u | ((A >> 8) & 0x7FFFu);
-    uint32_t L = bits - 1, Q = (1u << L) - 1;
+    uint32_t L = bits - 1;
     uint32_t j = L;
-    uint32_t Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+    uint32_t Ms = ceil_div_q(Mm << j, bits);
     if (Ms >= 256) {
         j = L - 1;
-        Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+        Ms = ceil_div_q(Mm << j, bits);
     }
     uint32_t Es = Em - j;
     *field = uint16_t((Es << 7) | (Ms & 0x7F));
     *es = Es;
-    *r = 0x7FFFFFu / Ms;
+    *r = kRecip.r[Ms - 128];  // = 0x7FFFFF / Ms, 128 <= Ms <= 255
     return true;
 }
 
@@ -770,6 +810,25 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     if (C == 0 || C > 65535 || n % C) C = 1;
     const size_t T = n / C;
 
+    // int8 and the like (FP16, b <= 8, one scale per page, bytes, no delta):
+    // the maximum, then the scale and the q bytes straight into the record.
+    // No scratch memory. The same checks and bytes as the general path below.
+    if (dtype == SPECKV_DTYPE_FP16 && P.bits <= 8 && P.group == kGroupPage && P.entropy == kEntropyBytes &&
+        P.order == kOrderNone) {
+        uint32_t amax, es, r;
+        uint16_t field;
+        // Raw when: a non-finite value; 2 * G >= raw payload (n = 1); the
+        // scale out of range; n > budget = 2n - 3 (n < 3).
+        if (!K->absmax_fp16(src, n, &amax) || n < 3 || !make_scale(amax, P.bits, &field, &es, &r)) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+        put16(dst + kHeaderSize, field);
+        K->quant_const_fp16(src, n, es, r, Q, reinterpret_cast<int8_t *>(dst + kHeaderSize + 2));
+        *out_len = finish_record(mode, dtype, P, n, C, uint32_t(2 + n), dst);
+        return SPECKV_OK;
+    }
+
     Scratch &S = scratch();
     S.q.resize(n);
     int8_t *q = S.q.data();
@@ -863,25 +922,16 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     } else if (in_place) {
         slen = n;
     } else {
-        // Bytes of d_i mod 256 (§6.0).
+        // Bytes of d_i mod 256 (§6.0), and the run starts for RLE (§6.1).
         thread_local std::vector<uint8_t> dbv;
+        thread_local std::vector<uint64_t> rsv;
         dbv.resize(n);
-        uint8_t *__restrict db = dbv.data();
-        const uint8_t *__restrict sb = reinterpret_cast<const uint8_t *>(s);
-        db[0] = sb[0];
-        if (delta) {
-            size_t i = 1;
-#if defined(__SSE2__)
-            for (; i + 16 <= n; i += 16)
-                _mm_storeu_si128(reinterpret_cast<__m128i *>(db + i),
-                                 _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sb + i)),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i *>(sb + i - 1))));
-#endif
-            for (; i < n; i++) db[i] = uint8_t(sb[i] - sb[i - 1]);
-        } else
-            std::memcpy(db + 1, sb + 1, n - 1);
-        if (P.entropy == kEntropyRle) {
-            slen = rle_encode(db, n, stream, budget);
+        const bool rle = P.entropy == kEntropyRle;
+        if (rle) rsv.resize(n / 64 + 1);
+        uint8_t *db = dbv.data();
+        K->delta_runs(reinterpret_cast<const uint8_t *>(s), n, delta, db, rle ? rsv.data() : nullptr);
+        if (rle) {
+            slen = rle_encode(db, n, rsv.data(), stream, budget);
         } else if (n <= budget) {
             std::memcpy(stream, db, n);
             slen = n;

@@ -375,3 +375,126 @@ TEST_CASE("codec fast: Rice and RLE streams equal a bit-serial model; corrupt st
     }
     CHECK(checked > 200);
 }
+
+// ---- the FP16 quantiser's fast path (16-bit lanes, vpmulhrsw rounding) on
+// every FP16 value, and the division-free scale of make_scale.
+
+namespace {
+
+// docs §3.2 with the scale field too (make_scale's division-free form is
+// compared with this plain one through the records).
+bool scale_field_for(uint32_t A, unsigned bits, uint16_t *field) {
+    if (A < 0x800000u) return *field = 0, true;
+    uint32_t Em = A >> 23, Mm = 0x8000u | ((A >> 8) & 0x7FFFu), L = bits - 1, Q = (1u << L) - 1, j = L;
+    if (Em < 27 || Em > 226) return false;
+    uint32_t Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+    if (Ms >= 256) j = L - 1, Ms = ((Mm << j) + 256 * Q - 1) / (256 * Q);
+    *field = uint16_t(((Em - j) << 7) | (Ms & 0x7F));
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("codec fast: FP16 quantiser on every FP16 value below every page maximum") {
+    ExtGuard guard;
+    std::mt19937_64 rng(31337);
+    // Page maxima: every exponent field 0..30 (subnormal, the Es >= 114 fast
+    // path and below it) with a low, middle and top fraction.
+    std::vector<uint16_t> maxima;
+    for (uint16_t e = 0; e <= 30; e++)
+        for (uint16_t f : {uint16_t(1), uint16_t(0x155), uint16_t(0x3FF)}) maxima.push_back(uint16_t((e << 10) | f));
+    for (int ext = 1; ext >= 0; ext--) {
+        c::avx512_extensions(ext);
+        for (const c::Kernels *K : tables()) {
+            INFO("table " << K->name << " ext " << ext);
+            for (uint16_t hm : maxima) {
+                const unsigned bits = hm % 3 == 0 ? 8 : hm % 3 == 1 ? 5 : 3;
+                // all values with |h| <= hm, both signs, in a shuffled order;
+                // zero padding to a multiple of 64 for some (no masked tail)
+                std::vector<uint16_t> h;
+                for (uint32_t a = 0; a <= hm; a++) h.push_back(uint16_t(a)), h.push_back(uint16_t(a | 0x8000));
+                std::shuffle(h.begin(), h.end(), rng);
+                if (hm & 2) h.resize((h.size() + 63) / 64 * 64, 0);
+                const size_t n = h.size();
+                std::vector<uint32_t> u(n);
+                REQUIRE(c::canon_scalar(SPECKV_DTYPE_FP16, h.data(), n, u.data()));
+                uint32_t A0 = 0, A1 = 0;
+                for (uint32_t x : u) A0 = std::max(A0, x & 0x7FFFFF00u);
+                REQUIRE(K->absmax_fp16(h.data(), n, &A1));
+                REQUIRE(A1 == A0);
+                const uint32_t Q = (1u << (bits - 1)) - 1;
+                uint32_t es, r;
+                REQUIRE(scale_for(A0, bits, &es, &r));
+                std::vector<int8_t> q0(n), q1(n, 99);
+                for (size_t i = 0; i < n; i++) q0[i] = int8_t(c::quant_one(u[i], es, r, Q));
+                K->quant_const_fp16(h.data(), n, es, r, Q, q1.data());
+                REQUIRE(q0 == q1);
+            }
+        }
+    }
+}
+
+TEST_CASE("codec fast: the scale of an int8 record for every FP16 page maximum and b 3..8") {
+    // A 4-value page [m, -m/2, 0, smallest subnormal] for every finite FP16
+    // magnitude m: the record's scale field against docs §3.2 by division,
+    // and every implementation's record against the scalar one.
+    std::vector<uint8_t> rec(c::max_record_size(8)), r1(rec.size());
+    for (uint32_t m = 0; m < 0x7C00; m++) {
+        const uint16_t page[4] = {uint16_t(m), uint16_t(0x8000 | (m >> 1)), 0, 1};
+        uint32_t A = 0;
+        for (uint16_t x : page) A = std::max(A, c::fp16_bits_to_u32(x) & 0x7FFFFF00u);
+        for (unsigned bits = 3; bits <= 8; bits++) {
+            const c::Params P{uint8_t(bits), c::kGroupPage, c::kOrderNone, c::kEntropyBytes};
+            size_t len = 0;
+            REQUIRE(c::encode_params(c::Mode::int8, P, SPECKV_DTYPE_FP16, page, 8, {1}, rec.data(), rec.size(), &len,
+                                     c::Impl::scalar) == SPECKV_OK);
+            uint16_t want;
+            REQUIRE(scale_field_for(A, bits, &want));
+            if (rec[3] != 0) {  // not bypassed (a 4-value page always fits: 2 + 4 < 8)
+                uint16_t got;
+                std::memcpy(&got, &rec[24], 2);
+                REQUIRE(got == want);
+            }
+            for (c::Impl impl : codec_test::simd_impls()) {
+                size_t l1 = 0;
+                REQUIRE(c::encode_params(c::Mode::int8, P, SPECKV_DTYPE_FP16, page, 8, {1}, r1.data(), r1.size(), &l1,
+                                         impl) == SPECKV_OK);
+                REQUIRE(l1 == len);
+                REQUIRE(std::memcmp(r1.data(), rec.data(), len) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("codec fast: delta bytes and RLE run starts of every table equal the definitions") {
+    std::mt19937_64 rng(2718);
+    for (const c::Kernels *K : tables()) {
+        INFO("table " << K->name);
+        for (int it = 0; it < 3000; it++) {
+            const size_t n = (it % 7 == 0) ? 2048 : 1 + rng() % 300;
+            const bool delta = rng() & 1;
+            // runs of equal values, of equal steps (equal deltas), and noise
+            std::vector<uint8_t> s(n);
+            for (size_t i = 0; i < n;) {
+                const size_t len = 1 + rng() % 9;
+                const int kind = int(rng() % 3);
+                const uint8_t v = uint8_t(rng() % 5), st = uint8_t(rng() % 3);
+                for (size_t j = 0; j < len && i < n; j++, i++)
+                    s[i] = kind == 0 ? v : kind == 1 ? uint8_t(v + st * j) : uint8_t(rng());
+            }
+            std::vector<uint8_t> d0(n), d1(n + 64, 0xEE);
+            for (size_t i = 0; i < n; i++) d0[i] = delta ? uint8_t(s[i] - (i ? s[i - 1] : 0)) : s[i];
+            const size_t words = n / 64 + 1;
+            std::vector<uint64_t> r0(words, 0), r1(words, 0x5A5A5A5A5A5A5A5Aull);
+            for (size_t j = 0; j + 2 < n; j++)
+                if (d0[j] == d0[j + 1] && d0[j] == d0[j + 2]) r0[j / 64] |= uint64_t(1) << (j % 64);
+            K->delta_runs(s.data(), n, delta, d1.data(), r1.data());
+            REQUIRE(std::equal(d0.begin(), d0.end(), d1.begin()));
+            REQUIRE(d1[n] == 0xEE);  // nothing written past n
+            REQUIRE(r0 == r1);
+            std::vector<uint8_t> d2(n);
+            K->delta_runs(s.data(), n, delta, d2.data(), nullptr);
+            REQUIRE(d0 == d2);
+        }
+    }
+}
