@@ -84,10 +84,16 @@ void percentiles(int threads, int calls, F &&op, double *p50, double *p99) {
     *p99 = all[std::min(all.size() - 1, all.size() * 99 / 100)];
 }
 
-void latency_table(const std::string &uri, int repeats) {
+void latency_table(const std::string &uri, int repeats, bool associative) {
+    speckv_config *cfg;
+    speckv_config_new(&cfg);
+    speckv_config_set_int(cfg, "cache.associative", associative ? 1 : 0);
     speckv_pool *p;
-    if (int rc = speckv_pool_open(uri.c_str(), nullptr, &p); rc) die("open", rc);
-    std::printf("\nper-call latency, 4 KiB resident block (median over %d runs of 200000 calls per thread)\n", repeats);
+    if (int rc = speckv_pool_open(uri.c_str(), cfg, &p); rc) die("open", rc);
+    speckv_config_free(cfg);
+    std::printf("\nper-call latency, 4 KiB resident block, L1 %s (median over %d runs of 200000 calls per thread)\n",
+                associative ? "fully associative (cache.associative = 1)" : "direct-mapped (cache.associative = 0, default)",
+                repeats);
     std::printf("%-40s %10s %10s\n", "operation", "p50 ns", "p99 ns");
     const int calls = 200000;
     speckv_handle h[2];
@@ -142,10 +148,11 @@ int main(int argc, char **argv) {
                 repeats);
     std::printf("%-34s %12s %10s %12s\n", "operation", "ns/op", "GB/s", "vs memcpy");
 
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         speckv_config *cfg;
         speckv_config_new(&cfg);
         if (pass == 1) speckv_config_set_int(cfg, "cache.bytes", 0);
+        if (pass == 2) speckv_config_set_int(cfg, "cache.associative", 1);
         speckv_pool *p;
         if (int rc = speckv_pool_open(uri.c_str(), cfg, &p); rc) die("open", rc);
         speckv_config_free(cfg);
@@ -188,14 +195,18 @@ int main(int argc, char **argv) {
                 std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, wr, gbps(wr), wr / mc);
                 std::snprintf(name, sizeof name, "alloc+free %s", kb);
                 std::printf("%-34s %12.1f %10s %12s\n", name, af, "-", "-");
-            } else {
+            } else if (pass == 1) {
                 std::snprintf(name, sizeof name, "access %s (no cache: CRC each)", kb);
+                std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, acc, gbps(acc), acc / mc);
+            } else {
+                std::snprintf(name, sizeof name, "access %s (associative L1)", kb);
                 std::printf("%-34s %12.1f %10.2f %11.2fx\n", name, acc, gbps(acc), acc / mc);
             }
         }
         speckv_pool_close(p);
     }
-    latency_table(uri, repeats);
+    latency_table(uri, repeats, true);
+    latency_table(uri, repeats, false);
     if (uri.rfind("file:/dev/shm/speckv-bench.pool", 0) == 0) std::remove("/dev/shm/speckv-bench.pool");
     return 0;
 }

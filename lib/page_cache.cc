@@ -5,12 +5,19 @@
 #include <cstring>
 
 #include "seqlock.h"
+#include "status.h"
 
 namespace speckv {
 
-PageCache::PageCache(size_t bytes, uint32_t page_size) : page_size_(page_size) {
+PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative) : page_size_(page_size) {
     size_t n = bytes / page_size;
     if (n == 0) return;
+    if (associative && HotBuffer::create(n * page_size, page_size, &hot_) == SPECKV_OK) {
+        hot_->count_lookups(false);  // the pool counts L1 hits per thread
+        return;
+    }
+    clear_error();  // pages over 1 MiB or no memory for the index: direct-mapped frames instead
+    hot_.reset();
     while (n & (n - 1)) n &= n - 1;  // a power of two: frame index by mask
     void *p = mmap(nullptr, n * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return;  // run uncached rather than fail the open
@@ -24,6 +31,10 @@ PageCache::~PageCache() {
 }
 
 void PageCache::put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
+    if (hot_) {
+        hot_->put(page, tag_of(seq, epoch), src);
+        return;
+    }
     if (!nframes_) return;
     size_t i = page & (nframes_ - 1);
     Frame &f = frames_[i];

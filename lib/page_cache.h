@@ -4,8 +4,10 @@
 // to the page (seq grows) or recovery/reset of the pool (epoch grows) makes
 // them miss. Direct-mapped. Each frame is a sequence lock: readers copy
 // optimistically and never write shared state; a writer that finds the frame
-// busy skips the insert. A busy frame is a miss, never a wait. The tier
-// manager's L1 builds on this.
+// busy skips the insert. A busy frame is a miss, never a wait.
+// With `associative`, the frames are the tier manager's fully associative
+// HotBuffer instead (any page in any frame, CLOCK eviction; config
+// cache.associative, docs/tiers.md §2): no conflict misses, a hash probe more.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -14,17 +16,19 @@
 #include <memory>
 
 #include "seqlock.h"
+#include "tier_buffers.h"
 
 namespace speckv {
 
 class PageCache {
   public:
-    PageCache(size_t bytes, uint32_t page_size);
+    PageCache(size_t bytes, uint32_t page_size, bool associative = false);
     ~PageCache();
     PageCache(const PageCache &) = delete;
     PageCache &operator=(const PageCache &) = delete;
 
-    bool enabled() const { return nframes_ != 0; }
+    bool enabled() const { return nframes_ != 0 || hot_; }
+    bool associative() const { return hot_ != nullptr; }
     // Copies bytes [off, off+len) of the page into dst if the frame holds
     // exactly (page, seq, epoch).
     bool get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst);
@@ -32,6 +36,7 @@ class PageCache {
     void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src);
     // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
     bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
+        if (hot_) return hot_->contains(page, tag_of(seq, epoch));
         if (!nframes_) return false;
         const Frame &f = frames_[page & (nframes_ - 1)];
         uint64_t v = f.version.load(std::memory_order_acquire);
@@ -44,7 +49,9 @@ class PageCache {
         std::atomic<uint64_t> version{0};  // odd while being filled; 0 = never filled
         std::atomic<uint64_t> page{0}, seq{0}, epoch{0};
     };
+    static uint64_t tag_of(uint64_t seq, uint64_t epoch) { return seq ^ (epoch << 44); }
     uint32_t page_size_;
+    std::unique_ptr<HotBuffer> hot_;  // associative: the frames live here instead
     size_t nframes_ = 0;
     std::unique_ptr<Frame[]> frames_;
     unsigned char *data_ = nullptr;
@@ -52,6 +59,7 @@ class PageCache {
 
 // Inline: this is the resident-read fast path.
 inline bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst) {
+    if (hot_) return hot_->get(page, tag_of(seq, epoch), off, len, dst);
     if (!nframes_) return false;
     size_t i = page & (nframes_ - 1);
     Frame &f = frames_[i];

@@ -370,7 +370,8 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
     p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
-    p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_);
+    p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_,
+                                            cfg.get("cache.associative") != 0);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {

@@ -19,20 +19,6 @@ SlotIndex::SlotIndex(size_t frames) {
     cells_.reset(new Cell[cap]);
 }
 
-size_t SlotIndex::home(uint64_t key) const {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return size_t(h ^ (h >> 31)) & mask_;
-}
-
-int SlotIndex::find(uint64_t key) const {
-    for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
-        uint64_t k = cells_[i].key.load(std::memory_order_acquire);
-        if (k == key) return int(cells_[i].frame.load(std::memory_order_relaxed));
-        if (k == kEmpty) return -1;
-    }
-    return -1;
-}
-
 void SlotIndex::put(uint64_t key, uint32_t frame) {
     size_t slot = ~size_t(0);
     for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
@@ -116,27 +102,6 @@ HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
     : nframes_(nframes), page_size_(page_size), data_(data), frames_(new Frame[nframes]), index_(nframes) {}
 
 HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
-
-bool HotBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst) {
-    int i = off <= page_size_ && len <= page_size_ - off ? index_.find(key) : -1;
-    if (i >= 0) {
-        Frame &f = frames_[i];
-        uint64_t v = f.version.load(std::memory_order_acquire);
-        if (!(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag) {
-            SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(dst, data_ + size_t(i) * page_size_ + off, len);
-            SEQLOCK_IGNORE_END();
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (f.version.load(std::memory_order_relaxed) == v) {
-                if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
-                hits_.fetch_add(1, std::memory_order_relaxed);
-                return true;
-            }
-        }
-    }
-    misses_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-}
 
 bool HotBuffer::pin(uint64_t key, uint64_t tag, Pin *out) {
     int i = index_.find(key);

@@ -14,9 +14,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
+#include "seqlock.h"
 #include "status.h"
 
 namespace speckv {
@@ -84,6 +86,9 @@ class HotBuffer {
     BufferStats stats() const;
     size_t frames() const { return nframes_; }
     uint32_t page_size() const { return page_size_; }
+    // Off: get() counts no hits or misses (its caller keeps its own counts),
+    // so concurrent readers share no written cache line. Set before use.
+    void count_lookups(bool on) { count_ = on; }
 
   private:
     struct alignas(64) Frame {
@@ -104,7 +109,45 @@ class HotBuffer {
     std::mutex mu_;
     size_t hand_ = 0;
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};
+    bool count_ = true;
 };
+
+
+// Inline: the L1 read path (lib/page_cache.h) goes through these.
+inline size_t SlotIndex::home(uint64_t key) const {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return size_t(h ^ (h >> 31)) & mask_;
+}
+
+inline int SlotIndex::find(uint64_t key) const {
+    for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
+        uint64_t k = cells_[i].key.load(std::memory_order_acquire);
+        if (k == key) return int(cells_[i].frame.load(std::memory_order_relaxed));
+        if (k == kEmpty) return -1;
+    }
+    return -1;
+}
+
+inline bool HotBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst) {
+    int i = off <= page_size_ && len <= page_size_ - off ? index_.find(key) : -1;
+    if (i >= 0) {
+        Frame &f = frames_[i];
+        uint64_t v = f.version.load(std::memory_order_acquire);
+        if (!(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag) {
+            SEQLOCK_IGNORE_BEGIN();
+            std::memcpy(dst, data_ + size_t(i) * page_size_ + off, len);
+            SEQLOCK_IGNORE_END();
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (f.version.load(std::memory_order_relaxed) == v) {
+                if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
+                if (count_) hits_.fetch_add(1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+    }
+    if (count_) misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+}
 
 // Called once per prefetched page when its fate is known: used (first read)
 // or wasted (evicted, overwritten or invalidated without a read).
