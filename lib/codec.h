@@ -121,6 +121,10 @@ struct ModeScore {
     double encode_ns_per_value;
 };
 
+// The candidates of the adaptive policy (docs/codec.md §10), for K pages
+// (keys) or V pages: what choose_mode tries, offline and in the pool.
+const Mode *adaptive_candidates(bool keys, size_t *n);
+
 // Objective: the mode with the highest ratio whose rel_rmse <= max_rel_err;
 // among equal ratios (within 0.5%), the lower encode cost. `candidates` may be
 // NULL for all lossy presets. Returns the chosen mode (raw if none qualifies).

@@ -3,6 +3,7 @@
 // "highest ratio whose relative error is within budget, then lowest cost".
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <vector>
 
 #include "codec.h"
@@ -23,6 +24,14 @@ double to_double(int dtype, const void *p, size_t i) {
     return dtype == SPECKV_DTYPE_BF16 ? bf16_to_fp32(h) : fp16_to_fp32(h);
 }
 }  // namespace
+
+const Mode *adaptive_candidates(bool keys, size_t *n) {
+    static const Mode kKeys[] = {Mode::paper, Mode::k8, Mode::k6, Mode::k5, Mode::k4, Mode::k9, Mode::k10, Mode::k12};
+    static const Mode kVals[] = {Mode::paper, Mode::v8, Mode::v6, Mode::v5,  Mode::v4,  Mode::k8,  Mode::k6,
+                                 Mode::k5,    Mode::k4, Mode::p8r, Mode::vp8, Mode::vp6, Mode::vp5};
+    *n = keys ? std::size(kKeys) : std::size(kVals);
+    return keys ? kKeys : kVals;
+}
 
 Mode choose_mode(int dtype, const void *pages, size_t npages, size_t page_elems, Layout layout,
                  double max_rel_err, const Mode *candidates, size_t ncandidates, ModeScore *scores_out,

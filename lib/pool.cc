@@ -1667,16 +1667,11 @@ uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned 
     if (logical != page_size_ || es == 0) return 0;  // calibrate on a whole page only
     // The candidates and budgets of the offline policy (docs/codec.md §10):
     // keys get the tight budget, values (and unhinted blocks) the loose one.
-    static const codec::Mode kKeys[] = {codec::Mode::paper, codec::Mode::k8, codec::Mode::k6, codec::Mode::k5,
-                                        codec::Mode::k4, codec::Mode::k9, codec::Mode::k10, codec::Mode::k12};
-    static const codec::Mode kVals[] = {codec::Mode::paper, codec::Mode::v8, codec::Mode::v6, codec::Mode::v5,
-                                        codec::Mode::v4, codec::Mode::k8, codec::Mode::k6, codec::Mode::k5,
-                                        codec::Mode::k4, codec::Mode::p8r, codec::Mode::vp8, codec::Mode::vp6,
-                                        codec::Mode::vp5};
+    size_t nc = 0;
+    const codec::Mode *cands = codec::adaptive_candidates(key, &nc);
     SEQLOCK_IGNORE_BEGIN();  // the page is locked by this write
     codec::Mode m = codec::choose_mode(dtype, page, 1, logical / es, codec::Layout{codec_channels_},
-                                       key ? adapt_err_k_ : adapt_err_, key ? kKeys : kVals,
-                                       key ? std::size(kKeys) : std::size(kVals));
+                                       key ? adapt_err_k_ : adapt_err_, cands, nc);
     SEQLOCK_IGNORE_END();
     clear_error();
     std::lock_guard g(adapt_mu_);

@@ -166,19 +166,14 @@ std::vector<uint16_t> fp16_pages(const KvCapture &cap, int layer, bool value, in
 }
 
 KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err) {
-    static const cdc::Mode kKeys[] = {cdc::Mode::paper, cdc::Mode::k8, cdc::Mode::k6, cdc::Mode::k5, cdc::Mode::k4,
-                                      cdc::Mode::k9,    cdc::Mode::k10, cdc::Mode::k12};
-    static const cdc::Mode kVals[] = {cdc::Mode::paper, cdc::Mode::v8, cdc::Mode::v6, cdc::Mode::v5, cdc::Mode::v4,
-                                      cdc::Mode::k8,    cdc::Mode::k6, cdc::Mode::k5, cdc::Mode::k4, cdc::Mode::p8r,
-                                      cdc::Mode::vp8,   cdc::Mode::vp6, cdc::Mode::vp5};
     KvPolicy p = KvPolicy::uniform(cal.n_layers, cdc::Mode::raw, cdc::Mode::raw, page_tokens);
     for (int l = 0; l < cal.n_layers; l++) {
         for (int v = 0; v < 2; v++) {
             size_t np = 0;
             auto pages = fp16_pages(cal, l, v == 1, page_tokens, &np);
             if (!np) continue;
-            const cdc::Mode *cands = v ? kVals : kKeys;
-            const size_t nc = v ? sizeof(kVals) / sizeof(kVals[0]) : sizeof(kKeys) / sizeof(kKeys[0]);
+            size_t nc = 0;
+            const cdc::Mode *cands = cdc::adaptive_candidates(v == 0, &nc);
             cdc::Mode mode = cdc::choose_mode(SPECKV_DTYPE_FP16, pages.data(), np, size_t(page_tokens) * cal.kv_dim,
                                               cdc::Layout{uint32_t(cal.kv_dim)}, v ? v_max_err : k_max_err, cands, nc);
             (v ? p.v_mode : p.k_mode)[size_t(l)] = mode;
