@@ -77,6 +77,8 @@ const std::vector<KeySpec> &config_keys() {
         {"cold.direct", 0, 1, 1, "open the L4 file with O_DIRECT where the file system takes it"},
         {"cold.durable", 0, 1, 0, "fdatasync the L4 file before a demotion commits (else a process crash, not a power loss, is survived)"},
         {"cold.batch", 1, 4096, 16, "most blocks one demotion pass moves (at least those an allocation needs)"},
+        {"cold.wait_ms", 0, 600000, 5000,
+         "a process without cold.path that needs a block in L4 asks the holder and waits this long (0 = fail at once)"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (-1 = unbound)"},
     };

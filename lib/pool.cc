@@ -2077,6 +2077,8 @@ std::string Pool::stats_json() const {
     // (request, layer), and how many of them went right after it.
     out += ",\"unit_followers\":" + std::to_string(total(kUnitFollowers)) +
            ",\"unit_contiguous\":" + std::to_string(total(kUnitContiguous));
+    // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
+    out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
            ",\"placement_bandwidth\":" + std::to_string(placement_.bandwidth) +
            ",\"placement_distance\":" + std::to_string(placement_.distance);

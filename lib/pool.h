@@ -275,12 +275,18 @@ class Pool {
     uint64_t demote_slots_locked(const std::vector<uint64_t> &slots, int *why = nullptr);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
     int promote(uint64_t handle);
-    // For a view of a block in L4: promotes it and re-resolves *v, or fails
-    // clearly (not the holder). OK at once for a block in the pool.
+    // For a view of a block in L4: promotes it (the holder) or asks the
+    // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
+    // once for a block in the pool.
     int ensure_hot(uint64_t handle, BlockView *v);
     int ensure_hot_outofline(uint64_t handle, BlockView *v) { return ensure_hot(handle, v); }
     // Called by release_block_locked for a block in L4: its L4 copy goes.
     void cold_forget_locked(uint64_t handle);
+    // A process that does not hold L4 asks the holder to bring a block back
+    // (SharedHeader::cold_req) and waits up to cold.wait_ms for the answer.
+    int ask_holder(uint64_t handle);
+    // The holder's thread that answers those requests (started by init_cold).
+    void cold_server();
 
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
@@ -395,6 +401,9 @@ class Pool {
     std::unique_ptr<ColdTier> cold_;
     std::unique_ptr<HeatTracker> heat_;
     uint32_t cold_batch_ = 16;
+    uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long ask_holder waits
+    std::unique_ptr<std::thread> cold_srv_;     // the holder's request server
+    std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
     // Pins are per process: a pinned block can't be written or freed here.

@@ -78,6 +78,25 @@ struct alignas(64) AttachRecord {
 };
 static_assert(sizeof(AttachRecord) == 256);
 
+// A request from a process that does not hold the L4 tier for the holder to
+// bring a block back (docs/tiers.md §9.1). `state` moves 0 free -> 1 claimed
+// (by the requester, CAS) -> 2 posted -> 3 being served (by the holder, CAS;
+// `server` = its pid) -> 4 answered (`rc`) -> 0 (the requester, once it read
+// the answer). A row of a dead requester or a dead server is freed by the
+// other side. Zero in pools made before it (format 5 pools gained it
+// without a version bump: old binaries never post, and ignore the rows).
+struct ColdRequest {
+    std::atomic<uint32_t> state;
+    std::atomic<uint32_t> pid;     // the requester
+    uint64_t start_time;           // its /proc start time
+    std::atomic<uint64_t> handle;  // the block to bring back
+    std::atomic<int32_t> rc;       // the holder's answer (SPECKV_OK or why not)
+    std::atomic<uint32_t> server;  // pid of the holder serving it (state 3)
+};
+static_assert(sizeof(ColdRequest) == 32);
+inline constexpr uint32_t kColdRequests = 32;
+enum ColdRequestState : uint32_t { kReqFree, kReqClaimed, kReqPosted, kReqServing, kReqAnswered };
+
 // Mutable pool-wide state, all changed under `lock` (atomics may be read
 // without it). 4096 bytes at shared_off.
 struct SharedHeader {
@@ -113,6 +132,12 @@ struct SharedHeader {
     std::atomic<uint64_t> cold_blocks, cold_bytes;   // blocks in L4 and their bytes
     std::atomic<uint64_t> demotions, promotions;     // block moves L3 -> L4 and back, ever
     std::atomic<uint64_t> demote_failures;           // demotions that failed (the block stayed in L3)
+    // Promotion requests of processes that do not hold L4 (ColdRequest). The
+    // two words are futexes: requesters bump `cold_req_seq` and wake the
+    // holder's server thread; the holder bumps `cold_ans_seq` and wakes them.
+    std::atomic<uint32_t> cold_req_seq, cold_ans_seq;
+    std::atomic<uint64_t> cold_remote;                // requests answered SPECKV_OK, ever
+    ColdRequest cold_req[kColdRequests];
 };
 inline constexpr uint64_t kLockMagic = 0x4B434F4C564B5350ULL;
 inline constexpr uint64_t kSharedSize = 20480;

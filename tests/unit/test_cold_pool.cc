@@ -322,7 +322,7 @@ TEST_CASE("L4: a bad cold.path fails the open clearly and leaves no attachment")
     unlink(path.c_str());
 }
 
-TEST_CASE("L4: one process holds it; others get a clear error for its blocks; the next holder takes over") {
+TEST_CASE("L4: one process holds it; others read its blocks through it; the next holder takes over") {
     std::string path = fresh_pool("cold-holder"), l4 = path + ".l4";
     unlink(l4.c_str());
     uint8_t hash[SPECKV_HASH_BYTES] = {0xC0, 0x1D};
@@ -345,12 +345,20 @@ TEST_CASE("L4: one process holds it; others get a clear error for its blocks; th
         speckv_config_new(&c);
         speckv_config_set_str(c, "cold.path", l4.c_str());
         if (speckv_pool_open(uri.c_str(), c, &q) != SPECKV_EBUSY) code |= 1;  // a second holder is refused
+        // With cold.wait_ms = 0 it does not ask the holder: a clear error.
+        speckv_config_set_str(c, "cold.path", "");
+        speckv_config_set_str(c, "cold.wait_ms", "0");
+        if (speckv_pool_open(uri.c_str(), c, &q) != SPECKV_OK) _exit(2);
         speckv_config_free(c);
-        if (speckv_pool_open(uri.c_str(), nullptr, &q) != SPECKV_OK) _exit(2);
         std::vector<unsigned char> buf(kBlock);
         if (speckv_access(q, h, 0, buf.data(), buf.size(), 0) != SPECKV_EBUSY) code |= 4;
         if (!std::strstr(speckv_errmsg(), "held by process")) code |= 8;
         if (speckv_demote(q, h) != SPECKV_ENOTSUP) code |= 16;
+        speckv_pool_close(q);
+        // By default it asks the holder, which brings the block back.
+        if (speckv_pool_open(uri.c_str(), nullptr, &q) != SPECKV_OK) _exit(2);
+        if (speckv_access(q, h, 0, buf.data(), buf.size(), 0) != SPECKV_OK) code |= 32;
+        if (buf != v) code |= 64;
         speckv_pool_close(q);
         _exit(code);
     }
@@ -358,6 +366,9 @@ TEST_CASE("L4: one process holds it; others get a clear error for its blocks; th
     REQUIRE(waitpid(child, &st, 0) == child);
     CHECK(WIFEXITED(st));
     CHECK(WEXITSTATUS(st) == 0);
+    CHECK(stats_of(p).l4_blocks == 0);
+    CHECK(stats_of(p).l4_promotions == 1);
+    REQUIRE_MESSAGE(speckv_demote(p, h) == SPECKV_OK, speckv_errmsg());
     speckv_pool_close(p);
     // The holder is gone: another opener with cold.path takes over and reads it.
     speckv_pool *r = open_with(uri, {{"cold.path", l4}});
@@ -546,6 +557,117 @@ TEST_CASE("L4: write and read faults of the L4 file fail clearly and lose nothin
     CHECK(stats_of(p).l4_blocks == 0);
     CHECK(check_pool(path).empty());
     speckv_pool_close(p);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
+
+namespace {
+
+// A holder in its own process: opens the pool with cold.path, makes `n`
+// published blocks (hash {0xAB, i}), demotes them, writes their handles to
+// `fd` and waits to be killed. Exits non-zero on any failure before that.
+[[noreturn]] void run_holder(const std::string &uri, const std::string &l4, int n, int fd) {
+    speckv_config *c = nullptr;
+    speckv_config_new(&c);
+    speckv_config_set_str(c, "cold.path", l4.c_str());
+    speckv_pool *p = nullptr;
+    if (speckv_pool_open(uri.c_str(), c, &p) != SPECKV_OK) _exit(10);
+    speckv_config_free(c);
+    std::vector<speckv_handle> hs(n);
+    for (int i = 0; i < n; i++) {
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.tenant = 1;
+        uint8_t hash[SPECKV_HASH_BYTES] = {0xAB, uint8_t(i)};
+        auto v = pattern(kBlock, 1000 + i);
+        if (speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, &hint, &hs[i]) != SPECKV_OK) _exit(11);
+        if (speckv_write(p, hs[i], 0, v.data(), v.size()) != SPECKV_OK) _exit(12);
+        if (speckv_publish(p, hs[i], hash, nullptr) != SPECKV_OK) _exit(13);
+        if (speckv_demote(p, hs[i]) != SPECKV_OK) _exit(15);
+    }
+    if (write(fd, hs.data(), hs.size() * sizeof hs[0]) != ssize_t(hs.size() * sizeof hs[0])) _exit(16);
+    for (;;) pause();
+}
+
+}  // namespace
+
+TEST_CASE("L4: processes without it get its blocks through the holder; a stopped or dead holder is a clear error") {
+    std::string path = fresh_pool("cold-remote"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    std::string uri = "file:" + path + "?size=8M";
+    constexpr int kN = 40;  // more than there are request rows; two more for the stopped and dead cases
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        close(fds[0]);
+        run_holder(uri, l4, kN + 2, fds[1]);
+    }
+    close(fds[1]);
+    std::vector<speckv_handle> hs(kN + 2);
+    REQUIRE(read(fds[0], hs.data(), hs.size() * sizeof hs[0]) == ssize_t(hs.size() * sizeof hs[0]));
+    close(fds[0]);
+
+    // Four readers at once, each reading every block in its own order (the
+    // first to ask gets it back; the others find it in the pool or ask too).
+    std::vector<pid_t> readers;
+    for (int r = 0; r < 4; r++) {
+        pid_t c = fork();
+        if (c == 0) {
+            speckv_pool *q = nullptr;
+            if (speckv_pool_open(uri.c_str(), nullptr, &q) != SPECKV_OK) _exit(20);
+            std::vector<unsigned char> buf(kBlock);
+            for (int k = 0; k < kN; k++) {
+                int i = (k * 7 + r * 11) % kN;
+                speckv_handle found;
+                uint8_t hash[SPECKV_HASH_BYTES] = {0xAB, uint8_t(i)};
+                if (speckv_lookup(q, 1, hash, &found) != SPECKV_OK || found != hs[i]) _exit(21);
+                if (speckv_access(q, found, 0, buf.data(), buf.size(), 0) != SPECKV_OK) _exit(22);
+                if (buf != pattern(kBlock, 1000 + i)) _exit(23);
+                speckv_free(q, found);
+            }
+            speckv_pool_close(q);
+            _exit(0);
+        }
+        readers.push_back(c);
+    }
+    for (pid_t c : readers) {
+        int st = 0;
+        REQUIRE(waitpid(c, &st, 0) == c);
+        CHECK(WIFEXITED(st));
+        CHECK_MESSAGE(WEXITSTATUS(st) == 0, "reader exit code ", WEXITSTATUS(st));
+    }
+    speckv_pool *q = open_with(uri, {{"cold.wait_ms", "300"}});
+    CHECK(stats_of(q).l4_blocks == 2);
+    std::string js(8192, '\0');
+    REQUIRE(speckv_stats_json(q, js.data(), js.size(), nullptr) == SPECKV_OK);
+    js.resize(std::strlen(js.c_str()));
+    const size_t at = js.find("\"l4_remote_requests\":");
+    REQUIRE_MESSAGE(at != std::string::npos, js);
+    CHECK(std::strtoull(js.c_str() + at + 21, nullptr, 10) >= kN);  // two readers may both ask for one block
+    CHECK(stats_of(q).l4_promotions == kN);
+
+    // The holder stopped: the request times out with a clear error and the
+    // block stays where it is; once the holder runs again the same read works.
+    std::vector<unsigned char> buf(kBlock);
+    REQUIRE(kill(holder, SIGSTOP) == 0);
+    CHECK(speckv_access(q, hs[kN], 0, buf.data(), buf.size(), 0) == SPECKV_EBUSY);
+    CHECK(std::string(speckv_errmsg()).find("did not bring it back within cold.wait_ms = 300 ms") != std::string::npos);
+    REQUIRE(kill(holder, SIGCONT) == 0);
+    REQUIRE_MESSAGE(speckv_access(q, hs[kN], 0, buf.data(), buf.size(), 0) == SPECKV_OK, speckv_errmsg());
+    CHECK(buf == pattern(kBlock, 1000 + kN));
+
+    // The holder dead: nobody to ask, said so; the block is not lost — the
+    // next process to open the pool with cold.path reads it.
+    REQUIRE(kill(holder, SIGKILL) == 0);
+    int st = 0;
+    REQUIRE(waitpid(holder, &st, 0) == holder);
+    CHECK(speckv_access(q, hs[kN + 1], 0, buf.data(), buf.size(), 0) == SPECKV_EBUSY);
+    CHECK(std::string(speckv_errmsg()).find("no process holds the tier") != std::string::npos);
+    speckv_pool_close(q);
+    speckv_pool *r = open_with(uri, {{"cold.path", l4}});
+    expect_bytes(r, hs[kN + 1], pattern(kBlock, 1000 + kN + 1));
+    speckv_pool_close(r);
     unlink(path.c_str());
     unlink(l4.c_str());
 }
