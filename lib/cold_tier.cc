@@ -236,6 +236,10 @@ int ColdTier::init(const ColdTierOptions &opt) {
 }
 
 ColdTier::~ColdTier() {
+    if (fd_ >= 0 && !forgotten_.empty()) {
+        std::lock_guard lk(mu_);
+        (void)flush_forgotten_locked();
+    }
     if (ring_) io_uring_queue_exit(&ring_->ring);  // waits for anything in flight
     std::free(staging_);
     if (fd_ >= 0) ::close(fd_);
@@ -398,6 +402,7 @@ int ColdTier::execute(bool write, std::vector<Chunk> &ch, const std::function<vo
 
 int ColdTier::put(std::span<PutItem> items) {
     std::lock_guard lk(mu_);
+    if (!forgotten_.empty()) (void)flush_forgotten_locked();  // their space may be needed now
     const uint32_t blk = opt_.block;
     std::vector<Extent> fresh(items.size());
     std::vector<DiskHeader> hdr(items.size());
@@ -613,6 +618,41 @@ int ColdTier::drop(std::span<const uint64_t> keys) {
     return rc;
 }
 
+int ColdTier::forget(std::span<const uint64_t> keys) {
+    std::lock_guard lk(mu_);
+    int rc = SPECKV_OK;
+    for (uint64_t k : keys) {
+        auto f = index_.find(k);
+        if (f == index_.end()) {
+            if (!rc) rc = fail(SPECKV_ENOENT, "cold tier: no key %llu to forget", (unsigned long long)k);
+            continue;
+        }
+        forgotten_.push_back(f->second);
+        index_.erase(f);
+        st_.drops++;
+    }
+    return rc;
+}
+
+int ColdTier::flush_forgotten() {
+    std::lock_guard lk(mu_);
+    return flush_forgotten_locked();
+}
+
+int ColdTier::flush_forgotten_locked() {
+    if (forgotten_.empty()) return SPECKV_OK;
+    std::vector<uint64_t> firsts;
+    firsts.reserve(forgotten_.size());
+    for (const Extent &e : forgotten_) firsts.push_back(e.first_block);
+    // Freed even when a header could not be cleared: a later put overwrites
+    // the blocks, and until then a stale header loses to any newer copy of
+    // its key at recovery (and the pool drops copies it does not name).
+    int rc = zero_headers(firsts);
+    for (const Extent &e : forgotten_) alloc_->release(e.first_block, e.blocks);
+    forgotten_.clear();
+    return rc;
+}
+
 std::vector<uint64_t> ColdTier::keys() const {
     std::lock_guard lk(mu_);
     std::vector<uint64_t> out;
@@ -693,7 +733,11 @@ int ColdTier::recover() {
             b++;
         }
     }
-    for (auto &[k, e] : best) {
+    // Newest first: an older extent (of any key) that overlaps a newer one is
+    // stale — its header survived, its blocks were reused.
+    std::vector<std::pair<uint64_t, Extent>> order(best.begin(), best.end());
+    std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.second.gen > b.second.gen; });
+    for (auto &[k, e] : order) {
         if (!alloc_->reserve(e.first_block, e.blocks)) continue;  // overlaps a newer extent: stale
         index_.emplace(k, e);
     }

@@ -130,6 +130,14 @@ class ColdTier {
     // Forgets the keys and invalidates their headers on disk. Unknown keys
     // count as SPECKV_ENOENT in the return but do not stop the others.
     int drop(std::span<const uint64_t> keys);
+    // Forgets the keys now, without I/O: their extents stay reserved until
+    // their headers are invalidated, which the next put (or flush, or the
+    // destructor) does in one batch. Safe across a crash because recovery
+    // keeps only the newest generation of a key and its user (the pool)
+    // drops copies its records do not name. Unknown keys: SPECKV_ENOENT.
+    int forget(std::span<const uint64_t> keys);
+    // Invalidates the headers of forgotten extents and frees them.
+    int flush_forgotten();
 
     bool contains(uint64_t key) const;
     // Every key held, in no particular order.
@@ -162,6 +170,7 @@ class ColdTier {
     int execute(bool write, std::vector<Chunk> &chunks, const std::function<void(Chunk &, unsigned char *)> &fill,
                 const std::function<void(Chunk &, unsigned char *, int)> &done);
     int zero_headers(const std::vector<uint64_t> &first_blocks);
+    int flush_forgotten_locked();
     void preallocate(uint64_t end);
     uint64_t extent_blocks(size_t len) const;
 
@@ -175,6 +184,7 @@ class ColdTier {
     mutable std::mutex mu_;  // one batch at a time: the ring has one issuer
     std::unique_ptr<ExtentAllocator> alloc_;
     std::unordered_map<uint64_t, Extent> index_;
+    std::vector<Extent> forgotten_;  // forget()ten, header still valid on disk, blocks still reserved
     uint64_t next_gen_ = 1;
     uint64_t file_bytes_ = 0;  // the file's size as far as this tier made it
     uint64_t completions_ = 0;

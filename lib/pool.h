@@ -15,6 +15,7 @@
 #include <thread>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend.h"
@@ -270,9 +271,13 @@ class Pool {
     // From the prefetch thread (every 100 ms): above the heat module's
     // pressure target, one batch of blocks below T_c goes to L4 ahead of need.
     void cold_tick();
-    // Under the lock: demotes exactly these slots (one put batch). Returns how many moved.
-    // *why (may be null): SPECKV_OK if any moved, else why none did.
-    uint64_t demote_slots_locked(const std::vector<uint64_t> &slots, int *why = nullptr);
+    // Demotes exactly these slots (one put batch). have_lock: the caller holds
+    // the pool lock throughout; else the snapshot and the L4 write run off it
+    // and only the commit takes it. Returns how many moved; *why (may be
+    // null): SPECKV_OK if any moved, else why none did.
+    uint64_t demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why = nullptr);
+    // Under the lock: demotion candidates, coldest first (slots).
+    std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
     int promote(uint64_t handle);
     // For a view of a block in L4: promotes it (the holder) or asks the
@@ -403,6 +408,8 @@ class Pool {
     uint32_t cold_batch_ = 16;
     uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long ask_holder waits
     std::unique_ptr<std::thread> cold_srv_;     // the holder's request server
+    std::mutex demote_mu_;
+    std::unordered_set<uint64_t> demoting_;     // handles being demoted by this process now (under demote_mu_)
     std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }

@@ -225,7 +225,12 @@ void Pool::cold_server() {
                 }
             }
         }
-        if (!served) futex_wait(&h->cold_req_seq, seen, 100000000ull);
+        if (!served) {
+            // Idle: clear the on-disk headers of copies promoted or freed
+            // since (forget() left that I/O out of the pool lock).
+            if (cold_->flush_forgotten() != SPECKV_OK) clear_error();
+            futex_wait(&h->cold_req_seq, seen, 100000000ull);
+        }
     }
 }
 
@@ -329,15 +334,15 @@ void Pool::close_cold() {
 void Pool::cold_forget_locked(uint64_t handle) {
     if (!holder()) return;  // the next holder drops it when it opens
     const uint64_t k = handle;
-    cold_->drop(std::span<const uint64_t>(&k, 1));
+    cold_->forget(std::span<const uint64_t>(&k, 1));
     clear_error();
 }
 
-uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why) {
+uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why) {
     SharedHeader *h = sh();
     const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
     struct Victim {
-        uint64_t slot, handle;
+        uint64_t slot, handle, first, np, tseq;
         std::vector<uint64_t> seqs;
         std::vector<unsigned char> payload;
     };
@@ -350,16 +355,40 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
         std::snprintf(buf, sizeof buf, f, hd);
         last_why = buf;
     };
+    // Blocks this process is moving to L4 right now: no two demotions of one
+    // block at once (the loser's undo would forget the winner's copy).
+    auto claim = [&](uint64_t hd) {
+        std::lock_guard g(demote_mu_);
+        return demoting_.insert(hd).second;
+    };
+    auto unclaim = [&](uint64_t hd) {
+        std::lock_guard g(demote_mu_);
+        demoting_.erase(hd);
+    };
+    // 1. Snapshot. Without the pool lock this is safe: the view comes from
+    // resolve() and every page copy from its sequence lock; the commit below
+    // re-checks, under the lock, that the block is still that block at those
+    // pages (handle, tier_seq) and that no page changed (sequence CAS).
     for (uint64_t slot : slots) {
         BlockRecord &r = blocks()[slot];
-        uint64_t hd = r.handle.load();
-        if (!hd || (r.tier_seq.load() & 1)) continue;
-        Victim v{slot, hd, {}, {}};
-        if ((r.state & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
+        const uint64_t hd = r.handle.load(std::memory_order_acquire);
+        if (!hd) continue;
+        // The view resolve() would give, whatever this handle's tenant binding.
+        BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
+                     r.tier_seq.load(std::memory_order_acquire)};
+        if (bv.cold() || bv.npages == 0 || bv.first_page >= sb()->n_pages ||
+            bv.npages > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd)
+            continue;  // in L4 already, or freed / being reused meanwhile
+        if ((relaxed_field(r.state) & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
             skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
             continue;
         }
-        const uint64_t first = r.first_page, np = r.npages;
+        if (!claim(hd)) {
+            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is being demoted by another thread", hd);
+            continue;
+        }
+        Victim v{slot, hd, bv.first_page, bv.npages, bv.tseq, {}, {}};
+        const uint64_t first = v.first, np = v.np;
         const bool sums = summaries_ != nullptr;
         size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + (sums ? np * summary_bytes_ : 0);
         v.payload.resize(meta);
@@ -407,10 +436,11 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
         }
         clear_error();
         if (!ok) {
+            unclaim(hd);
             skip(SPECKV_EBUSY, "block 0x%" PRIx64 " has a page being written or quarantined", hd);
             continue;
         }
-        ColdHead ch{kColdMagic, uint32_t(np), hd, r.bytes, page_size_, sums ? summary_bytes_ : 0, data_pages, 0};
+        ColdHead ch{kColdMagic, uint32_t(np), hd, bv.bytes, page_size_, sums ? summary_bytes_ : 0, data_pages, 0};
         std::memcpy(v.payload.data(), &ch, sizeof ch);
         vs.push_back(std::move(v));
     }
@@ -419,13 +449,34 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
         if (why) *why = last_rc;
         return 0;
     }
+    // 2. One batch of L4 writes (off the pool lock unless the caller holds it).
     std::vector<ColdTier::PutItem> items;
     items.reserve(vs.size());
     for (auto &v : vs) items.push_back({v.handle, v.payload.data(), v.payload.size()});
     cold_->put(items);
     std::string put_why = last_error();
-    uint64_t moved = 0;
+    // 3. Commit, under the lock.
     std::vector<uint64_t> undo;  // written to L4 but not committed: their copies go
+    auto finish = [&] {
+        if (!undo.empty()) {
+            cold_->forget(undo);
+            clear_error();
+        }
+        for (auto &v : vs) unclaim(v.handle);
+    };
+    bool rec;
+    if (!have_lock) {
+        if (int rc = lock(&rec); rc != SPECKV_OK) {
+            std::string lwhy = last_error();
+            for (size_t k = 0; k < vs.size(); k++)
+                if (items[k].status == SPECKV_OK) undo.push_back(vs[k].handle);
+            finish();
+            if (why) *why = rc;
+            fail(rc, "%s", lwhy.c_str());
+            return 0;
+        }
+    }
+    uint64_t moved = 0;
     for (size_t k = 0; k < vs.size(); k++) {
         Victim &v = vs[k];
         BlockRecord &r = blocks()[v.slot];
@@ -437,9 +488,9 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
             last_why = put_why;
             continue;
         }
-        const uint64_t first = r.first_page, np = r.npages;
+        const uint64_t first = v.first, np = v.np;
         std::unique_lock pins(pin_mu_);  // pin() registers under it and re-checks tier_seq
-        bool ok = r.handle.load() == v.handle && !pins_.count(v.handle);
+        bool ok = r.handle.load() == v.handle && r.tier_seq.load() == v.tseq && !pins_.count(v.handle);
         uint64_t locked = 0;
         for (; ok && locked < np; locked++) {
             PageEntry &pe = pages()[first + locked];
@@ -468,7 +519,7 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
             pins.unlock();
             undo.push_back(v.handle);
             last_rc = SPECKV_EBUSY;
-            last_why = "the block was written, pinned, referenced or freed while it was being demoted";
+            last_why = "the block was written, pinned, referenced, moved or freed while it was being demoted";
             continue;
         }
         pins.unlock();
@@ -488,17 +539,16 @@ uint64_t Pool::demote_slots_locked(const std::vector<uint64_t> &slots, int *why)
         moved++;
         log(SPECKV_LOG_DEBUG, "demoted block 0x%" PRIx64 " (%" PRIu64 " pages) to L4", v.handle, np);
     }
-    if (!undo.empty()) {
-        cold_->drop(undo);
-        clear_error();
-    }
+    // The forgotten copies are this process's only: forget under the lock or
+    // not, nobody else puts them (the claim above).
+    if (!have_lock) unlock();
+    finish();
     if (!moved && last_rc != SPECKV_OK) fail(last_rc, "%s", last_why.c_str());
     if (why) *why = moved ? SPECKV_OK : last_rc;
     return moved;
 }
 
-uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {
-    if (!holder()) return 0;
+std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_cold_only) {
     const SharedHeader *h = sh();
     const uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks), now = mono_ns();
     const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
@@ -532,11 +582,20 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, b
         cand.push_back({heat, r.last_use.load(std::memory_order_relaxed), i});
     }
     std::sort(cand.begin(), cand.end());
+    std::vector<uint64_t> out;
+    out.reserve(cand.size());
+    for (const Cand &c : cand) out.push_back(c.slot);
+    return out;
+}
+
+uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {
+    if (!holder()) return 0;
+    const std::vector<uint64_t> cand = demote_candidates_locked(keep, below_cold_only);
     uint64_t moved = 0;
     for (size_t at = 0; at < cand.size();) {
         std::vector<uint64_t> batch;
-        for (; at < cand.size() && batch.size() < cold_batch_; at++) batch.push_back(cand[at].slot);
-        moved += demote_slots_locked(batch);
+        for (; at < cand.size() && batch.size() < cold_batch_; at++) batch.push_back(cand[at]);
+        moved += demote_slots(batch, /*have_lock=*/true);
         if (fits()) break;
     }
     clear_error();
@@ -554,11 +613,15 @@ void Pool::cold_tick() {
         clear_error();
         return;
     }
-    // One batch of blocks below T_c (demote_locked adapts T_c to the
-    // pressure and miss rate first), so an allocation waits for one batch
-    // of L4 writes at most.
-    demote_locked([] { return true; }, UINT64_MAX, /*below_cold_only=*/true);
+    // One batch of blocks below T_c (the thresholds adapt to the pressure
+    // and miss rate first), chosen under the lock and written to L4 off it:
+    // allocations and frees of every process go on meanwhile, and each
+    // victim's commit re-checks it under the lock.
+    std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/true);
     unlock();
+    if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+    if (!batch.empty()) demote_slots(batch, /*have_lock=*/false);
+    clear_error();
 }
 
 int Pool::demote(uint64_t handle) {
@@ -569,21 +632,15 @@ int Pool::demote(uint64_t handle) {
         return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
     if (v.cold()) return SPECKV_OK;
     if (pinned(handle)) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before demoting", handle);
-    bool rec;
-    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) {
-        unlock();
-        return rc;
-    }
-    if (v.cold()) {
-        unlock();
-        return SPECKV_OK;
-    }
+    // The L4 write happens off the pool lock; the commit re-checks the block.
     int rc = SPECKV_OK;
-    uint64_t moved = demote_slots_locked({slot_of(handle) - 1}, &rc);
-    std::string why = last_error();
-    unlock();
-    if (!moved) return fail(rc == SPECKV_OK ? SPECKV_EBUSY : rc, "demoting block 0x%" PRIx64 ": %s", handle, why.c_str());
+    uint64_t moved = demote_slots({slot_of(handle) - 1}, /*have_lock=*/false, &rc);
+    if (!moved) {
+        std::string why = last_error();
+        if (int rrc = resolve_outofline(handle, &v); rrc != SPECKV_OK) return rrc;  // freed meanwhile
+        if (v.cold()) return SPECKV_OK;  // another thread moved it meanwhile
+        return fail(rc == SPECKV_OK ? SPECKV_EBUSY : rc, "demoting block 0x%" PRIx64 ": %s", handle, why.c_str());
+    }
     return SPECKV_OK;
 }
 
@@ -683,8 +740,9 @@ int Pool::promote(uint64_t handle) {
     h->alloc_cursor = first + np;
     // The copy goes before the lock does: once it is released another thread
     // may demote the block again, and that newer copy must not be dropped.
+    // forget() is in memory only; its header is cleared later, off the lock.
     const uint64_t k = handle;
-    cold_->drop(std::span<const uint64_t>(&k, 1));
+    cold_->forget(std::span<const uint64_t>(&k, 1));
     clear_error();
     unlock();
     log(SPECKV_LOG_DEBUG, "promoted block 0x%" PRIx64 " (%" PRIu64 " pages) from L4", handle, np);

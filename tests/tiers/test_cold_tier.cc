@@ -449,3 +449,69 @@ TEST_CASE("cold tier: recovery rebuilds the index from the file") {
     t = open_tier(o);
     CHECK(t->stats().keys == 0);
 }
+
+TEST_CASE("cold tier: forget is in memory; the next put, flush or close clears the headers; a crash before keeps the newest") {
+    for (ColdEngine e : kEngines) {
+        CAPTURE(engine_name(e));
+        ColdTierOptions o = small_opts("forget", e);
+        bool skipped = false;
+        {
+            auto t = open_tier(o, &skipped);
+            if (skipped) continue;
+            REQUIRE(put1(*t, 1, pattern(9000, 1)) == SPECKV_OK);
+            REQUIRE(put1(*t, 2, pattern(9000, 2)) == SPECKV_OK);
+            const auto free_before = t->stats();
+            uint64_t k1 = 1, k9 = 9;
+            CHECK(t->forget({&k1, 1}) == SPECKV_OK);
+            CHECK(t->forget({&k9, 1}) == SPECKV_ENOENT);
+            CHECK_FALSE(t->contains(1));
+            std::vector<unsigned char> got;
+            CHECK(get1(*t, 1, &got) == SPECKV_ENOENT);
+            CHECK(t->stats().used_bytes == free_before.used_bytes);  // its extent stays reserved until cleared
+            REQUIRE(t->flush_forgotten() == SPECKV_OK);
+            CHECK(t->stats().used_bytes < free_before.used_bytes);
+            CHECK(t->forget({&k1, 1}) == SPECKV_ENOENT);
+            // A new copy of the same key.
+            REQUIRE(put1(*t, 1, pattern(5000, 11)) == SPECKV_OK);
+            REQUIRE(get1(*t, 1, &got) == SPECKV_OK);
+            CHECK(got == pattern(5000, 11));
+            uint64_t k2 = 2;
+            CHECK(t->forget({&k2, 1}) == SPECKV_OK);
+        }  // close clears key 2's header
+        o.recover = true;
+        {
+            auto t = open_tier(o);
+            CHECK(t->stats().keys == 1);
+            CHECK_FALSE(t->contains(2));
+            std::vector<unsigned char> got;
+            REQUIRE(get1(*t, 1, &got) == SPECKV_OK);
+            CHECK(got == pattern(5000, 11));
+        }
+        // A process that dies between forget and the clearing: the forgotten
+        // copy comes back at recovery (its user drops copies it does not
+        // name), and never in place of a newer copy of its key.
+        o.recover = false;
+        pid_t child = fork();
+        if (child == 0) {
+            std::unique_ptr<ColdTier> t;
+            if (ColdTier::open(o, &t) != SPECKV_OK) _exit(1);
+            if (put1(*t, 5, pattern(7000, 5)) != SPECKV_OK) _exit(2);
+            if (put1(*t, 6, pattern(7000, 6)) != SPECKV_OK) _exit(3);
+            uint64_t k5 = 5, k6 = 6;
+            if (t->forget({&k5, 1}) != SPECKV_OK) _exit(4);
+            if (put1(*t, 7, pattern(7000, 7)) != SPECKV_OK) _exit(5);  // flushes 5's header first
+            if (t->forget({&k6, 1}) != SPECKV_OK) _exit(6);
+            _exit(0);  // no destructor: 6's header is still valid on disk
+        }
+        int st = 0;
+        REQUIRE(waitpid(child, &st, 0) == child);
+        REQUIRE(WIFEXITED(st));
+        REQUIRE(WEXITSTATUS(st) == 0);
+        o.recover = true;
+        auto t = open_tier(o);
+        CHECK_FALSE(t->contains(5));
+        CHECK(t->contains(6));
+        CHECK(t->contains(7));
+        REQUIRE(t->flush_forgotten() == SPECKV_OK);
+    }
+}

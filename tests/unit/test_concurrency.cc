@@ -339,10 +339,24 @@ TEST_CASE("readers see exact bytes while blocks move between L3 and L4") {
             if (rc != SPECKV_OK && rc != SPECKV_EBUSY && failures++ < 3) MESSAGE("demote: ", rc, " ", std::string(speckv_errmsg()));
         }
     };
+    // Allocations and frees go on while demotions write to L4 off the lock.
+    auto churn = [&] {
+        for (int it = 0; !stop.load() && it < 400; it++) {
+            speckv_handle x;
+            if (speckv_alloc(p, kBytes, 0, nullptr, &x) != SPECKV_OK) continue;  // ENOSPC under pressure: fine
+            std::vector<unsigned char> junk(kBytes, uint8_t(it));
+            int rc = speckv_write(p, x, 0, junk.data(), junk.size());
+            if (rc != SPECKV_OK && rc != SPECKV_EBUSY && failures++ < 3) MESSAGE("churn write: ", rc);
+            if (it % 2) (void)speckv_demote(p, x);
+            if (speckv_free(p, x) != SPECKV_OK && failures++ < 3) MESSAGE("churn free: ", std::string(speckv_errmsg()));
+        }
+    };
     std::vector<std::thread> ts;
     for (int i = 0; i < 3; i++) ts.emplace_back(reader, i);
     ts.emplace_back(writer);
     ts.emplace_back(demoter);
+    ts.emplace_back(demoter);  // two at once: one block is never demoted twice at the same time
+    ts.emplace_back(churn);
     for (auto &t : ts) t.join();
     CHECK(failures.load() == 0);
     CHECK(reads.load() > 0);
