@@ -290,6 +290,8 @@ class Pool {
     // A process that does not hold L4 asks the holder to bring a block back
     // (SharedHeader::cold_req) and waits up to cold.wait_ms for the answer.
     int ask_holder(uint64_t handle);
+    // The same without waiting (the prefetch thread): a best-effort request.
+    void post_detached(uint64_t handle);
     // The holder's thread that answers those requests (started by init_cold).
     void cold_server();
 

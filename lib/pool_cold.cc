@@ -191,6 +191,7 @@ void Pool::cold_server() {
             if (!q.state.compare_exchange_strong(st, kReqServing, std::memory_order_acq_rel)) continue;
             q.server.store(me, std::memory_order_relaxed);
             const uint64_t hd = q.handle.load(std::memory_order_relaxed);
+            const bool detached = q.rc.load(std::memory_order_relaxed) == kReqDetached;
             int rc = promote(hd);
             if (rc == SPECKV_OK) {
                 heat_->touch(hd, mono_ns());  // just used elsewhere: not the next background victim
@@ -200,6 +201,10 @@ void Pool::cold_server() {
                     q.pid.load(std::memory_order_relaxed), last_error());
             }
             clear_error();
+            if (detached) {  // nobody waits for the answer
+                q.state.store(kReqFree, std::memory_order_release);
+                continue;
+            }
             q.rc.store(rc, std::memory_order_relaxed);
             q.state.store(kReqAnswered, std::memory_order_release);
             served = true;
@@ -231,6 +236,35 @@ void Pool::cold_server() {
             if (cold_->flush_forgotten() != SPECKV_OK) clear_error();
             futex_wait(&h->cold_req_seq, seen, 100000000ull);
         }
+    }
+}
+
+void Pool::post_detached(uint64_t handle) {
+    SharedHeader *h = sh();
+    // At most half the rows for requests nobody waits for, one per block.
+    uint32_t detached = 0;
+    for (uint32_t i = 0; i < kColdRequests; i++) {
+        const ColdRequest &q = h->cold_req[i];
+        uint32_t st = q.state.load(std::memory_order_acquire);
+        if ((st == kReqPosted || st == kReqServing) && q.rc.load(std::memory_order_relaxed) == kReqDetached) {
+            if (q.handle.load(std::memory_order_relaxed) == handle) return;
+            detached++;
+        }
+    }
+    if (detached >= kColdRequests / 2) return;
+    for (uint32_t i = 0; i < kColdRequests; i++) {
+        ColdRequest &q = h->cold_req[i];
+        uint32_t st = kReqFree;
+        if (!q.state.compare_exchange_strong(st, kReqClaimed, std::memory_order_acq_rel)) continue;
+        q.pid.store(uint32_t(getpid()), std::memory_order_relaxed);
+        q.start_time = proc_start_time(getpid());
+        q.handle.store(handle, std::memory_order_relaxed);
+        q.rc.store(kReqDetached, std::memory_order_relaxed);
+        q.server.store(0, std::memory_order_relaxed);
+        q.state.store(kReqPosted, std::memory_order_release);
+        h->cold_req_seq.fetch_add(1, std::memory_order_acq_rel);
+        futex_wake_all(&h->cold_req_seq);
+        return;
     }
 }
 
@@ -760,12 +794,15 @@ int Pool::ensure_hot(uint64_t handle, BlockView *v) {
             uint32_t pid = h->cold_pid.load();
             const bool alive = pid && process_alive(pid, h->cold_start_time);
             const bool on_pf = pf_thread_ && pf_thread_->get_id() == std::this_thread::get_id();
+            // The prefetch thread asks without waiting: the block is in the
+            // pool by the time it is used, if the holder keeps up.
+            if (alive && on_pf && !read_only() && cold_wait_ms_ != 0) post_detached(handle);
             if (alive && (read_only() || cold_wait_ms_ == 0 || on_pf))
                 return fail(SPECKV_EBUSY,
                             "block 0x%" PRIx64 " is in the L4 cold tier held by process %u%s (docs/tiers.md §9.1)", handle,
                             pid,
                             read_only() ? "; a read-only handle cannot ask it to bring the block back"
-                            : on_pf     ? "; the prefetch thread does not wait for it"
+                            : on_pf     ? "; the prefetch thread asked it and does not wait"
                                         : "; cold.wait_ms = 0: not asking it to bring the block back");
             int rc = alive ? ask_holder(handle) : SPECKV_ENOENT;
             if (rc == SPECKV_ENOENT)

@@ -96,6 +96,9 @@ struct ColdRequest {
 static_assert(sizeof(ColdRequest) == 32);
 inline constexpr uint32_t kColdRequests = 32;
 enum ColdRequestState : uint32_t { kReqFree, kReqClaimed, kReqPosted, kReqServing, kReqAnswered };
+// `rc` of a posted request nobody waits for (a prefetch): the holder frees
+// the row when done instead of answering.
+inline constexpr int32_t kReqDetached = INT32_MIN;
 
 // Mutable pool-wide state, all changed under `lock` (atomics may be read
 // without it). 4096 bytes at shared_off.

@@ -578,6 +578,8 @@ namespace {
         speckv_hint hint{};
         hint.struct_size = sizeof hint;
         hint.tenant = 1;
+        hint.request = 100 + uint64_t(i);  // for the prefetch case: (request, layer 0) names block i
+        hint.token_count = 16;
         uint8_t hash[SPECKV_HASH_BYTES] = {0xAB, uint8_t(i)};
         auto v = pattern(kBlock, 1000 + i);
         if (speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, &hint, &hs[i]) != SPECKV_OK) _exit(11);
@@ -595,16 +597,16 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     std::string path = fresh_pool("cold-remote"), l4 = path + ".l4";
     unlink(l4.c_str());
     std::string uri = "file:" + path + "?size=8M";
-    constexpr int kN = 40;  // more than there are request rows; two more for the stopped and dead cases
+    constexpr int kN = 40;  // more than there are request rows; three more for the stopped, dead and prefetch cases
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     pid_t holder = fork();
     if (holder == 0) {
         close(fds[0]);
-        run_holder(uri, l4, kN + 2, fds[1]);
+        run_holder(uri, l4, kN + 3, fds[1]);
     }
     close(fds[1]);
-    std::vector<speckv_handle> hs(kN + 2);
+    std::vector<speckv_handle> hs(kN + 3);
     REQUIRE(read(fds[0], hs.data(), hs.size() * sizeof hs[0]) == ssize_t(hs.size() * sizeof hs[0]));
     close(fds[0]);
 
@@ -637,8 +639,8 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
         CHECK(WIFEXITED(st));
         CHECK_MESSAGE(WEXITSTATUS(st) == 0, "reader exit code ", WEXITSTATUS(st));
     }
-    speckv_pool *q = open_with(uri, {{"cold.wait_ms", "300"}});
-    CHECK(stats_of(q).l4_blocks == 2);
+    speckv_pool *q = open_with(uri, {{"cold.wait_ms", "300"}, {"prefetch.policy", "1"}});
+    CHECK(stats_of(q).l4_blocks == 3);
     std::string js(8192, '\0');
     REQUIRE(speckv_stats_json(q, js.data(), js.size(), nullptr) == SPECKV_OK);
     js.resize(std::strlen(js.c_str()));
@@ -646,6 +648,23 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     REQUIRE_MESSAGE(at != std::string::npos, js);
     CHECK(std::strtoull(js.c_str() + at + 21, nullptr, 10) >= kN);  // two readers may both ask for one block
     CHECK(stats_of(q).l4_promotions == kN);
+
+    // A prefetch hint naming a block in L4: our prefetch thread asks the
+    // holder without waiting, and the block is back before it is used.
+    {
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.tenant = 1;
+        hint.request = 100 + kN + 2;
+        hint.token_pos = 16;  // past the block: not the one being appended to
+        hint.token_count = 1;
+        REQUIRE(speckv_prefetch(q, &hint) == SPECKV_OK);
+        for (int i = 0; i < 400 && stats_of(q).l4_blocks != 2; i++) usleep(5000);
+        CHECK(stats_of(q).l4_blocks == 2);
+        std::vector<unsigned char> got(kBlock);
+        REQUIRE(speckv_access(q, hs[kN + 2], 0, got.data(), got.size(), 0) == SPECKV_OK);
+        CHECK(got == pattern(kBlock, 1000 + kN + 2));
+    }
 
     // The holder stopped: the request times out with a clear error and the
     // block stays where it is; once the holder runs again the same read works.
