@@ -63,6 +63,8 @@ const std::vector<KeySpec> &config_keys() {
          "adaptive: largest relative RMS error of a V (or unhinted) page's preset, in thousandths"},
         {"codec.max_err_k_milli", 0, 1000, 5,
          "adaptive: largest relative RMS error of a K page's preset, in thousandths (attention is ~10x more sensitive to K)"},
+        {"codec.recalibrate", 0, 1 << 30, 256,
+         "adaptive: re-choose a (layer, K/V)'s preset on every this-many-th whole page it encodes (0 = keep the first choice)"},
         {"codec.channels", 1, 65535, 1,
          "values per token in a page (head_dim or kv_dim): the layout channel and token scales use"},
         {"select.channels", 0, 65535, 0,

@@ -367,6 +367,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->unit_slack_ = static_cast<uint32_t>(cfg.get("alloc.unit_slack"));
     p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
     p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
+    p->adapt_every_ = static_cast<uint32_t>(cfg.get("codec.recalibrate"));
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
     p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
@@ -1659,12 +1660,18 @@ uint8_t Pool::codec_mode_for(uint32_t hint_flags, uint8_t dtype) const {
 uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
     const bool key = hint_flags & SPECKV_HINT_KEYS;
     const uint64_t k = uint64_t(layer) << 1 | uint64_t(key);
+    const size_t es = codec::dtype_size(dtype);
+    const bool whole = logical == page_size_ && es != 0;
     {
         std::lock_guard g(adapt_mu_);
-        if (auto it = adapt_modes_.find(k); it != adapt_modes_.end()) return it->second;
+        if (auto it = adapt_modes_.find(k); it != adapt_modes_.end()) {
+            // Re-chosen every codec.recalibrate pages, on a whole page, as
+            // the layer's data drifts (the first page is one sample).
+            if (!whole || adapt_every_ == 0 || ++it->second.since < adapt_every_) return it->second.mode;
+            it->second.since = 0;
+        }
     }
-    const size_t es = codec::dtype_size(dtype);
-    if (logical != page_size_ || es == 0) return 0;  // calibrate on a whole page only
+    if (!whole) return 0;  // calibrate on a whole page only
     // The candidates and budgets of the offline policy (docs/codec.md §10):
     // keys get the tight budget, values (and unhinted blocks) the loose one.
     size_t nc = 0;
@@ -1675,10 +1682,19 @@ uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned 
     SEQLOCK_IGNORE_END();
     clear_error();
     std::lock_guard g(adapt_mu_);
-    auto [it, fresh] = adapt_modes_.emplace(k, static_cast<uint8_t>(m));
-    if (fresh)
+    auto [it, fresh] = adapt_modes_.try_emplace(k, AdaptState{static_cast<uint8_t>(m), 0});
+    if (fresh) {
         log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s -> %s", layer, key ? "K" : "V", codec::mode_name(m));
-    return it->second;
+    } else {
+        adapt_recalibrations_++;
+        if (it->second.mode != static_cast<uint8_t>(m)) {
+            adapt_switches_++;
+            log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s %s -> %s (re-calibrated)", layer, key ? "K" : "V",
+                codec::mode_name(codec::Mode(it->second.mode)), codec::mode_name(m));
+            it->second.mode = static_cast<uint8_t>(m);
+        }
+    }
+    return it->second.mode;
 }
 
 bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
@@ -2086,8 +2102,10 @@ std::string Pool::stats_json() const {
     // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
     {
         std::lock_guard g(adapt_mu_);
-        for (const auto &[k, m] : adapt_modes_)
-            out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(m);
+        for (const auto &[k, st] : adapt_modes_)
+            out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(st.mode);
+        out += ",\"codec_recalibrations\":" + std::to_string(adapt_recalibrations_) +
+               ",\"codec_mode_switches\":" + std::to_string(adapt_switches_);
     }
     return out + "}";
 }

@@ -331,7 +331,13 @@ class Pool {
     uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
     double adapt_err_ = 0.05, adapt_err_k_ = 0.005;  // codec.max_err_milli, codec.max_err_k_milli
     mutable std::mutex adapt_mu_;
-    std::map<uint64_t, uint8_t> adapt_modes_;  // layer << 1 | is_key -> codec::Mode, under adapt_mu_
+    struct AdaptState {
+        uint8_t mode;          // codec::Mode in use
+        uint32_t since;        // pages encoded with it since it was (re)chosen
+    };
+    std::map<uint64_t, AdaptState> adapt_modes_;  // layer << 1 | is_key -> choice, under adapt_mu_
+    uint64_t adapt_recalibrations_ = 0, adapt_switches_ = 0;  // under adapt_mu_
+    uint32_t adapt_every_ = 256;  // codec.recalibrate: pages between re-choices (0 = never)
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References this process holds to published blocks, by slot: the

@@ -583,3 +583,84 @@ TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within it
     speckv_pool_close(p);
     unlink(path.c_str());
 }
+
+TEST_CASE("codec.mode = adaptive: codec.recalibrate re-chooses the preset when a layer's data changes") {
+    // Values of one layer: smooth pages with an outlier channel first, then
+    // noisy pages with one large spike each. The first page's choice is a
+    // sample of the first kind; re-calibration re-chooses on the second
+    // kind: the highest ratio within the same budget on that data.
+    const size_t bytes = 4 * 4096, n = bytes / 2;
+    auto smooth = kv_values(n, 5, 64);
+    auto spiky = [&](uint32_t seed) {
+        std::vector<uint16_t> v(n);
+        uint32_t x = seed * 2654435761u + 7;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            float f = (float(x % 2001) / 1000.0f - 1.0f);  // [-1, 1]
+            if (i % 2048 == 100) f = 900.0f;               // one spike per page
+            v[i] = speckv::codec::fp32_to_fp16_rne(f);
+        }
+        return v;
+    };
+    auto rel_err = [&](const std::vector<uint16_t> &x, const std::vector<unsigned char> &got) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            std::memcpy(&h, got.data() + 2 * i, 2);
+            double a = speckv::codec::fp16_to_fp32(x[i]), b = speckv::codec::fp16_to_fp32(h);
+            num += (a - b) * (a - b);
+            den += a * a;
+        }
+        return std::sqrt(num / den);
+    };
+    struct Out {
+        double late_err = 0;
+        uint64_t late_stored = 0;
+        int switches = -1, recals = -1;
+    };
+    auto run = [&](const char *every) {
+        Out o;
+        std::string path = fresh_pool("codec-recal");
+        speckv_pool *p = open_codec("file:" + path + "?size=8M", {{"codec.mode", "adaptive"},
+                                                                   {"codec.channels", "64"},
+                                                                   {"codec.recalibrate", every},
+                                                                   {"log.level", "0"}});
+        speckv_handle a = alloc_fp16(p, bytes, 1, 0, SPECKV_HINT_VALUES);
+        REQUIRE(speckv_write(p, a, 0, smooth.data(), bytes) == SPECKV_OK);
+        for (uint32_t k = 0; k < 3; k++) {
+            auto x = spiky(k + 1);
+            speckv_handle b = alloc_fp16(p, bytes, 2 + k, 0, SPECKV_HINT_VALUES);
+            const uint64_t before = stats_of(p).codec_stored_bytes;
+            REQUIRE(speckv_write(p, b, 0, x.data(), bytes) == SPECKV_OK);
+            if (k == 0) continue;  // re-chosen on the first spiky page with codec.recalibrate = 4
+            o.late_stored += stats_of(p).codec_stored_bytes - before;
+            o.late_err = std::max(o.late_err, rel_err(x, read_all(p, b, bytes)));
+        }
+        char js[8192];
+        REQUIRE(speckv_stats_json(p, js, sizeof js, nullptr) == SPECKV_OK);
+        const char *at = std::strstr(js, "\"codec_mode_switches\":");
+        REQUIRE(at != nullptr);
+        o.switches = std::atoi(at + 22);
+        at = std::strstr(js, "\"codec_recalibrations\":");
+        REQUIRE(at != nullptr);
+        o.recals = std::atoi(at + 23);
+        speckv_pool_close(p);
+        unlink(path.c_str());
+        return o;
+    };
+    Out fixed = run("0"), recal = run("4");
+    CAPTURE(fixed.late_err);
+    CAPTURE(recal.late_err);
+    CAPTURE(fixed.late_stored);
+    CAPTURE(recal.late_stored);
+    CHECK(fixed.recals == 0);
+    CHECK(fixed.switches == 0);
+    CHECK(recal.recals == 3);  // pages 4, 8 and 12 of the 16 encoded after the first
+    CHECK(recal.switches >= 1);
+    CHECK(recal.late_err <= 0.05);                 // chosen on this data, within the V budget
+    CHECK(recal.late_stored * 10 < fixed.late_stored * 9);  // and >10 % smaller than the first page's choice
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    CHECK(speckv_config_set_int(c, "codec.recalibrate", -1) == SPECKV_EINVAL);
+    speckv_config_free(c);
+}
