@@ -65,6 +65,19 @@ std::vector<unsigned char> roundtrip(Mode mode, const void *src, size_t bytes, u
     return out;
 }
 
+// Relative RMS error of FP16 values read back (`got`) against `x`, over [from, to).
+double rel_err_fp16(const std::vector<uint16_t> &x, const std::vector<unsigned char> &got, size_t from, size_t to) {
+    double num = 0, den = 0;
+    for (size_t i = from; i < to; i++) {
+        uint16_t h;
+        std::memcpy(&h, got.data() + 2 * i, 2);
+        double a = speckv::codec::fp16_to_fp32(x[i]), b = speckv::codec::fp16_to_fp32(h);
+        num += (a - b) * (a - b);
+        den += a * a;
+    }
+    return std::sqrt(num / den);
+}
+
 speckv_pool_stats stats_of(speckv_pool *p) {
     speckv_pool_stats s{};
     s.struct_size = sizeof s;
@@ -521,17 +534,7 @@ TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within it
     speckv_pool *p = open_codec("file:" + path + "?size=8M",
                                 {{"codec.mode", "adaptive"}, {"codec.channels", "64"}, {"log.level", "0"}});
     const size_t bytes = 4 * 4096, n = bytes / 2;
-    auto rel_err = [](const std::vector<uint16_t> &x, const std::vector<unsigned char> &got, size_t from, size_t to) {
-        double num = 0, den = 0;
-        for (size_t i = from; i < to; i++) {
-            uint16_t h;
-            std::memcpy(&h, got.data() + 2 * i, 2);
-            double a = speckv::codec::fp16_to_fp32(x[i]), b = speckv::codec::fp16_to_fp32(h);
-            num += (a - b) * (a - b);
-            den += a * a;
-        }
-        return std::sqrt(num / den);
-    };
+    auto rel_err = rel_err_fp16;
     struct Blk {
         speckv_handle h;
         uint32_t layer;
@@ -603,15 +606,7 @@ TEST_CASE("codec.mode = adaptive: codec.recalibrate re-chooses the preset when a
         return v;
     };
     auto rel_err = [&](const std::vector<uint16_t> &x, const std::vector<unsigned char> &got) {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            std::memcpy(&h, got.data() + 2 * i, 2);
-            double a = speckv::codec::fp16_to_fp32(x[i]), b = speckv::codec::fp16_to_fp32(h);
-            num += (a - b) * (a - b);
-            den += a * a;
-        }
-        return std::sqrt(num / den);
+        return rel_err_fp16(x, got, 0, n);
     };
     struct Out {
         double late_err = 0;
