@@ -4,7 +4,8 @@
 // system and overall) and the peak RSS. Target: < 60 s on one core.
 //   bench_trace [TRACE] [--max-requests N] [--json FILE]
 //               [--system S] [--layer-groups G] [--pace R] [--pace-wait sleep|spin|yield]
-//               [--pace-max-us U] [--repeats N]
+//               [--pace-max-us U] [--repeats N] [--admission reserve|optimistic]
+//               [--preempt auto|recompute|swap]
 // (--json also writes the replay's results, as `speckv trace replay --json`).
 // With --system only that system runs (no oracle); --repeats N runs each
 // system N times and prints the library's measured hit rate, precision and
@@ -31,6 +32,8 @@ int main(int argc, char **argv) {
     uint32_t layer_groups = 1, repeats = 1;
     double pace = 0, pace_max_us = 1000;
     PaceWait pace_wait = PaceWait::Yield;
+    Admission admission = Admission::Reserve;
+    Preempt preempt = Preempt::Auto;
     for (int i = 1; i < argc; ++i) {
         auto arg = [&](const char *name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
         if (arg("--max-requests")) max_requests = std::strtoull(argv[++i], nullptr, 10);
@@ -41,6 +44,10 @@ int main(int argc, char **argv) {
         else if (arg("--pace-max-us")) pace_max_us = std::strtod(argv[++i], nullptr);
         else if (arg("--pace-wait")) {
             if (!parse_pace_wait(argv[++i], &pace_wait)) return std::fprintf(stderr, "bench_trace: bad --pace-wait\n"), 2;
+        } else if (arg("--admission")) {
+            if (!parse_admission(argv[++i], &admission)) return std::fprintf(stderr, "bench_trace: bad --admission\n"), 2;
+        } else if (arg("--preempt")) {
+            if (!parse_preempt(argv[++i], &preempt)) return std::fprintf(stderr, "bench_trace: bad --preempt\n"), 2;
         } else if (arg("--system")) {
             System s;
             if (!parse_system(argv[++i], &s)) return std::fprintf(stderr, "bench_trace: unknown system %s\n", argv[i]), 2;
@@ -55,6 +62,7 @@ int main(int argc, char **argv) {
     o.host_link = *find_link("pcie-host");
     o.max_requests = max_requests;
     o.layer_groups = layer_groups;
+    o.admission = admission, o.preempt = preempt;
     o.pace = pace, o.pace_max_unit_s = pace_max_us * 1e-6, o.pace_wait = pace_wait;
     std::vector<Result> rs;
     auto t0 = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kv_bank.h"
 #include "trace.h"
 
 namespace speckv_cli {
@@ -18,7 +19,8 @@ namespace st = speckv_trace;
 struct ReplayArgs {
     std::string real_codec = "paper";
     std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto",
-                pace_wait = "yield";
+                pace_wait = "yield", admission = "reserve", preempt = "auto",
+                payload = "synthetic", kv_model;
     bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
     uint64_t seed = 1, max_requests = 0;
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
@@ -77,6 +79,15 @@ int do_replay(const ReplayArgs &a) {
     if (a.pnm_page_tokens < 1) return error("--pnm-page-tokens must be >= 1"), 2;
     if (!(a.pnm_select_x >= 0)) return error("--pnm-select-x must be >= 0 (0 = from the model's query heads per KV head)"), 2;
     st::PaceWait pace_wait;
+    st::Payload payload;
+    if (!st::parse_payload(a.payload, &payload)) return error("unknown --payload \"" + a.payload + "\" (synthetic, model)"), 2;
+    if (payload == st::Payload::Model && !a.real_bytes) return error("--payload model needs --real-bytes"), 2;
+    if (payload == st::Payload::Model && a.kv_model.empty())
+        return error("--payload model needs --kv-model PATH (a llama2.c checkpoint, e.g. stories260K.bin)"), 2;
+    st::Admission admission;
+    st::Preempt preempt;
+    if (!st::parse_admission(a.admission, &admission)) return error("unknown --admission \"" + a.admission + "\" (reserve, optimistic)"), 2;
+    if (!st::parse_preempt(a.preempt, &preempt)) return error("unknown --preempt \"" + a.preempt + "\" (auto, recompute, swap)"), 2;
     if (!st::parse_pace_wait(a.pace_wait, &pace_wait)) return error("unknown --pace-wait \"" + a.pace_wait + "\" (sleep, spin, yield)"), 2;
     std::vector<st::System> systems;
     if (a.all || a.system.empty()) {
@@ -93,6 +104,13 @@ int do_replay(const ReplayArgs &a) {
     o.real_codec = a.real_codec;
     o.pool_bytes = a.pool_gb * 1e9, o.host_bytes = a.host_gb * 1e9, o.prefetch_buffer_bytes = a.buffer_gb * (1ull << 30);
     o.max_requests = a.max_requests;
+    o.admission = admission, o.preempt = preempt;
+    o.payload = payload;
+    if (payload == st::Payload::Model) {
+        std::string err;
+        o.kv_bank = st::load_kv_bank(a.kv_model, &err);
+        if (!o.kv_bank) return error(err), 1;
+    }
     o.layer_groups = a.layer_groups;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
@@ -141,7 +159,9 @@ int do_replay(const ReplayArgs &a) {
         std::fputs(st::to_json(rs, o, a.trace).c_str(), stdout);
     } else {
         std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens", a.trace.c_str(), m->name, rs[0].gpus, g->name,
-                    l->name, a.real_bytes ? "real bytes" : "metadata-only", o.block_tokens);
+                    l->name, !a.real_bytes ? "metadata-only" : payload == st::Payload::Model ? "real bytes (model K/V)" : "real bytes",
+                    o.block_tokens);
+        if (o.admission == st::Admission::Optimistic) std::printf(", optimistic admission (preempt %s)", st::preempt_name(o.preempt));
         if (o.layer_groups > 1) std::printf(", %u layer groups (lib rows measured, not deterministic)", o.layer_groups);
         if (o.pace > 0)
             std::printf(", paced %g real s per virtual s of GPU time (%s, at most %g us per unit)", o.pace,
@@ -234,6 +254,10 @@ void register_trace_command(CLI::App &app) {
     r->add_flag("--real-bytes", ra->real_bytes, "blocks hold real payload bytes (small models only)");
     r->add_option("--real-codec", ra->real_codec,
                   "with --real-bytes: codec preset the compressing systems' payload pages are stored with (default paper; raw = none)");
+    r->add_option("--payload", ra->payload,
+                  "with --real-bytes: synthetic (default: FP16-looking noise) or model (real K/V of --kv-model, captured once "
+                  "from its greedy text)");
+    r->add_option("--kv-model", ra->kv_model, "with --payload model: llama2.c checkpoint whose K/V fill the blocks (stories260K.bin)");
     r->add_option("--gpus", ra->gpus, "tensor-parallel GPUs (default: fewest, a power of 2, whose HBM the weights fill at most 30%)");
     r->add_option("--devices", ra->devices, "link devices (default: the preset's)");
     r->add_option("--pool-gb", ra->pool_gb, "CXL pool capacity in GB (default: devices x preset capacity)");
@@ -242,6 +266,12 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--buffer-gib", ra->buffer_gb, "prefetch/staging buffer per GPU, GiB");
     r->add_option("--compression", ra->compression, "codec ratio of cxl_compress/cxl_speckv/oracle");
     r->add_option("--max-batch", ra->max_batch, "largest batch");
+    r->add_option("--admission", ra->admission,
+                  "reserve (default: a request's whole output is reserved, never preempted) or optimistic (admitted on its "
+                  "current context, as vLLM; the youngest running request is preempted when KV space runs out)");
+    r->add_option("--preempt", ra->preempt,
+                  "with --admission optimistic: auto (default: swap to the tier where the system has one, recompute on "
+                  "gpu_only), recompute (every system) or swap");
     r->add_option("--token-budget", ra->budget, "tokens per iteration (decode + chunked prefill)");
     r->add_option("--block-tokens", ra->block_tokens, "tokens per KV block (default: the trace's, 512)");
     r->add_option("--time-scale", ra->time_scale, "multiply arrival times (0.5 = twice the load)");

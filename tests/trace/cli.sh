@@ -44,4 +44,17 @@ grep -q '^cxl_speckv,' "$WORK/t.csv" && echo "ok   csv-rows" || { echo "FAIL csv
 for f in throughput throughput_vs_batch latency_breakdown hit_rate_vs_depth; do
     grep -q '</svg>' "$WORK/plots/$f.svg" && echo "ok   plot $f" || { echo "FAIL plot $f"; fail=1; }
 done
+# Optimistic admission and preemption (docs/trace.md "Preemption").
+check admission-bad 2 "unknown --admission" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --admission greedy
+check preempt-bad 2 "unknown --preempt" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --preempt kill
+check optimistic 0 '"preemptions": ' "$BIN" trace replay "$WORK/code.trace" --model llama-3-8b --gpu a100-80g --hbm-kv-gb 2 \
+    --system gpu_only --admission optimistic --json
+grep -q '"admission": "optimistic", "preempt": "auto"' "$WORK/out" && ! grep -q '"gpu_only": {[^}]*"preemptions": 0,' "$WORK/out" &&
+    echo "ok   optimistic-preempts" || { echo "FAIL optimistic-preempts"; fail=1; }
+check optimistic-table 0 "preemptions (swapped)" "$BIN" trace replay "$WORK/code.trace" --model llama-3-8b --admission optimistic --preempt recompute
+head -1 "$WORK/t.csv" | grep -q ',skipped,preemptions$' && echo "ok   csv-preemptions" || { echo "FAIL csv-preemptions"; fail=1; }
+# Real K/V payloads.
+check payload-needs-real 2 "needs --real-bytes" "$BIN" trace replay "$WORK/code.trace" --model stories260k --payload model --kv-model x
+check payload-needs-model 2 "needs --kv-model" "$BIN" trace replay "$WORK/code.trace" --model stories260k --real-bytes --payload model
+check payload-bad 2 "unknown --payload" "$BIN" trace replay "$WORK/code.trace" --model stories260k --real-bytes --payload noise
 exit $fail

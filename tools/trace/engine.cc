@@ -62,6 +62,37 @@ bool parse_system(const std::string &s, System *out) {
     return false;
 }
 
+const char *admission_name(Admission a) { return a == Admission::Reserve ? "reserve" : "optimistic"; }
+
+bool parse_admission(const std::string &s, Admission *out) {
+    for (Admission a : {Admission::Reserve, Admission::Optimistic})
+        if (s == admission_name(a)) return *out = a, true;
+    return false;
+}
+
+const char *preempt_name(Preempt p) {
+    switch (p) {
+    case Preempt::Auto: return "auto";
+    case Preempt::Recompute: return "recompute";
+    case Preempt::Swap: return "swap";
+    }
+    return "?";
+}
+
+bool parse_preempt(const std::string &s, Preempt *out) {
+    for (Preempt p : {Preempt::Auto, Preempt::Recompute, Preempt::Swap})
+        if (s == preempt_name(p)) return *out = p, true;
+    return false;
+}
+
+const char *payload_name(Payload p) { return p == Payload::Synthetic ? "synthetic" : "model"; }
+
+bool parse_payload(const std::string &s, Payload *out) {
+    for (Payload p : {Payload::Synthetic, Payload::Model})
+        if (s == payload_name(p)) return *out = p, true;
+    return false;
+}
+
 const char *pace_wait_name(PaceWait w) {
     switch (w) {
     case PaceWait::Sleep: return "sleep";
@@ -150,6 +181,10 @@ struct Seq {
     uint32_t prompt_done = 0;   // prompt tokens computed or taken from the cache
     uint32_t generated = 0;     // output tokens produced
     uint32_t hit_blocks = 0;    // prompt blocks found by lookup
+    uint32_t regen_left = 0;    // generated tokens whose KV is still to be recomputed (prefilled again)
+    uint64_t order = 0;         // admission order: the youngest (largest) is preempted first
+    uint64_t token_iter = ~0ull;  // the iteration whose prefill chunk yielded a token
+    bool swapped = false;       // preempted by swap: its blocks wait in the tier
     uint32_t prompt_blocks = 0, decode_blocks = 0;
     uint64_t reserved = 0;      // blocks reserved, not allocated yet
     bool looked_up = false, scheduled = false, fetched_prefix = false;
@@ -158,9 +193,9 @@ struct Seq {
     std::vector<uint8_t> published;
     std::vector<uint8_t> foreign;       // the block is another request's (a prefix hit, or its canonical copy)
     std::vector<Hash> hashes;           // prompt block hashes (with sharing)
-    uint32_t ctx() const { return prompt_done + generated; }
+    uint32_t ctx() const { return prompt_done + generated - regen_left; }  // tokens whose KV exists
     uint64_t nblocks() const { return prompt_blocks + decode_blocks; }  // KV blocks (each layer_groups pool blocks)
-    bool decoding() const { return prompt_done >= req.input_len; }
+    bool decoding() const { return prompt_done >= req.input_len && regen_left == 0; }
 };
 
 class Engine {
@@ -188,12 +223,30 @@ class Engine {
     int take_prefix(Seq &s, std::string *err);
     int drop_prefix(Seq &s, std::string *err);
     int alloc_block(Seq &s, uint32_t idx, std::string *err);
+    void fill_kv(const Seq &s, uint64_t pos0, uint32_t g);
     int run_groups(const std::vector<Seq *> &stepping, double tg, std::string *err);
     size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
     // Blocks held by admitted requests, in KV blocks (held_ counts pool blocks).
     uint64_t held_blocks() const { return (held_.size() + LG_ - 1) / LG_; }
     int publish_block(Seq &s, uint32_t idx, std::string *err);
     int finish(Seq &s, std::string *err);
+    // Optimistic admission (docs/trace.md "Preemption").
+    bool optimistic() const { return o_.admission == Admission::Optimistic; }
+    bool can_swap() const { return offload() && o_.preempt != Preempt::Recompute; }
+    uint64_t want_blocks(const Seq &s) const;     // KV blocks the request needs admitted, not allocated yet
+    int drop_kv(Seq &s, std::string *err);         // frees the KV (recompute)
+    int preempt(size_t i, bool swap, std::string *err);  // running_[i] back to the waiting queue's head
+    int drop_swapped(bool *dropped, std::string *err);   // the youngest swapped request's KV is dropped
+    int swap_in(Seq &s, std::string *err);
+    void add_swap(double bytes, double blocks) { swap_bytes_now_ += bytes, swap_xfers_now_ += blocks * LG_; }
+    // Share of the running KV (plus extra_ctx tokens) that HBM holds: the
+    // rest is in the tier already ("Where KV sits"), so a swap moves only
+    // a sequence's HBM share.
+    double hbm_share(double extra_ctx) const {
+        double ctx = extra_ctx;
+        for (auto &p : running_) ctx += p->ctx();
+        return ctx * kvpt_ > gpu_kv_ ? gpu_kv_ / (ctx * kvpt_) : 1.0;
+    }
     void hold(speckv_handle h) { ++held_[h]; }
     void release(speckv_handle h) {
         auto it = held_.find(h);
@@ -243,6 +296,8 @@ class Engine {
     double hit_bytes_ = 0, miss_bytes_ = 0;  // link bytes served by prefetch / fetched synchronously
     double prefetched_ = 0, wasted_ = 0, stall_ = 0, stall_sync_ = 0, depth_sum_ = 0, depth_n_ = 0;
     double batch_sum_ = 0, peak_kv_ = 0, peak_pages_ = 0;
+    uint64_t admitted_ = 0;                             // admissions so far (Seq::order)
+    double swap_bytes_now_ = 0, swap_xfers_now_ = 0;    // swaps of this iteration (moved as stored)
     std::map<uint32_t, std::pair<double, double>> curve_;  // batch -> (tokens, seconds)
     std::array<std::array<double, 2>, 9> depth_hits_{};    // depth -> (accesses, hits)
     std::vector<char> payload_;
@@ -315,6 +370,16 @@ int Engine::setup(std::string *err) {
             return -1;
         }
         payload_.resize(static_cast<size_t>(std::ceil(block_bytes_ / LG_)));
+        if (o_.payload == Payload::Model) {
+            const KvBank *kb = o_.kv_bank.get();
+            if (!kb || !kb->positions) return *err = "--payload model needs the model's K/V (--kv-model)", -1;
+            if (kb->layers != m.layers || kb->kv_dim != m.kv_heads * m.head_dim || m.dtype_bytes != 2) {
+                *err = kb->source + " has " + std::to_string(kb->layers) + " layers x " + std::to_string(kb->kv_dim) +
+                       " K/V channels; --model " + m.name + " has " + std::to_string(m.layers) + " x " +
+                       std::to_string(m.kv_heads * m.head_dim) + " (use the matching preset, e.g. stories260k)";
+                return -1;
+            }
+        }
     }
     const uint64_t nblk = cap_blocks_ * LG_;  // pool blocks at full capacity
     if (nblk + 1024 > (1u << 24) - 1) {
@@ -532,7 +597,10 @@ int Engine::alloc_block(Seq &s, uint32_t idx, std::string *err) {
         if (rc != SPECKV_OK)
             return fail(err, "speckv_alloc (" + std::to_string(held_.size()) + " pool blocks held, " +
                                  std::to_string(cap_blocks_ * LG_) + " modelled)", rc);
-        if (o_.real_bytes) {
+        if (o_.real_bytes && o_.payload == Payload::Model) {
+            fill_kv(s, h.token_pos, g);
+            if ((rc = speckv_write(pool_, out, 0, payload_.data(), payload_.size())) != SPECKV_OK) return fail(err, "speckv_write", rc);
+        } else if (o_.real_bytes) {
             // Deterministic FP16-looking payload (small normal values).
             uint64_t x = out * 0x9E3779B97F4A7C15ull;
             for (size_t i = 0; i + 1 < payload_.size(); i += 2) {
@@ -553,6 +621,29 @@ int Engine::alloc_block(Seq &s, uint32_t idx, std::string *err) {
     }
     if (s.reserved) --s.reserved, --reserved_;
     return 0;
+}
+
+// Real K/V payload of the block at token pos0 of request s, layer group g:
+// per layer of the group, the tokens' K rows then their V rows (FP16), from
+// the bank at (token + the request's offset) % positions. The offset is a
+// hash of the request id and the seed, so a replay is deterministic.
+void Engine::fill_kv(const Seq &s, uint64_t pos0, uint32_t g) {
+    const KvBank &kb = *o_.kv_bank;
+    const uint32_t L = o_.model.layers, l0 = g * L / LG_, l1 = (g + 1) * L / LG_, C = kb.kv_dim;
+    uint64_t x = (s.req.id + 1) * 0x9E3779B97F4A7C15ull ^ o_.seed * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    const uint64_t off = x % kb.positions;
+    std::fill(payload_.begin(), payload_.end(), 0);
+    size_t at = 0;
+    for (uint32_t l = l0; l < l1; ++l)
+        for (const std::vector<uint16_t> *src : {&kb.k, &kb.v})
+            for (uint32_t t = 0; t < o_.block_tokens; ++t) {
+                size_t row = (static_cast<size_t>(l) * kb.positions + (pos0 + t + off) % kb.positions) * C;
+                if (at >= payload_.size()) return;  // groups of unequal size: the payload is the mean
+                size_t n = std::min<size_t>(C * 2, payload_.size() - at);
+                std::memcpy(&payload_[at], src->data() + row, n);
+                at += n;
+            }
 }
 
 int Engine::publish_block(Seq &s, uint32_t idx, std::string *err) {
@@ -590,6 +681,88 @@ int Engine::finish(Seq &s, std::string *err) {
     ++r_.requests;
     r_.input_tokens += s.req.input_len;
     r_.output_tokens += std::max<uint32_t>(s.req.output_len, 1);
+    return 0;
+}
+
+// Reserve: the whole request. Optimistic: the prompt and the decode blocks up
+// to the next token (the first one for a new request; after a recompute,
+// those of the tokens generated so far, which are prefilled again).
+uint64_t Engine::want_blocks(const Seq &s) const {
+    uint64_t k = s.nblocks();
+    if (optimistic()) k = s.prompt_blocks + std::min<uint64_t>(s.decode_blocks, s.generated / o_.block_tokens + 1);
+    uint64_t n = 0;
+    for (uint64_t b = 0; b < k; ++b) n += s.blocks[slot(b, 0)] == SPECKV_HANDLE_INVALID;
+    return n;
+}
+
+int Engine::drop_kv(Seq &s, std::string *err) {
+    for (size_t i = 0; i < s.blocks.size(); ++i) {
+        if (s.blocks[i] == SPECKV_HANDLE_INVALID) continue;
+        if (int rc = speckv_free(pool_, s.blocks[i]); rc != SPECKV_OK) return fail(err, "speckv_free", rc);
+        release(s.blocks[i]);
+        s.blocks[i] = SPECKV_HANDLE_INVALID;
+        s.published[i] = 0;
+        s.foreign[i] = 0;
+    }
+    r_.recompute_tokens += s.ctx();
+    s.hit_blocks = 0;
+    s.regen_left = s.generated;
+    s.prompt_done = 0;
+    s.fetched_prefix = false;
+    s.swapped = false;
+    ++finish_epoch_;  // capacity changed: the queue's head may test again
+    return 0;
+}
+
+// Preempts running_[i]: swap keeps its blocks (the tier holds them) and
+// moves the HBM share of its KV over the link now and back when it resumes;
+// recompute frees them. Either way it goes back to the head of the queue (vLLM serves
+// preempted requests first).
+int Engine::preempt(size_t i, bool swap, std::string *err) {
+    Seq &s = *running_[i];
+    ++r_.preemptions;
+    reserved_ -= s.reserved;
+    s.reserved = 0;
+    if (swap) {
+        ++r_.preempt_swaps;
+        s.swapped = true;
+        double have = 0;  // KV blocks it holds
+        for (speckv_handle h : s.blocks) have += h != SPECKV_HANDLE_INVALID ? 1.0 / LG_ : 0;
+        add_swap(s.ctx() * kvpt_ * hbm_share(0) / (compressed() ? o_.compression : 1.0), have);
+    } else if (drop_kv(s, err)) {
+        return -1;
+    }
+    s.tried_epoch = ~0ull;
+    waiting_.push_front(std::move(s));
+    running_[i] = std::move(running_.back());
+    running_.pop_back();
+    return 0;
+}
+
+// The tier is full: the youngest swapped request loses its KV (recompute).
+int Engine::drop_swapped(bool *dropped, std::string *err) {
+    *dropped = false;
+    Seq *y = nullptr;
+    for (auto &w : waiting_)
+        if (w.swapped && (!y || w.order > y->order)) y = &w;
+    if (!y) return 0;
+    *dropped = true;
+    return drop_kv(*y, err);
+}
+
+// Resuming a swapped request: its blocks come back over the link (the library
+// reads each one).
+int Engine::swap_in(Seq &s, std::string *err) {
+    char probe[64];
+    double have = 0;
+    for (size_t i = 0; i < s.blocks.size(); ++i) {
+        if (s.blocks[i] == SPECKV_HANDLE_INVALID) continue;
+        if (int rc = speckv_access(pool_, s.blocks[i], 0, probe, sizeof probe, 0); rc != SPECKV_OK) return fail(err, "speckv_access", rc);
+        ++r_.pool_reads;
+        have += 1.0 / LG_;
+    }
+    add_swap(s.ctx() * kvpt_ * hbm_share(s.ctx()) / (compressed() ? o_.compression : 1.0), have);
+    s.swapped = false;
     return 0;
 }
 
@@ -684,10 +857,57 @@ int Engine::run(std::string *err) {
         // reservation): admitting on today's short contexts lets the batch
         // outgrow HBM as they decode, and even the mean over a sequence's life
         // underestimates the running batch (long sequences stay longer).
-        auto life_ctx = [](const Request &q) { return static_cast<double>(q.input_len) + q.output_len; };
+        // Optimistic admission judges contexts as they are (prompt + tokens
+        // generated so far) and preempts when they outgrow the room.
+        auto life_ctx = [this](const Seq &q) {
+            return static_cast<double>(q.req.input_len) + (optimistic() ? q.generated : q.req.output_len);
+        };
         double ctx_running = 0;
-        for (auto &p : running_) ctx_running += life_ctx(p->req);
-        while (!waiting_.empty() && running_.size() < o_.max_batch) {
+        for (auto &p : running_) ctx_running += life_ctx(*p);
+        // Decode blocks this iteration's step appends (optimistic: not reserved).
+        uint64_t grow = 0;
+        if (optimistic())
+            for (auto &p : running_)
+                grow += p->decoding() && p->generated % o_.block_tokens == 0 && p->generated < p->req.output_len;
+        bool preempted = false;
+        if (optimistic()) {
+            auto youngest = [this] {
+                size_t y = 0;
+                for (size_t i = 1; i < running_.size(); ++i)
+                    if (running_[i]->order > running_[y]->order) y = i;
+                return y;
+            };
+            // The pool (HBM; HBM + tier for the offload systems) cannot take
+            // this step's blocks: swapped requests lose their KV first (the
+            // tier is full), then the youngest running request is recomputed.
+            while (held_blocks() + reserved_ + grow > cap_blocks_) {
+                bool dropped;
+                if (drop_swapped(&dropped, err)) return -1;
+                if (dropped) continue;
+                if (running_.size() < 2) break;  // alone it fits (larger requests are skipped)
+                size_t y = youngest();
+                const Seq &v = *running_[y];
+                grow -= v.decoding() && v.generated % o_.block_tokens == 0 && v.generated < v.req.output_len;
+                ctx_running -= life_ctx(v);
+                if (preempt(y, false, err)) return -1;
+                preempted = true;
+            }
+            // Offload systems: the batch has grown past the one whose decode
+            // throughput peaks (the admission guard, on today's contexts):
+            // the youngest is swapped out to the tier (or recomputed).
+            while (offload() && running_.size() >= 2 && ctx_running * kvpt_ > gpu_kv_) {
+                size_t y = youngest();
+                double b = static_cast<double>(running_.size()), cv = life_ctx(*running_[y]);
+                if (b / est_decode(b, ctx_running) >= (b - 1) / est_decode(b - 1, ctx_running - cv)) break;
+                const Seq &v = *running_[y];
+                grow -= v.decoding() && v.generated % o_.block_tokens == 0 && v.generated < v.req.output_len;
+                ctx_running -= cv;
+                if (preempt(y, can_swap(), err)) return -1;
+                preempted = true;
+            }
+        }
+        const uint64_t room = cap_blocks_ - std::min(cap_blocks_, optimistic() ? grow + cap_blocks_ / 100 : 0);  // vLLM's 1 % watermark
+        while (!preempted && !waiting_.empty() && running_.size() < o_.max_batch) {
             Seq &s = waiting_.front();
             if (!s.looked_up && prepare(s, err)) return -1;
             if (s.nblocks() > cap_blocks_) {  // can never fit
@@ -698,7 +918,7 @@ int Engine::run(std::string *err) {
             // Offload systems: not past the batch where decode throughput peaks.
             double b = static_cast<double>(running_.size());
             if (offload() && b > 0) {
-                double c2 = ctx_running + life_ctx(s.req);
+                double c2 = ctx_running + life_ctx(s);
                 if (c2 * kvpt_ > gpu_kv_ && (b + 1) / est_decode(b + 1, c2) < b / est_decode(b, ctx_running)) break;
             }
             // Capacity: blocks referenced by admitted requests + blocks reserved
@@ -706,24 +926,46 @@ int Engine::run(std::string *err) {
             // (they stop being evictable), so that happens only when the request
             // fits even counting every block, or, once capacity changed, to
             // test the exact need (and the references go back if it still fails).
+            // A swapped request holds its blocks already.
             uint64_t used = held_blocks() + reserved_;
-            if (used + s.nblocks() > cap_blocks_) {
-                if (s.tried_epoch == finish_epoch_) break;
+            if (s.swapped) {
+                if (used + want_blocks(s) > room) {
+                    if (!running_.empty()) break;
+                    bool dropped;  // nothing runs: make room in the tier
+                    if (drop_swapped(&dropped, err)) return -1;
+                    if (dropped) continue;
+                    *err = "deadlock: a swapped request does not fit the modelled capacity";
+                    return -1;
+                }
+                if (swap_in(s, err)) return -1;
+            } else if (used + want_blocks(s) > room) {
+                if (s.tried_epoch == finish_epoch_) {
+                    bool dropped = false;  // nothing runs: swapped requests give their room up
+                    if (running_.empty() && drop_swapped(&dropped, err)) return -1;
+                    if (dropped) continue;
+                    break;
+                }
                 s.tried_epoch = finish_epoch_;
                 if (take_prefix(s, err)) return -1;
-                if (held_blocks() + reserved_ + (s.nblocks() - s.hit_blocks) > cap_blocks_) {
+                if (held_blocks() + reserved_ + want_blocks(s) > room) {
                     if (drop_prefix(s, err)) return -1;
+                    bool dropped = false;
+                    if (running_.empty() && drop_swapped(&dropped, err)) return -1;
+                    if (dropped) continue;
                     break;
                 }
             } else if (take_prefix(s, err)) {
                 return -1;
             }
-            uint64_t need = s.nblocks() - s.hit_blocks;
-            prompt_blocks_total_ += s.prompt_blocks;
-            prompt_hits_ += s.hit_blocks;
+            uint64_t need = want_blocks(s);
+            if (!s.order) {  // first admission (a preempted request has its order)
+                prompt_blocks_total_ += s.prompt_blocks;
+                prompt_hits_ += s.hit_blocks;
+            }
+            if (!s.order) s.order = ++admitted_;  // arrival order: a resumed request keeps its age
             s.reserved = need;
             reserved_ += need;
-            ctx_running += life_ctx(s.req);
+            ctx_running += life_ctx(s);
             running_.push_back(std::make_unique<Seq>(std::move(s)));
             waiting_.pop_front();
         }
@@ -743,10 +985,12 @@ int Engine::run(std::string *err) {
         double new_remote = 0;  // bytes of sequences the predictor has not seen yet (first layer misses)
         for (auto &p : running_) {
             if (p->decoding() || budget < 1) continue;
-            uint32_t c = static_cast<uint32_t>(std::min<double>(budget, p->req.input_len - p->prompt_done));
+            // A recomputed request prefills its prompt, then its generated tokens.
+            uint32_t c = static_cast<uint32_t>(std::min<double>(budget, p->req.input_len - p->prompt_done + p->regen_left));
             budget -= c;
             prefill_tokens += c;
-            prefill_attn += c * (p->prompt_done + c / 2.0);
+            r_.prefill_tokens += c;
+            prefill_attn += c * (p->ctx() + c / 2.0);
             chunks.push_back({p.get(), c});
             if (!p->fetched_prefix && p->hit_blocks && offload()) {
                 double fb = static_cast<double>(p->prompt_done) * kvpt_;
@@ -839,6 +1083,15 @@ int Engine::run(std::string *err) {
             stall_ += t - tg_used;
             r_.bytes_link += link_bytes + wasted_now;  // wasted prefetches crossed the link too
         }
+        if (swap_bytes_now_ > 0) {
+            // Preemption swaps of this iteration (out and in), synchronous:
+            // the step waits for the moved KV (as vLLM's swap).
+            double lat = link_lat_ / (1.0 - std::min(rho_, 0.9));
+            double ts = swap_bytes_now_ / link_bw_ + swap_xfers_now_ * lat / (link_dev_ * kQueueDepth);
+            t += ts, stall_ += ts;
+            r_.swap_s += ts, r_.swap_bytes += swap_bytes_now_, r_.bytes_link += swap_bytes_now_;
+            swap_bytes_now_ = swap_xfers_now_ = 0;
+        }
         r_.compute_s += tg_used;
         r_.bytes_hbm += kv_local + m.weight_bytes() + (png ? pnm_recall : 0);
         if (chunks.empty() && decode_n > 0) {
@@ -855,19 +1108,34 @@ int Engine::run(std::string *err) {
         // Apply the iteration to the pool: allocate what was computed, publish
         // completed prompt blocks, hint and read what the next step needs.
         for (auto &[p, c] : chunks) {
-            uint32_t first = p->prompt_done / o_.block_tokens;
-            p->prompt_done += c;
-            uint32_t last = (p->prompt_done - 1) / o_.block_tokens;
-            for (uint32_t b = first; b <= last; ++b)
-                if (alloc_block(*p, b, err)) return -1;
-            for (uint32_t b = first; b <= last; ++b) {
-                bool complete = (b + 1) * o_.block_tokens <= p->prompt_done || p->prompt_done == p->req.input_len;
-                if (complete && publish_block(*p, b, err)) return -1;
+            uint32_t pc = std::min(c, p->req.input_len - p->prompt_done), rc = c - pc;  // prompt, recomputed output tokens
+            if (pc) {
+                uint32_t first = p->prompt_done / o_.block_tokens;
+                p->prompt_done += pc;
+                uint32_t last = (p->prompt_done - 1) / o_.block_tokens;
+                for (uint32_t b = first; b <= last; ++b)
+                    if (alloc_block(*p, b, err)) return -1;
+                for (uint32_t b = first; b <= last; ++b) {
+                    bool complete = (b + 1) * o_.block_tokens <= p->prompt_done || p->prompt_done == p->req.input_len;
+                    if (complete && publish_block(*p, b, err)) return -1;
+                }
             }
-            if (p->decoding()) {  // prefill yields the first token
+            if (rc) {
+                uint32_t from = p->generated - p->regen_left;
+                for (uint32_t b = from / o_.block_tokens; b <= (from + rc - 1) / o_.block_tokens; ++b)
+                    if (alloc_block(*p, p->prompt_blocks + b, err)) return -1;
+                p->regen_left -= rc;
+            }
+            if (!p->decoding()) continue;
+            if (p->generated == 0) {  // prefill yields the first token
                 p->generated = 1, p->first_token_s = now_;
                 if (alloc_block(*p, p->prompt_blocks, err)) return -1;
+            } else {  // a recompute's prefill yields the next one
+                uint32_t pos = p->generated;
+                if (pos % o_.block_tokens == 0 && alloc_block(*p, p->prompt_blocks + pos / o_.block_tokens, err)) return -1;
+                ++p->generated;
             }
+            p->token_iter = iter;
         }
         speckv_hint hint{};
         hint.struct_size = sizeof hint;
@@ -876,7 +1144,7 @@ int Engine::run(std::string *err) {
         std::vector<Seq *> stepping;  // layer groups: the sequences of this decode step, in batch order
         for (auto &p : running_) {
             p->scheduled = true;
-            if (!p->decoding() || p->first_token_s == now_) continue;
+            if (!p->decoding() || p->token_iter == iter) continue;
             uint32_t pos = p->generated;  // output position of this token
             if (pos % o_.block_tokens == 0 && alloc_block(*p, p->prompt_blocks + pos / o_.block_tokens, err)) return -1;
             ++p->generated;

@@ -60,6 +60,7 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"TPOT p99 (ms)", [](const Result &r) { return fix(r.tpot_p99_ms, 2); }},
         {"max batch", [](const Result &r) { return std::to_string(r.max_batch); }},
         {"mean batch", [](const Result &r) { return fix(r.mean_batch, 1); }},
+        {"preemptions (swapped)", [](const Result &r) { return std::to_string(r.preemptions) + " (" + std::to_string(r.preempt_swaps) + ")"; }},
         {"prefix hit rate", [](const Result &r) { return pct(r.prefix_hit_rate); }},
         {"prefetch hit rate", [](const Result &r) { return pct(r.prefetch_hit_rate); }},
         {"precision", [](const Result &r) { return pct(r.precision); }},
@@ -97,7 +98,13 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"PNM select / attend (s)",
          [](const Result &r) { return r.system == "cxl_pnm" ? fix(r.pnm_select_s, 1) + "/" + fix(r.pnm_attend_s, 1) : std::string("-"); }},
     };
+    // Real-byte mode: the codec ratio the library measured on the payload pages.
+    static const Row codec_rows[] = {
+        {"codec ratio (measured)",
+         [](const Result &r) { return r.lib_codec_stored_bytes ? fix(static_cast<double>(r.lib_codec_raw_bytes) / r.lib_codec_stored_bytes, 3) + "x" : std::string("-"); }},
+    };
     bool has_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.system == "cxl_pnm"; });
+    bool coded = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.lib_codec_pages > 0; });
     bool paced = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.pace_units > 0; });
     const int w0 = 26, w = 14;
     std::fprintf(f, "%-*s", w0, "");
@@ -111,6 +118,8 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
     for (auto &row : rows) print_row(row);
     if (has_pnm)
         for (auto &row : pnm_rows) print_row(row);
+    if (coded)
+        for (auto &row : codec_rows) print_row(row);
     if (paced)
         for (auto &row : paced_rows) print_row(row);
 }
@@ -121,6 +130,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
                     "\", \"seed\": " + std::to_string(o.seed) + ", \"compression\": " + num(o.compression) +
                     ", \"block_tokens\": " + std::to_string(o.block_tokens) +
                     ", \"layer_groups\": " + std::to_string(std::max<uint32_t>(o.layer_groups, 1)) +
+                    ", \"admission\": \"" + admission_name(o.admission) + "\", \"preempt\": \"" + preempt_name(o.preempt) + "\"" +
                     (o.pace > 0 ? ", \"pace\": " + num(o.pace) + ", \"pace_wait\": \"" + pace_wait_name(o.pace_wait) +
                                       "\", \"pace_max_unit_us\": " + num(o.pace_max_unit_s * 1e6)
                                 : std::string()) +
@@ -130,7 +140,8 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
                                ", \"pnm_devices\": " + std::to_string(o.pnm_devices) + ", \"pnm_select_x\": " + num(o.pnm_select_x) +
                                ", \"pnm_churn\": " + num(o.pnm_churn)
                          : std::string()) +
-                    ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\", \"systems\": {";
+                    ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\"" +
+                    (o.real_bytes ? std::string(", \"payload\": \"") + payload_name(o.payload) + "\"" : std::string()) + ", \"systems\": {";
     for (size_t i = 0; i < rs.size(); ++i) {
         const Result &r = rs[i];
         const bool has_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &x) { return x.system == "cxl_pnm"; });
@@ -139,6 +150,9 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
         s += ", \"ttft_p50_ms\": " + num(r.ttft_p50_ms) + ", \"ttft_p99_ms\": " + num(r.ttft_p99_ms);
         s += ", \"tpot_p50_ms\": " + num(r.tpot_p50_ms) + ", \"tpot_p99_ms\": " + num(r.tpot_p99_ms);
         s += ", \"max_batch\": " + std::to_string(r.max_batch) + ", \"mean_batch\": " + num(r.mean_batch);
+        s += ", \"preemptions\": " + std::to_string(r.preemptions) + ", \"preempt_swaps\": " + std::to_string(r.preempt_swaps) +
+             ", \"recompute_tokens\": " + num(r.recompute_tokens) + ", \"swap_bytes\": " + num(r.swap_bytes) +
+             ", \"swap_s\": " + num(r.swap_s) + ", \"prefill_tokens\": " + num(r.prefill_tokens);
         s += ", \"prefix_hit_rate\": " + num(r.prefix_hit_rate) + ", \"prefetch_hit_rate\": " + opt(r.prefetch_hit_rate);
         s += ", \"precision\": " + opt(r.precision) + ", \"waste\": " + opt(r.waste) + ", \"latency_hidden\": " + opt(r.latency_hidden);
         s += ", \"bytes_link\": " + num(r.bytes_link) + ", \"bytes_hbm\": " + num(r.bytes_hbm);
@@ -168,7 +182,8 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
             s += ", \"codec_pages_encoded\": " + std::to_string(r.lib_codec_pages) +
                  ", \"codec_raw_bytes\": " + std::to_string(r.lib_codec_raw_bytes) +
                  ", \"codec_stored_bytes\": " + std::to_string(r.lib_codec_stored_bytes) +
-                 ", \"codec_pages_bypassed\": " + std::to_string(r.lib_codec_bypassed);
+                 ", \"codec_pages_bypassed\": " + std::to_string(r.lib_codec_bypassed) +
+                 ", \"codec_ratio\": " + (r.lib_codec_stored_bytes ? num(static_cast<double>(r.lib_codec_raw_bytes) / r.lib_codec_stored_bytes) : std::string("null"));
         if (r.layer_groups > 1)  // layer groups only (the default output is unchanged)
             s += ", \"prefetch_dropped\": " + std::to_string(r.lib_prefetch_dropped) +
                  ", \"reads_foreign\": " + std::to_string(r.pool_reads_foreign);
@@ -188,14 +203,15 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
 std::string to_csv(const std::vector<Result> &rs) {
     std::string s = "system,throughput_tps,total_tps,ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,tpot_p99_ms,max_batch,mean_batch,"
                     "prefix_hit_rate,prefetch_hit_rate,precision,waste,latency_hidden,bytes_link,occupancy_hbm,occupancy_pool,"
-                    "makespan_s,requests,skipped\n";
+                    "makespan_s,requests,skipped,preemptions\n";
     auto o = [](double v) { return v < 0 ? std::string() : num(v); };
     for (auto &r : rs)
         s += r.system + "," + num(r.throughput_tps) + "," + num(r.total_tps) + "," + num(r.ttft_p50_ms) + "," + num(r.ttft_p99_ms) +
              "," + num(r.tpot_p50_ms) + "," + num(r.tpot_p99_ms) + "," + std::to_string(r.max_batch) + "," + num(r.mean_batch) +
              "," + num(r.prefix_hit_rate) + "," + o(r.prefetch_hit_rate) + "," + o(r.precision) + "," + o(r.waste) + "," +
              o(r.latency_hidden) + "," + num(r.bytes_link) + "," + num(r.occupancy_hbm) + "," + num(r.occupancy_tier) + "," +
-             num(r.makespan_s) + "," + std::to_string(r.requests) + "," + std::to_string(r.skipped) + "\n";
+             num(r.makespan_s) + "," + std::to_string(r.requests) + "," + std::to_string(r.skipped) + "," +
+             std::to_string(r.preemptions) + "\n";
     return s;
 }
 

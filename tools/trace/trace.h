@@ -128,6 +128,36 @@ enum class PaceWait { Sleep, Spin, Yield };
 const char *pace_wait_name(PaceWait w);
 bool parse_pace_wait(const std::string &s, PaceWait *out);  // sleep, spin or yield
 const std::vector<System> &all_systems();
+// Admission (docs/trace.md "Scheduling and capacity"). Reserve: a request is
+// admitted when its whole output fits (never preempted; the default).
+// Optimistic: admitted on its current context (prompt + first block, as
+// vLLM), preempting the youngest running request when KV space runs out.
+enum class Admission { Reserve, Optimistic };
+const char *admission_name(Admission a);
+bool parse_admission(const std::string &s, Admission *out);  // reserve or optimistic
+// What a preemption does with the victim's KV. Auto: swap to the tier on the
+// systems that have one, recompute on gpu_only (vLLM's default mode).
+// Recompute: drop it and prefill again later. Swap: move it to the tier over
+// the link and back (gpu_only has no tier and recomputes).
+enum class Preempt { Auto, Recompute, Swap };
+const char *preempt_name(Preempt p);
+bool parse_preempt(const std::string &s, Preempt *out);  // auto, recompute or swap
+
+// Real-byte mode's payload. Synthetic: FP16-looking noise (small normal
+// values). Model: real K and V of a small model (KvBank).
+enum class Payload { Synthetic, Model };
+const char *payload_name(Payload p);
+bool parse_payload(const std::string &s, Payload *out);  // synthetic or model
+
+// Real K/V (FP16, K after RoPE) of a small model's own greedy text,
+// [layer][position][kv_dim], captured once (kv_bank.h builds it). A block's
+// payload is, per layer of the block, its tokens' K rows then their V rows,
+// each token at bank position (token + offset(request)) % positions.
+struct KvBank {
+    uint32_t layers = 0, kv_dim = 0, positions = 0;
+    std::vector<uint16_t> k, v;
+    std::string source;  // the model file
+};
 
 struct EngineOptions {
     ModelSpec model{};
@@ -141,6 +171,8 @@ struct EngineOptions {
     double hbm_kv_bytes = 0;  // caps the HBM room for KV (all GPUs); 0 = what the weights leave
     double compression = 1.96;  // codec ratio of cxl_compress/cxl_speckv/oracle ("paper" mode, docs/codec.md §14.1)
     uint32_t max_batch = 256;
+    Admission admission = Admission::Reserve;
+    Preempt preempt = Preempt::Auto;  // optimistic admission only
     uint32_t token_budget = 8192;  // tokens per iteration (decode + chunked prefill)
     uint32_t block_tokens = 512;
     double mfu = 0.5;          // share of peak FLOP/s reached
@@ -155,6 +187,8 @@ struct EngineOptions {
     // cxl_pnm, oracle): the library's codec preset for the payload pages
     // (config codec.mode), so the bytes really go through the codec.
     std::string real_codec = "paper";
+    Payload payload = Payload::Synthetic;      // real-byte mode's payload
+    std::shared_ptr<const KvBank> kv_bank;     // Payload::Model: the K/V (geometry = the model preset's)
     uint64_t max_requests = 0; // 0 = all
     // Pool blocks per block_tokens-token KV block: one per group of
     // layers/layer_groups layers (hint.layer = group index), so the library's
@@ -197,6 +231,13 @@ struct Result {
     double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
     uint32_t max_batch = 0;
     double mean_batch = 0;
+    // Optimistic admission: running requests preempted (each time), of them
+    // swapped to the tier; context tokens prefilled again (recompute); KV
+    // bytes moved over the link by swaps (out + in, as stored) and the
+    // virtual seconds those moves took.
+    uint64_t preemptions = 0, preempt_swaps = 0;
+    double recompute_tokens = 0, swap_bytes = 0, swap_s = 0;
+    double prefill_tokens = 0;  // prompt tokens computed (not taken from the cache), recomputes included
     double prefix_hit_rate = 0;           // prompt blocks found by lookup / prompt blocks
     double prefetch_hit_rate = -1, precision = -1, waste = -1, latency_hidden = -1;  // -1 = not applicable
     double waste_bytes = 0;
