@@ -4,7 +4,9 @@
 // an oracle at the same L2 size. Medians over repeated runs, as tables.
 //   ./build/release/bench/bench_tiers [--repeats N] [--dir DIR] [--mib N]
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "cold_tier.h"
+#include "speckv.h"
 #include "decode_sim.h"
 #include "tier_buffers.h"
 #include "tlb.h"
@@ -249,6 +252,123 @@ void bench_cold(int repeats, const std::string &dir, size_t mib) {
     std::printf("%-40s %10.2f %12.2f\n", "raw sequential pread, 64 KiB, QD 1", median(rrs_g), median(rrs_g) / median(rr_g));
 }
 
+// ---- L3<->L4 through the pool (the C API: speckv_demote, then speckv_access)
+
+speckv_pool *open_pool(const std::string &uri, const std::string &cold) {
+    speckv_config *c = nullptr;
+    if (speckv_config_new(&c)) die("config");
+    if (!cold.empty() && speckv_config_set_str(c, "cold.path", cold.c_str())) die("config cold.path");
+    speckv_pool *p = nullptr;
+    if (int rc = speckv_pool_open(uri.c_str(), c, &p); rc != SPECKV_OK) {
+        std::fprintf(stderr, "bench_tiers: open %s: %s\n", uri.c_str(), speckv_errmsg());
+        std::exit(1);
+    }
+    speckv_config_free(c);
+    return p;
+}
+
+std::vector<speckv_handle> make_blocks(speckv_pool *p, size_t n, size_t bytes, bool publish) {
+    std::vector<speckv_handle> hs(n);
+    std::vector<unsigned char> v(bytes);
+    for (size_t i = 0; i < n; i++) {
+        std::memset(v.data(), int(i * 7 + 1), bytes);
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.tenant = 1;
+        if (speckv_alloc(p, bytes, SPECKV_DTYPE_OPAQUE, &hint, &hs[i])) die("alloc");
+        if (speckv_write(p, hs[i], 0, v.data(), bytes)) die("write");
+        uint8_t hash[SPECKV_HASH_BYTES] = {};
+        std::memcpy(hash, &i, sizeof i);
+        if (publish && speckv_publish(p, hs[i], hash, nullptr)) die("publish");
+    }
+    return hs;
+}
+
+void bench_cold_pool(int repeats, const std::string &dir, size_t mib) {
+    const size_t item = 64 << 10, n = (mib << 20) / item;
+    const std::string path = dir + "/speckv-bench-" + std::to_string(getpid());
+    const std::string uri = "file:" + path + ".pool?size=" + std::to_string(mib * 2 + 16) + "M&max_blocks=" +
+                            std::to_string(n + 64);
+    const std::string l4 = path + ".l4";
+    std::vector<double> dem_g, pro_g, rem_g, pro_lat, rem_lat, mc_g, rws_g, rrs_g;
+    std::vector<unsigned char> buf(item), src(item, 0x5A);
+    for (int r = 0; r < repeats; r++) {
+        unlink((path + ".pool").c_str());
+        unlink(l4.c_str());
+        speckv_pool *p = open_pool(uri, l4);
+        auto hs = make_blocks(p, n, item, false);
+        auto t0 = Clock::now();
+        for (auto h : hs)
+            if (speckv_demote(p, h)) die("demote");
+        dem_g.push_back(double(n * item) / (ns_since(t0) * 1e-9) / 1e9);
+        t0 = Clock::now();
+        for (auto h : hs) {
+            auto t1 = Clock::now();
+            if (speckv_access(p, h, 0, buf.data(), item, 0)) die("access (promote)");
+            pro_lat.push_back(ns_since(t1) / 1e3);
+        }
+        pro_g.push_back(double(n * item) / (ns_since(t0) * 1e-9) / 1e9);
+        speckv_pool_close(p);
+        // A process without cold.path reads blocks the holder (a child) demoted.
+        unlink((path + ".pool").c_str());
+        unlink(l4.c_str());
+        { speckv_pool *init = open_pool(uri, ""); speckv_pool_close(init); }
+        int fds[2];
+        if (pipe(fds)) die("pipe");
+        pid_t child = fork();
+        if (child == 0) {
+            close(fds[0]);
+            speckv_pool *q = open_pool(uri, l4);
+            auto cs = make_blocks(q, n, item, true);
+            for (auto h : cs)
+                if (speckv_demote(q, h)) _exit(3);
+            if (write(fds[1], cs.data(), cs.size() * sizeof cs[0]) != ssize_t(cs.size() * sizeof cs[0])) _exit(4);
+            for (;;) pause();
+        }
+        close(fds[1]);
+        std::vector<speckv_handle> cs(n);
+        if (read(fds[0], cs.data(), cs.size() * sizeof cs[0]) != ssize_t(cs.size() * sizeof cs[0])) die("holder child");
+        close(fds[0]);
+        speckv_pool *q = open_pool(uri, "");
+        t0 = Clock::now();
+        for (auto h : cs) {
+            auto t1 = Clock::now();
+            if (speckv_access(q, h, 0, buf.data(), item, 0)) die("access (remote promote)");
+            rem_lat.push_back(ns_since(t1) / 1e3);
+        }
+        rem_g.push_back(double(n * item) / (ns_since(t0) * 1e-9) / 1e9);
+        speckv_pool_close(q);
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        unlink((path + ".pool").c_str());
+        unlink(l4.c_str());
+        t0 = Clock::now();
+        for (size_t i = 0; i < n; i++) {
+            src[i % item] = uint8_t(i);
+            std::memcpy(buf.data(), src.data(), item);
+            g_sink += buf[i % item];
+        }
+        mc_g.push_back(double(n * item) / (ns_since(t0) * 1e-9) / 1e9);
+        const std::string raw = path + ".raw";
+        unlink(raw.c_str());
+        rws_g.push_back(raw_io_gbps(raw, n * item, item, true, true));
+        rrs_g.push_back(raw_io_gbps(raw, n * item, item, false, true));
+        unlink(raw.c_str());
+    }
+    std::printf("\nL3<->L4 through the pool: %zu blocks of 64 KiB, one per call, pool and L4 file in %s\n", n,
+                dir.c_str());
+    std::printf("%-48s %8s %10s %11s %10s\n", "operation", "GB/s", "vs memcpy", "vs raw I/O", "p50 us");
+    std::printf("%-48s %8.2f %10.3f %11.2f %10s\n", "speckv_demote (holder)", median(dem_g), median(dem_g) / median(mc_g),
+                median(dem_g) / median(rws_g), "-");
+    std::printf("%-48s %8.2f %10.3f %11.2f %10.1f\n", "speckv_access of a block in L4 (holder)", median(pro_g),
+                median(pro_g) / median(mc_g), median(pro_g) / median(rrs_g), median(pro_lat));
+    std::printf("%-48s %8.2f %10.3f %11.2f %10.1f\n", "speckv_access of a block in L4 (other process)", median(rem_g),
+                median(rem_g) / median(mc_g), median(rem_g) / median(rrs_g), median(rem_lat));
+    std::printf("%-48s %8.2f %10s %11s\n", "memcpy 64 KiB", median(mc_g), "1.000", "-");
+    std::printf("%-48s %8.2f %10s %11s\n", "raw pwrite 64 KiB, O_DIRECT, QD 1 (demote)", median(rws_g), "-", "1.00");
+    std::printf("%-48s %8.2f %10s %11s\n", "raw pread 64 KiB, O_DIRECT, QD 1 (promote)", median(rrs_g), "-", "1.00");
+}
+
 // ---- prefetch policy
 
 void bench_prefetch(int repeats) {
@@ -326,6 +446,7 @@ int main(int argc, char **argv) {
     bench_tlb(repeats);
     bench_l1(repeats);
     bench_cold(repeats, dir, mib);
+    bench_cold_pool(repeats, dir, std::min<size_t>(mib, 32));
     bench_prefetch(repeats);
     return 0;
 }
