@@ -295,6 +295,7 @@ class Engine {
     uint64_t prompt_blocks_total_ = 0, prompt_hits_ = 0;
     double hit_bytes_ = 0, miss_bytes_ = 0;  // link bytes served by prefetch / fetched synchronously
     double prefetched_ = 0, wasted_ = 0, stall_ = 0, stall_sync_ = 0, depth_sum_ = 0, depth_n_ = 0;
+    double late_bytes_ = 0;  // prefetched, but after the layer that needed them started (counted as misses)
     double batch_sum_ = 0, peak_kv_ = 0, peak_pages_ = 0;
     uint64_t admitted_ = 0;                             // admissions so far (Seq::order)
     double swap_bytes_now_ = 0, swap_xfers_now_ = 0;    // swaps of this iteration (moved as stored)
@@ -1046,7 +1047,19 @@ int Engine::run(std::string *err) {
                 double hit_bytes = link_bytes - miss_bytes;
                 double t_pref = (hit_bytes + waste) / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
                 double t_miss = miss_bytes / link_bw_ + (miss_bytes > 0 ? L * lat : 0);
-                t = std::max(tg, t_pref + tg / L) + t_miss;  // the first layer cannot overlap
+                // Late prefetches: a layer's data is asked for k layers
+                // ahead and arrives one fetch time (a latency plus its share
+                // of the transfers) later, so k fetches are in flight at once
+                // and the layers are delivered at one per t_fetch / k — or at
+                // the link's pace, t_pref / L, if that is slower. Compute
+                // going faster than delivery finds the data missing: those
+                // bytes are late (misses that were prefetched) and the step
+                // waits for them.
+                const double t_fetch = lat + t_pref / L;
+                const double t_deliver = std::max(t_pref, L * t_fetch / std::max(k, 1.0));
+                const double on_time = t_deliver > tg ? tg / t_deliver : 1.0;
+                const double late_bytes = hit_bytes * (1.0 - on_time);
+                t = std::max(tg, t_deliver + tg / L) + t_miss;  // the first layer cannot overlap
                 PnmStep ps;
                 if (pnm_now) {
                     // cxl_pnm: the near-memory path when it is the faster one
@@ -1062,8 +1075,9 @@ int Engine::run(std::string *err) {
                     r_.pnm_moved_bytes += pnm_moved(pnm_recall);
                     r_.pnm_select_s += ps.t_sel, r_.pnm_attend_s += ps.t_pnm;
                 } else {
-                    hit_bytes_ += hit_bytes;
-                    miss_bytes_ += miss_bytes;
+                    hit_bytes_ += hit_bytes - late_bytes;
+                    miss_bytes_ += miss_bytes + late_bytes;
+                    late_bytes_ += late_bytes;
                     prefetched_ += hit_bytes + waste;
                     wasted_ += waste;
                     wasted_now = waste;
@@ -1072,8 +1086,10 @@ int Engine::run(std::string *err) {
                     for (int d = 1; d <= 8; ++d) {
                         double cm = d * per_layer > pbuf_ ? (d * per_layer - pbuf_) / d : 0;
                         double mb = std::min(link_bytes, cm * L + pred_miss);
+                        double deliver = std::max(t_pref, L * t_fetch / d);
+                        double ok = deliver > tg ? tg / deliver : 1.0;  // too shallow: late
                         depth_hits_[d][0] += link_bytes;
-                        depth_hits_[d][1] += link_bytes - mb;
+                        depth_hits_[d][1] += (link_bytes - mb) * ok;
                     }
                     double u = std::min(1.0, (hit_bytes + waste + miss_bytes) / link_bw_ / t);
                     beta_ = u > 0.9 ? beta_ * (1 - 0.5 * (u - 0.9)) : std::min(1.0, beta_ + 0.05);
@@ -1208,6 +1224,7 @@ int Engine::run(std::string *err) {
     if (offload()) {
         double acc = hit_bytes_ + miss_bytes_;
         r_.prefetch_hit_rate = acc > 0 ? hit_bytes_ / acc : -1.0;  // nothing fetched: not applicable
+        r_.prefetch_late = speculative() && acc > 0 ? late_bytes_ / acc : -1.0;
         // Nothing fetched at all: not applicable. Synchronous systems hide nothing.
         r_.latency_hidden = stall_sync_ <= 0 ? -1.0 : speculative() ? std::clamp(1.0 - stall_ / stall_sync_, 0.0, 1.0) : 0.0;
         if (speculative()) {

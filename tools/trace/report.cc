@@ -65,6 +65,7 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
         {"prefetch hit rate", [](const Result &r) { return pct(r.prefetch_hit_rate); }},
         {"precision", [](const Result &r) { return pct(r.precision); }},
         {"waste", [](const Result &r) { return pct(r.waste); }},
+        {"late prefetches", [](const Result &r) { return pct(r.prefetch_late); }},
         {"latency hidden", [](const Result &r) { return pct(r.latency_hidden); }},
         {"link GB moved", [](const Result &r) { return fix(r.bytes_link / 1e9, 1); }},
         {"HBM GB read", [](const Result &r) { return fix(r.bytes_hbm / 1e9, 0); }},
@@ -155,6 +156,13 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
              ", \"swap_s\": " + num(r.swap_s) + ", \"prefill_tokens\": " + num(r.prefill_tokens);
         s += ", \"prefix_hit_rate\": " + num(r.prefix_hit_rate) + ", \"prefetch_hit_rate\": " + opt(r.prefetch_hit_rate);
         s += ", \"precision\": " + opt(r.precision) + ", \"waste\": " + opt(r.waste) + ", \"latency_hidden\": " + opt(r.latency_hidden);
+        s += ", \"prefetch_late\": " + opt(r.prefetch_late);
+        if (!r.depth_curve.empty()) {  // hit rate had the prefetcher run at depth k, this run's steps
+            s += ", \"hit_rate_by_depth\": {";
+            for (size_t i = 0; i < r.depth_curve.size(); ++i)
+                s += (i ? ", \"" : "\"") + std::to_string(r.depth_curve[i].first) + "\": " + num(r.depth_curve[i].second);
+            s += "}";
+        }
         s += ", \"bytes_link\": " + num(r.bytes_link) + ", \"bytes_hbm\": " + num(r.bytes_hbm);
         s += ", \"occupancy_hbm\": " + num(r.occupancy_hbm) + ", \"occupancy_pool\": " + num(r.occupancy_tier);
         s += ", \"kv_capacity_hbm_bytes\": " + num(r.gpu_kv_capacity) + ", \"kv_capacity_tier_bytes\": " + num(r.tier_capacity);

@@ -241,6 +241,10 @@ struct Result {
     double prefix_hit_rate = 0;           // prompt blocks found by lookup / prompt blocks
     double prefetch_hit_rate = -1, precision = -1, waste = -1, latency_hidden = -1;  // -1 = not applicable
     double waste_bytes = 0;
+    // Share of the bytes a speculative system's layers read that were
+    // prefetched but arrived after the layer started (late: counted as misses
+    // in prefetch_hit_rate). -1 = not applicable.
+    double prefetch_late = -1;
     double bytes_hbm = 0, bytes_link = 0;  // KV bytes read from HBM / moved over the offload link
     double stall_s = 0, compute_s = 0;     // time waiting on the link / GPU time
     double gpu_kv_capacity = 0, tier_capacity = 0;  // modelled bytes
