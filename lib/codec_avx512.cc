@@ -512,6 +512,7 @@ const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
     quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
     absmax_fp16_avx512, quant_const_fp16_avx512, range_ok_avx512, delta_runs_avx512,
+    rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
 };
 
 }  // namespace
@@ -530,7 +531,19 @@ const Kernels *avx512_kernels() {
         }
         return base;
     }();
-    return ok ? &kAvx512 : nullptr;
+    if (!ok) return nullptr;
+    // The Rice stage (codec_rice_avx512.cc) also needs BMI2; else the reference.
+    static const Kernels table = [] {
+        Kernels k = kAvx512;
+        if (const RiceKernels *r = rice_avx512_kernels()) {
+            k.rice_encode8 = r->encode8;
+            k.rice_decode8 = r->decode8;
+            k.rice_encode16 = r->encode16;
+            k.rice_decode16 = r->decode16;
+        }
+        return k;
+    }();
+    return &table;
 }
 
 bool avx512_extensions(int on) {

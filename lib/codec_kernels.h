@@ -1,8 +1,9 @@
 // The data-parallel steps of the codec, one table per implementation
 // (scalar reference, AVX2, AVX-512). Every table must give bit-identical
 // results to the scalar one; tests/codec/codec_simd_test.cc checks it.
-// The serial steps (RLE, Rice, delta, layout) live in codec_ref.cc and are
-// shared by all implementations.
+// The serial steps (RLE, delta, layout) live in codec_ref.cc and are shared
+// by all implementations; the Rice stage is a table entry (the reference in
+// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,19 @@ struct Kernels {
     // j % 64 of rsm[j / 64] is set iff j + 2 < n and db_j == db_{j+1} ==
     // db_{j+2} (rsm: n / 64 + 1 words, all written).
     void (*delta_runs)(const uint8_t *s, size_t n, bool delta, uint8_t *db, uint64_t *rsm);
+    // §6.2 Rice stage of b <= 8 values (int8 symbols s, in scan order).
+    // rice_encode8: the stream of s (delta: of s_i - s_{i-1}) in dst, returns
+    // its length, or 0 if it is longer than cap. rice_decode8: parses a
+    // stream of len bytes (untrusted) into n values; SPECKV_OK, or
+    // SPECKV_ECORRUPT with the reference's message for every record the
+    // reference rejects (a fast table may hand a suspect stream to the
+    // reference, which then decides). Every table: the reference's bytes
+    // and values.
+    size_t (*rice_encode8)(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*rice_decode8)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+    // The same for b 9..12 (§13: int16 symbols).
+    size_t (*rice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*rice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 };
 
 extern const Kernels kScalarKernels;
@@ -70,6 +84,19 @@ bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
 void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
 bool range_ok_scalar(const uint8_t *b, size_t n, uint32_t Q);
 void delta_runs_scalar(const uint8_t *s, size_t n, bool delta, uint8_t *db, uint64_t *rsm);
+size_t rice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int rice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+size_t rice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int rice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+// The AVX-512BW + BMI2 Rice stage (lib/codec_rice_avx512.cc), b <= 8 and 9..12; null when not
+// built for x86-64 or the CPU lacks AVX-512BW/VL or BMI2.
+struct RiceKernels {
+    size_t (*encode8)(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*decode8)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+    size_t (*encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+};
+const RiceKernels *rice_avx512_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

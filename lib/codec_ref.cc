@@ -263,6 +263,7 @@ const Kernels kScalarKernels = {
     "scalar",          canon_scalar,     absmax_scalar,        colmax_scalar,     quant_const_scalar,
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
     absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,      delta_runs_scalar,
+    rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -718,6 +719,51 @@ size_t write_raw(int dtype, const void *src, size_t src_bytes, uint8_t *dst) {
 
 }  // namespace
 
+// The reference Rice stage of b <= 8 (codec_kernels.h): the definition every
+// table's rice_encode8 / rice_decode8 must equal.
+size_t rice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap) {
+    return rice_encode(s, n, delta, bits, dst, cap);
+}
+int rice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s) {
+    return rice_decode(p, len, n, delta, bits, s);
+}
+size_t rice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap) {
+    return rice_encode(s, n, delta, bits, dst, cap);
+}
+int rice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s) {
+    return rice_decode(p, len, n, delta, bits, s);
+}
+
+// out[c * rows + r] = in[r * cols + c]: the columnar scan order of §5 (and
+// back, with rows and cols swapped). 8 x 8 byte tiles in SSE2 registers
+// (baseline on x86-64) when both sides are multiples of 8; else per byte.
+static void transpose_bytes(const int8_t *in, size_t rows, size_t cols, int8_t *out) {
+#if defined(__SSE2__)
+    if (rows % 8 == 0 && cols % 8 == 0) {
+        for (size_t r = 0; r < rows; r += 8)
+            for (size_t c = 0; c < cols; c += 8) {
+                const int8_t *p = in + r * cols + c;
+                __m128i x[8];
+                for (int i = 0; i < 8; i++) x[i] = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + size_t(i) * cols));
+                const __m128i a0 = _mm_unpacklo_epi8(x[0], x[1]), a1 = _mm_unpacklo_epi8(x[2], x[3]);
+                const __m128i a2 = _mm_unpacklo_epi8(x[4], x[5]), a3 = _mm_unpacklo_epi8(x[6], x[7]);
+                const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);
+                const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);
+                const __m128i y[4] = {_mm_unpacklo_epi32(b0, b2), _mm_unpackhi_epi32(b0, b2),
+                                      _mm_unpacklo_epi32(b1, b3), _mm_unpackhi_epi32(b1, b3)};
+                int8_t *o = out + c * rows + r;  // column c + j of the tile: 8 bytes at o + j * rows
+                for (int j = 0; j < 4; j++) {
+                    _mm_storel_epi64(reinterpret_cast<__m128i *>(o + size_t(2 * j) * rows), y[j]);
+                    _mm_storel_epi64(reinterpret_cast<__m128i *>(o + size_t(2 * j + 1) * rows), _mm_srli_si128(y[j], 8));
+                }
+            }
+        return;
+    }
+#endif
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) out[c * rows + r] = in[r * cols + c];
+}
+
 // Writes the header of a quantised record whose payload (plen bytes) is in place.
 static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
     uint8_t *h = dst;
@@ -739,10 +785,11 @@ static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, siz
 }
 
 // §13: b = 9..12, 16-bit quantised values, Rice only. Scalar on every
-// implementation (the scales, canonical values and group data are already in
-// scratch, made by the implementation's kernels, which are bit-identical).
-static int encode_wide(Mode mode, int dtype, const void *src, size_t src_bytes, const Params &P, size_t C, size_t G,
-                       uint8_t *dst, size_t *out_len) {
+// implementation but the Rice stage (the table's rice_encode16; the scales,
+// canonical values and group data are already in scratch, made by the
+// implementation's kernels, which are bit-identical).
+static int encode_wide(const Kernels *K, Mode mode, int dtype, const void *src, size_t src_bytes, const Params &P,
+                       size_t C, size_t G, uint8_t *dst, size_t *out_len) {
     Scratch &S = scratch();
     const size_t n = src_bytes / dtype_size(dtype), T = n / C;
     const uint32_t Q = (1u << (P.bits - 1)) - 1;
@@ -764,7 +811,7 @@ static int encode_wide(Mode mode, int dtype, const void *src, size_t src_bytes, 
     uint8_t *payload = dst + kHeaderSize;
     for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
     const size_t budget = src_bytes - 1 - 2 * G;
-    const size_t slen = rice_encode(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
+    const size_t slen = K->rice_encode16(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
     if (slen == 0) {
         *out_len = write_raw(dtype, src, src_bytes, dst);
         return SPECKV_OK;
@@ -878,7 +925,7 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
             return SPECKV_OK;
         }
     }
-    if (P.bits > 8) return encode_wide(mode, dtype, src, src_bytes, P, C, G, dst, out_len);
+    if (P.bits > 8) return encode_wide(K, mode, dtype, src, src_bytes, P, C, G, dst, out_len);
     uint8_t *stream = payload + 2 * G;
     const bool delta = P.order != kOrderNone;
     // int8 (bytes, no delta): the q bytes are the stream; quantise in place.
@@ -910,15 +957,14 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     if (P.order == kOrderColumnar && C > 1) {
         S.s.resize(n);
         int8_t *so = S.s.data();
-        for (size_t t = 0; t < T; t++)
-            for (size_t c = 0; c < C; c++) so[c * T + t] = q[t * C + c];
+        transpose_bytes(q, T, C, so);
         s = so;
     }
 
     for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
     size_t slen = 0;
     if (P.entropy == kEntropyRice) {
-        slen = rice_encode(s, n, delta, P.bits, stream, budget);
+        slen = K->rice_encode8(s, n, delta, P.bits, stream, budget);
     } else if (in_place) {
         slen = n;
     } else {
@@ -1025,9 +1071,9 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     const uint8_t *stream = payload + 2 * G;
     const size_t slen = h.payload_len - 2 * G;
     const size_t esz = dtype_size(h.dtype);
-    if (P.bits > 8) {  // §13, scalar on every implementation
+    if (P.bits > 8) {  // §13, scalar on every implementation but the Rice stage
         S.ws.resize(n);
-        if (int rc = rice_decode(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
+        if (int rc = K->rice_decode16(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
         const int16_t *q = S.ws.data();
         if (P.order == kOrderColumnar && C > 1) {
             S.wq.resize(n);
@@ -1056,7 +1102,7 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
         }
         s = reinterpret_cast<const int8_t *>(stream);
     } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy == kEntropyRice) {  // +128: RLE literal slack
-        if (int rc = rice_decode(stream, slen, n, delta, P.bits, S.s.data())) return rc;
+        if (int rc = K->rice_decode8(stream, slen, n, delta, P.bits, S.s.data())) return rc;
     } else {
         const uint8_t *bytes = stream;
         if (P.entropy == kEntropyRle) {
@@ -1081,8 +1127,7 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     if (P.order == kOrderColumnar && C > 1) {
         S.q.resize(n);
         int8_t *qc = S.q.data();
-        for (size_t c = 0; c < C; c++)
-            for (size_t t = 0; t < T; t++) qc[t * C + c] = s[c * T + t];
+        transpose_bytes(s, C, T, qc);
         q = qc;
     }
     auto o = static_cast<uint8_t *>(dst);
