@@ -1926,13 +1926,16 @@ int Pool::prefetch(const speckv_hint *hint) {
     if (!pf_started_) {
         if (int rc = start_prefetcher(); rc != SPECKV_OK) return rc;
     }
+    // Full: the oldest hint goes (the reader has most likely moved past it),
+    // not this one, which says where the reader is now.
+    bool dropped = false;
     if (pf_q_.size() >= pf_cap_) {
-        g.unlock();
-        bump(kPfDropped);
-        return SPECKV_OK;
+        pf_q_.pop_front();
+        dropped = true;
     }
-    pf_q_.push_back(*hint);
+    pf_q_.push_back(PfHint{*hint, pf_clock_.load(std::memory_order_acquire)});
     g.unlock();
+    if (dropped) bump(kPfDropped);
     pf_cv_->notify_one();
     return SPECKV_OK;
 }
@@ -2093,6 +2096,11 @@ std::string Pool::stats_json() const {
     // (request, layer), and how many of them went right after it.
     out += ",\"unit_followers\":" + std::to_string(total(kUnitFollowers)) +
            ",\"unit_contiguous\":" + std::to_string(total(kUnitContiguous));
+    // Prefetch hints and planned units the reader had already moved past when
+    // the prefetch thread got to them, and units cut short (docs/tiers.md "Stale hints").
+    out += ",\"prefetch_hints_stale\":" + std::to_string(total(kPfHintsStale)) +
+           ",\"prefetch_units_stale\":" + std::to_string(total(kPfUnitsStale)) +
+           ",\"prefetch_units_cut\":" + std::to_string(total(kPfUnitsCut));
     // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
     out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +

@@ -192,7 +192,13 @@ class Pool {
     int start_prefetcher();
     void stop_prefetcher();
     void prefetch_worker();
-    void prefetch_hint(const speckv_hint &h);
+    // A queued hint, with the read-step clock (pf_clock_) when it was given.
+    struct PfHint {
+        speckv_hint h;
+        uint64_t clock;
+    };
+    // newer: the queue holds hints given after this one.
+    void prefetch_hint(const PfHint &ph, bool newer);
     // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
     uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
@@ -360,12 +366,23 @@ class Pool {
     // condition variable the parent's thread was waiting on blocks forever.
     std::unique_ptr<std::mutex> pf_mu_ = std::make_unique<std::mutex>();
     std::unique_ptr<std::condition_variable> pf_cv_ = std::make_unique<std::condition_variable>();
-    std::deque<speckv_hint> pf_q_;
+    std::deque<PfHint> pf_q_;
     bool pf_stop_ = false, pf_started_ = false;
     // The prefetch thread, and the process it runs in: a child of fork()
     // holds a copy of this object but not the thread (never joined there).
     std::unique_ptr<std::thread> pf_thread_;
     pid_t pf_pid_ = 0;
+    // Reader progress (docs/tiers.md "Stale hints"): pf_clock_ counts the unit
+    // steps this process's readers started; pf_unit_clock_ maps a unit
+    // (tenant, request, layer), hashed, to the clock its latest step started
+    // at (tag << 48 | clock). A hint or planned unit whose step has started
+    // and ended since the hint was given is stale: not fetched, counted.
+    static constexpr size_t kPfUnitSlots = 1 << 14;
+    std::atomic<uint64_t> pf_clock_{0};
+    std::unique_ptr<std::atomic<uint64_t>[]> pf_unit_clock_ = std::make_unique<std::atomic<uint64_t>[]>(kPfUnitSlots);
+    void pf_mark_started(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t clock);
+    // The reader has started the unit since `since` and begun a later step after it.
+    bool pf_read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const;
     // request -> (tenant, last hinted token position), from hints (worker thread only)
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
     // shared-block attribution (process-local; lib/pool_tiers.cc, docs/tiers.md
@@ -434,7 +451,7 @@ class Pool {
         kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
-        kUnitFollowers, kUnitContiguous,
+        kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
         kNumCounters
     };
     static constexpr int kShards = 64;

@@ -310,7 +310,8 @@ void Pool::prefetch_worker() {
         cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
     for (;;) {
-        speckv_hint h;
+        PfHint h;
+        bool newer;
         {
             std::unique_lock g(*pf_mu_);
             pf_cv_->wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
@@ -324,12 +325,50 @@ void Pool::prefetch_worker() {
             }
             h = pf_q_.front();
             pf_q_.pop_front();
+            newer = !pf_q_.empty();
         }
-        prefetch_hint(h);
+        prefetch_hint(h, newer);
         uint64_t now = mono_ns();
         ctl_owner_->tick(now);
         publish(now);
     }
+}
+
+// ------------------------------------------------ reader progress
+//
+// The prefetch thread may fall behind its readers (an engine that does not
+// wait for it): then the hints it takes from its queue name units that have
+// been read already, and fetching them is pure waste that makes it fall
+// further behind. Readers record when they start each unit (note_access);
+// a hint whose named unit, or a planned unit, was started after the hint was
+// given and is finished (a later step has started) is stale: skipped and
+// counted. A prefetch is never needed for correct bytes, so a wrong verdict
+// (a hash collision in the table, several reader threads) costs hits, not
+// correctness.
+
+namespace {
+uint64_t unit_hash(uint64_t tenant, uint64_t request, uint32_t layer) {
+    uint64_t k = tenant * 0xD6E8FEB86659FD93ull ^ request * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t(layer) + 1) * 0xC2B2AE3D27D4EB4Full;
+    k ^= k >> 32;
+    k *= 0xD6E8FEB86659FD93ull;
+    k ^= k >> 32;
+    return k;
+}
+constexpr uint64_t kClockMask = (1ull << 48) - 1;
+}  // namespace
+
+void Pool::pf_mark_started(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t clock) {
+    uint64_t k = unit_hash(tenant, request, layer);
+    pf_unit_clock_[k & (kPfUnitSlots - 1)].store((k >> 48) << 48 | (clock & kClockMask), std::memory_order_release);
+}
+
+bool Pool::pf_read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const {
+    uint64_t k = unit_hash(tenant, request, layer);
+    uint64_t e = pf_unit_clock_[k & (kPfUnitSlots - 1)].load(std::memory_order_acquire);
+    if (e >> 48 != k >> 48) return false;  // never started here, or its slot was taken by another unit
+    uint64_t started = e & kClockMask;
+    return started > (since & kClockMask) && (pf_clock_.load(std::memory_order_acquire) & kClockMask) > started;
 }
 
 // Reads a block's pages that are in neither L1 nor L2 into L2, verified.
@@ -404,7 +443,8 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     return n;
 }
 
-void Pool::prefetch_hint(const speckv_hint &h) {
+void Pool::prefetch_hint(const PfHint &ph, bool newer) {
+    const speckv_hint &h = ph.h;
     PrefetchController *c = ctl_owner_.get();
     if (!tenant_visible(h.tenant)) {
         bump(kPfIgnored);
@@ -413,17 +453,27 @@ void Pool::prefetch_hint(const speckv_hint &h) {
     if (pf_req_.size() >= 65536) pf_req_.clear();  // bounded; re-learnt from the next hints
     pf_req_[h.request] = {h.tenant, h.token_pos};
     c->on_hint(h.request, h.layer, h.token_pos);
+    // Behind the reader: it has read the unit this hint names already, and a
+    // newer hint (planned from where the reader is now) waits in the queue.
+    if (newer && pf_read_past(h.tenant, h.request, h.layer, ph.clock)) {
+        bump(kPfHintsStale);
+        return;
+    }
     PrefetchController::Plan plan;
     if (pf_hinted_) plan.units.push_back(PrefetchUnit{h.request, h.layer});  // exactly what the engine named
     else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
     std::vector<Alias> al;
-    uint64_t pages = 0, link = 0;
+    uint64_t pages = 0, link = 0, stale = 0, cut = 0;
     bool any = false;
     for (const PrefetchUnit &u : plan.units) {
         auto t = pf_req_.find(u.request);
         uint64_t tenant = t != pf_req_.end() ? t->second.first : h.tenant;
         uint64_t appending = t != pf_req_.end() ? t->second.second : ~0ull;
+        if (pf_read_past(tenant, u.request, u.layer, ph.clock)) {  // read already: its next read is a step away
+            stale++;
+            continue;
+        }
         xlate_collect(tenant, u.request, u.layer, ~0ull, &hs);
         alias_collect(AliasKey{tenant, u.request, u.layer}, ~0ull, &al);  // the shared blocks it reads, prefix first
         if (!al.empty()) {
@@ -435,12 +485,22 @@ void Pool::prefetch_hint(const speckv_hint &h) {
         any |= !hs.empty();
         uint64_t owner = u.request << 16 ^ (u.layer & 0xFFFF);
         uint64_t n = 0, moved = 0;
-        for (uint64_t hd : hs) n += prefetch_block(hd, owner, appending, &moved);
+        for (size_t i = 0; i < hs.size(); i++) {
+            // The reader got through the unit while we fetched it: the rest would be waste.
+            if (i && pf_read_past(tenant, u.request, u.layer, ph.clock)) {
+                cut++;
+                break;
+            }
+            n += prefetch_block(hs[i], owner, appending, &moved);
+        }
         if (n) c->on_issued(u.request, static_cast<uint32_t>(n), moved);
         pages += n;
         link += moved;
     }
-    if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
+    if (stale) bump(kPfUnitsStale, stale);
+    if (cut) bump(kPfUnitsCut, cut);
+    if (!plan.units.empty() && stale == plan.units.size()) bump(kPfHintsStale);  // every unit planned was read already
+    else if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
     if (pages) {
         bump(kPfPages, pages);
         bump(kLinkBytes, link);
@@ -473,6 +533,7 @@ struct Pool::ReadStep {
     };
     uint64_t serial = 0;  // the pool (Pool::attr_serial_) whose step this is; 0 = none
     uint64_t tenant = 0, last_handle = 0, last_pos = 0, reader = 0, private_reader = 0;
+    uint64_t clock = 0;  // Pool::pf_clock_ when the step started
     uint32_t layer = 0;
     bool has_private = false;
     uint32_t pages[3] = {};     // by source: L1, L2, L3
@@ -518,6 +579,7 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     if (boundary) {
         if (s->serial) flush_step(*s, c);
         s->serial = attr_serial_;
+        s->clock = pf_clock_.fetch_add(1, std::memory_order_acq_rel) + 1;
         s->tenant = tenant, s->layer = layer;
         s->has_private = false;
         s->pages[0] = s->pages[1] = s->pages[2] = 0;
@@ -525,13 +587,17 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     }
     s->pages[worst < 0 ? 0 : worst > 2 ? 2 : worst] += pages;
     s->last_pos = tp, s->last_handle = hd, s->reader = request;
-    if (!published) s->private_reader = request, s->has_private = true;
-    else if (s->shared.size() < ReadStep::kMaxShared && (s->shared.empty() || s->shared.back().handle != hd))
+    if (!published) {
+        // The step's reader is known once it reads a private block: it has started its unit.
+        if (!s->has_private || s->private_reader != request) pf_mark_started(tenant, request, layer, s->clock);
+        s->private_reader = request, s->has_private = true;
+    } else if (s->shared.size() < ReadStep::kMaxShared && (s->shared.empty() || s->shared.back().handle != hd))
         s->shared.push_back({hd, request, tp, tc});
 }
 
 void Pool::flush_step(ReadStep &s, PrefetchController *c) {
     uint64_t reader = s.has_private ? s.private_reader : s.reader;
+    if (!s.has_private) pf_mark_started(s.tenant, reader, s.layer, s.clock);  // known only now, the step over
     static constexpr AccessOutcome kOutcome[3] = {AccessOutcome::kL1Hit, AccessOutcome::kL2Hit, AccessOutcome::kMiss};
     for (int i = 0; i < 3; i++)
         if (s.pages[i]) c->on_access(reader, s.layer, kOutcome[i], s.pages[i]);
