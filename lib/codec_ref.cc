@@ -483,7 +483,7 @@ int rice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bit
     // past len, plus the 8-byte refill load, must read as zeros.
     if (R.bits.size() < len + kRiceSlack) R.bits.resize(len + kRiceSlack);
     uint8_t *const pb = R.bits.data();
-    std::memcpy(pb, p, len);
+    if (len) std::memcpy(pb, p, len);  // p may be null when len is 0
     std::memset(pb + len, 0, kRiceSlack);
     uint16_t *const z = R.z.data();
     const uint64_t total_bits = uint64_t(len) * 8;

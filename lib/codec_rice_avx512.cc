@@ -316,7 +316,7 @@ int rice_decode_t(const uint8_t *p, size_t len, size_t n, bool delta, unsigned b
     if (R.z.size() < n + kBlock + 64) R.z.resize(n + kBlock + 64);
     if (R.bits.size() < len + kSlack) R.bits.resize(len + kSlack);
     uint8_t *const pb = R.bits.data();
-    std::memcpy(pb, p, len);
+    if (len) std::memcpy(pb, p, len);  // p may be null when len is 0
     std::memset(pb + len, 0, kSlack);
     uint16_t *const z = R.z.data();
     const uint64_t total_bits = uint64_t(len) * 8;

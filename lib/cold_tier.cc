@@ -634,6 +634,24 @@ int ColdTier::forget(std::span<const uint64_t> keys) {
     return rc;
 }
 
+bool ColdTier::generation(uint64_t key, uint64_t *gen) const {
+    std::lock_guard lk(mu_);
+    auto f = index_.find(key);
+    if (f == index_.end()) return false;
+    *gen = f->second.gen;
+    return true;
+}
+
+int ColdTier::forget_if(uint64_t key, uint64_t gen) {
+    std::lock_guard lk(mu_);
+    auto f = index_.find(key);
+    if (f == index_.end() || f->second.gen != gen) return SPECKV_OK;  // gone, or a newer copy: not ours
+    forgotten_.push_back(f->second);
+    index_.erase(f);
+    st_.drops++;
+    return SPECKV_OK;
+}
+
 int ColdTier::flush_forgotten() {
     std::lock_guard lk(mu_);
     return flush_forgotten_locked();

@@ -138,6 +138,11 @@ class ColdTier {
     int forget(std::span<const uint64_t> keys);
     // Invalidates the headers of forgotten extents and frees them.
     int flush_forgotten();
+    // The write generation of a key's extent (false: no such key). With
+    // forget_if, a caller forgets exactly the copy it saw, not a newer one
+    // another thread put meanwhile (which stays).
+    bool generation(uint64_t key, uint64_t *gen) const;
+    int forget_if(uint64_t key, uint64_t gen);
 
     bool contains(uint64_t key) const;
     // Every key held, in no particular order.

@@ -407,18 +407,24 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         BlockRecord &r = blocks()[slot];
         const uint64_t hd = r.handle.load(std::memory_order_acquire);
         if (!hd) continue;
+        // Claimed before the view is read: a view read first could predate
+        // another thread's whole demotion of the block, and our put would
+        // then replace its committed L4 copy (and our undo forget it).
+        if (!claim(hd)) {
+            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is being demoted by another thread", hd);
+            continue;
+        }
         // The view resolve() would give, whatever this handle's tenant binding.
         BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
                      r.tier_seq.load(std::memory_order_acquire)};
         if (bv.cold() || bv.npages == 0 || bv.first_page >= sb()->n_pages ||
-            bv.npages > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd)
+            bv.npages > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd) {
+            unclaim(hd);
             continue;  // in L4 already, or freed / being reused meanwhile
-        if ((relaxed_field(r.state) & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
-            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
-            continue;
         }
-        if (!claim(hd)) {
-            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is being demoted by another thread", hd);
+        if ((relaxed_field(r.state) & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
+            unclaim(hd);
+            skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
             continue;
         }
         Victim v{slot, hd, bv.first_page, bv.npages, bv.tseq, {}, {}};
@@ -686,8 +692,11 @@ int Pool::promote(uint64_t handle) {
     if (!v.cold()) return SPECKV_OK;
     const int64_t len = cold_->length(handle);
     if (len < 0) {
-        resolve_outofline(handle, &v);
-        if (!v.cold()) return SPECKV_OK;  // another thread brought it back (and dropped the copy) meanwhile
+        const uint64_t seen = v.tseq;
+        if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;  // freed meanwhile
+        // Brought back meanwhile (its copy dropped), maybe moved out again:
+        // the caller re-resolves and tries again.
+        if (!v.cold() || v.tseq != seen) return SPECKV_OK;
         clear_error();
         return fail(SPECKV_ECORRUPT,
                     "block 0x%" PRIx64 " is in L4 but the L4 file %s holds no copy of it (file replaced or lost?)", handle,
@@ -736,6 +745,11 @@ int Pool::promote(uint64_t handle) {
     SharedHeader *h = sh();
     uint64_t *bm = bitmap();
     const unsigned char *data = buf.data() + meta;
+    // The copy this promotion drops: the one in L4 now (nobody puts a block
+    // that is in L4). Once tier_seq is even a demoter (off the pool lock)
+    // may put a new copy before our drop below; that one must stay.
+    uint64_t copy_gen = 0;
+    const bool have_copy = cold_->generation(handle, &copy_gen);
     for (uint64_t i = 0; i < np; i++) {
         const uint64_t p = first + i;
         bm[p / 64] |= uint64_t(1) << (p % 64);
@@ -772,11 +786,10 @@ int Pool::promote(uint64_t handle) {
     h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     h->promotions.fetch_add(1, std::memory_order_relaxed);
     h->alloc_cursor = first + np;
-    // The copy goes before the lock does: once it is released another thread
-    // may demote the block again, and that newer copy must not be dropped.
-    // forget() is in memory only; its header is cleared later, off the lock.
-    const uint64_t k = handle;
-    cold_->forget(std::span<const uint64_t>(&k, 1));
+    // Drop exactly the copy read above (in memory; its header is cleared
+    // later, off the lock): a demoter that saw the even tier_seq may have put
+    // a newer copy already, and that one must stay.
+    if (have_copy) cold_->forget_if(handle, copy_gen);
     clear_error();
     unlock();
     log(SPECKV_LOG_DEBUG, "promoted block 0x%" PRIx64 " (%" PRIu64 " pages) from L4", handle, np);

@@ -161,7 +161,7 @@ TEST_CASE("the prefetcher of an open pool measures its link against the placemen
     std::string local = json_of("anon:?size=8M", {});
     CHECK(local.find("\"placement_latency_ns\":100,") != std::string::npos);
     CHECK(local.find("\"placement_bandwidth\":8000000000,") != std::string::npos);
-    CHECK(local.find("\"placement_distance\":10}") != std::string::npos);
+    CHECK(local.find("\"placement_distance\":10,") != std::string::npos);
     // A 250 ns pool (the CXL direct figure): 8e9 x 100 / 250 = 3.2 GB/s.
     std::string cxl = json_of("anon:?size=8M", {{"placement.latency_ns", 250}});
     CHECK(cxl.find("\"placement_latency_ns\":250,") != std::string::npos);

@@ -670,6 +670,11 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     // block stays where it is; once the holder runs again the same read works.
     std::vector<unsigned char> buf(kBlock);
     REQUIRE(kill(holder, SIGSTOP) == 0);
+    {  // wait until it really is stopped (a signal is delivered asynchronously)
+        int ws = 0;
+        REQUIRE(waitpid(holder, &ws, WUNTRACED) == holder);
+        REQUIRE(WIFSTOPPED(ws));
+    }
     CHECK(speckv_access(q, hs[kN], 0, buf.data(), buf.size(), 0) == SPECKV_EBUSY);
     CHECK(std::string(speckv_errmsg()).find("did not bring it back within cold.wait_ms = 300 ms") != std::string::npos);
     REQUIRE(kill(holder, SIGCONT) == 0);
