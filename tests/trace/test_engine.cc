@@ -6,25 +6,13 @@
 #include <cstdio>
 #include <map>
 
+#include "gen_trace.h"
 #include "trace.h"
 
 using namespace speckv_trace;
 
 namespace {
 
-std::string make_trace(GenOptions g) {
-    char *buf = nullptr;
-    size_t len = 0;
-    std::FILE *f = open_memstream(&buf, &len);
-    write_header(f, Format::Native, g.block_tokens);
-    Generator gen(g);
-    Request r;
-    while (gen.next(&r)) write_request(f, Format::Native, r);
-    std::fclose(f);
-    std::string t(buf, len);
-    std::free(buf);
-    return t;
-}
 
 EngineOptions opts(const char *model, const char *gpu, const char *link) {
     EngineOptions o;

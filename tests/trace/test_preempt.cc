@@ -6,25 +6,14 @@
 
 #include <cstdio>
 
+#include "gen_trace.h"
 #include "trace.h"
 
 using namespace speckv_trace;
 
 namespace {
 
-std::string trace_of(GenOptions g) {
-    char *buf = nullptr;
-    size_t len = 0;
-    std::FILE *f = open_memstream(&buf, &len);
-    write_header(f, Format::Native, g.block_tokens);
-    Generator gen(g);
-    Request r;
-    while (gen.next(&r)) write_request(f, Format::Native, r);
-    std::fclose(f);
-    std::string t(buf, len);
-    std::free(buf);
-    return t;
-}
+std::string trace_of(const GenOptions &g) { return make_trace(g); }
 
 Result replay_one(const std::string &trace, System s, EngineOptions o) {
     std::string err;

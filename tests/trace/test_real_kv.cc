@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kv_bank.h"
+#include "gen_trace.h"
 #include "trace.h"
 
 using namespace speckv_trace;
@@ -15,19 +16,9 @@ namespace {
 const std::string kModel = SPECKV_TRACE_DATA "/models/stories260K/stories260K.bin";
 
 std::string chat_trace() {
-    char *buf = nullptr;
-    size_t len = 0;
-    std::FILE *f = open_memstream(&buf, &len);
     GenOptions g;
     g.workload = "chat", g.count = 60, g.rate = 100, g.block_tokens = 64, g.prefix_share = 0.5;
-    write_header(f, Format::Native, g.block_tokens);
-    Generator gen(g);
-    Request r;
-    while (gen.next(&r)) write_request(f, Format::Native, r);
-    std::fclose(f);
-    std::string t(buf, len);
-    std::free(buf);
-    return t;
+    return make_trace(g);
 }
 
 Result replay_real(const std::string &t, System s, EngineOptions o, std::string *err) {
