@@ -276,8 +276,12 @@ SPECKV_API int speckv_write(speckv_pool *pool, speckv_handle handle, uint64_t of
  * CRC32C first (and decoding once the block is compressed). A page that fails
  * its checksum is quarantined and SPECKV_ECORRUPT is returned with the page
  * number in speckv_errmsg(); no byte of it is copied as if valid.
+ * A block in the L4 cold tier is brought back first; in a process that does
+ * not hold the tier, by asking the holder (config cold.wait_ms bounds the
+ * wait; docs/tiers.md §9.1).
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EBADHANDLE, SPECKV_ERANGE,
- * SPECKV_ECORRUPT, SPECKV_EBUSY. Since 0.1.0. */
+ * SPECKV_ECORRUPT, SPECKV_EBUSY (also: in L4 and not brought back in time, or
+ * no process holds the tier). Since 0.1.0. */
 SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t offset,
                              void *dst, size_t len, uint32_t flags);
 
@@ -296,7 +300,8 @@ SPECKV_API int speckv_unpin(speckv_pool *pool, speckv_handle handle);
 
 /* Moves a block to the L4 cold tier now (docs/tiers.md §9): its bytes go to
  * the L4 file and its pages in the pool are freed; the handle stays valid and
- * the next access, pin or prefetch brings the block back. Only the process
+ * the next access, pin or prefetch brings the block back, in any process
+ * (one without the tier asks the holder). Only the process
  * holding the pool's L4 tier (opened with config cold.path) can do this; it
  * also demotes the coldest blocks by itself when an allocation finds no room.
  * Returns SPECKV_OK (also when the block is in L4 already), SPECKV_EBADHANDLE,
