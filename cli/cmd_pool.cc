@@ -115,8 +115,10 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
                     i.n_pages - i.pages_used, i.blocks_live, i.max_blocks, i.bytes_by_dtype[0], i.bytes_by_dtype[1],
                     i.bytes_by_dtype[2], i.bytes_by_dtype[3], i.attached, i.clean ? "true" : "false", i.epoch,
                     i.recoveries, i.pages_quarantined, i.pages_in_write);
-        std::printf("\"codec\":{\"coded_pages\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64 "},",
-                    i.pages_coded, i.coded_raw_bytes, i.coded_stored_bytes);
+        std::printf("\"codec\":{\"coded_pages\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64
+                    ",\"packed_blocks\":%" PRIu64 ",\"packed_pages\":%" PRIu64 ",\"pages_saved\":%" PRIu64 "},",
+                    i.pages_coded, i.coded_raw_bytes, i.coded_stored_bytes, i.blocks_packed, i.packed_pages,
+                    i.packed_saved);
         std::printf("\"sharing\":{\"published_blocks\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
                     ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
                     ",\"reclaimed_blocks\":%" PRIu64 "},",
@@ -161,6 +163,9 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
                 human(i.coded_raw_bytes).c_str(), human(i.coded_stored_bytes).c_str());
     if (i.coded_stored_bytes) std::printf(" (%.2fx)", double(i.coded_raw_bytes) / double(i.coded_stored_bytes));
     std::printf("\n");
+    // Packed blocks: sealed blocks whose records share fewer pages (docs/pool-format.md).
+    std::printf("packed       %" PRIu64 " blocks in %" PRIu64 " pages, %" PRIu64 " pages given back\n", i.blocks_packed,
+                i.packed_pages, i.packed_saved);
     // Sharing: what is published, and what sharing saved (bytes a lookup
     // hit or a publish collision did not store again).
     uint64_t stored = i.bytes_by_dtype[0] + i.bytes_by_dtype[1] + i.bytes_by_dtype[2] + i.bytes_by_dtype[3];

@@ -65,6 +65,9 @@ const std::vector<KeySpec> &config_keys() {
          "adaptive: largest relative RMS error of a K page's preset, in thousandths (attention is ~10x more sensitive to K)"},
         {"codec.recalibrate", 0, 1 << 30, 256,
          "adaptive: re-choose a (layer, K/V)'s preset on every this-many-th whole page it encodes (0 = keep the first choice)"},
+        {"codec.pack", 0, 1, 1,
+         "the write that completes a block of coded pages packs them into fewer pool pages (format 6 pools; "
+         "a later write or pin unpacks it)"},
         {"codec.channels", 1, 65535, 1,
          "values per token in a page (head_dim or kv_dim): the layout channel and token scales use"},
         {"select.channels", 0, 65535, 0,

@@ -238,11 +238,11 @@ int Pool::validate_superblock(const Mapping &m, const char *where) {
     if (s.format_version > kFormatVersion)
         return fail(SPECKV_EVERSION, "%s: pool format version %u is newer than this library understands (%u): upgrade speckv",
                     where, s.format_version, kFormatVersion);
-    if (s.format_version != 0 && s.format_version < kFormatVersion)
+    if (s.format_version != 0 && s.format_version < kMinFormatVersion)
         return fail(SPECKV_EVERSION,
                     "%s: pool format version %u predates this library's (%u), which has no upgrade path from it: "
                     "recreate the pool (speckv pool reset --force, or delete the file)",
-                    where, s.format_version, kFormatVersion);
+                    where, s.format_version, kMinFormatVersion);
     if (s.format_version == 0 || s.sb_size != sizeof(Superblock))
         return fail(SPECKV_ECORRUPT, "%s: superblock has format version %u, size %u: corrupt", where, s.format_version,
                     s.sb_size);
@@ -368,6 +368,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
     p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
     p->adapt_every_ = static_cast<uint32_t>(cfg.get("codec.recalibrate"));
+    p->pack_ = cfg.get("codec.pack") != 0;
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
     p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
@@ -599,12 +600,15 @@ void Pool::recover_locked(const char *why) {
         uint64_t hd = r.handle.load();
         if (!hd) continue;
         const bool cold = r.tier_seq.load() & 1;  // in L4: no pages to check or mark
+        // A packed block's pages are its image's (fewer than npages; format 6 only).
+        const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
         bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
                   r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 &&
-                  (cold || (r.first_page < s.n_pages && r.npages <= s.n_pages - r.first_page)) &&
+                  (r.packed_pages == 0 || (r.packed_pages < r.npages && s.format_version >= 6)) &&
+                  (cold || (r.first_page < s.n_pages && np <= s.n_pages - r.first_page)) &&
                   r.bytes > uint64_t(r.npages - 1) * s.page_size && r.bytes <= uint64_t(r.npages) * s.page_size &&
                   record_crc(r) == r.crc;
-        for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + r.npages; p++)
+        for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + np; p++)
             if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
         if (!ok) {
             log(SPECKV_LOG_ERROR, "recovery: block slot %" PRIu64 " is corrupt; dropped", i);
@@ -635,9 +639,9 @@ void Pool::recover_locked(const char *why) {
             cold_b += r.bytes;
             continue;
         }
-        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
-        used += r.npages;
-        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(r.npages);
+        for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
+        used += np;
+        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np);
     }
     // Free-slot list, lowest slot first.
     h->slot_free_head = 0;
@@ -739,6 +743,12 @@ bool Pool::find_room_locked(uint64_t np, uint64_t *first, uint64_t slack, uint64
             return true;
         }
     }
+    return find_pages_locked(np, first);
+}
+
+bool Pool::find_pages_locked(uint64_t np, uint64_t *first) const {
+    const Superblock &s = *sb();
+    const uint64_t cur = sh()->alloc_cursor < s.n_pages ? sh()->alloc_cursor : 0;
     *first = find_run(bitmap(), cur, s.n_pages, np);
     if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
     return *first != UINT64_MAX;
@@ -751,7 +761,9 @@ uint64_t Pool::unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer
     for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
         const BlockRecord &r = blocks()[idx - 1];
         if (r.handle.load(std::memory_order_relaxed) && r.tenant == tenant && r.request == request && r.layer == layer)
-            return (r.tier_seq.load(std::memory_order_relaxed) & 1) ? UINT64_MAX : r.first_page + r.npages;
+            // In L4, or packed (its image went wherever there was room): no run to follow.
+            return (r.tier_seq.load(std::memory_order_relaxed) & 1) || r.packed_pages ? UINT64_MAX
+                                                                                     : r.first_page + r.npages;
         idx = r.xlate_next.load(std::memory_order_relaxed);
     }
     return UINT64_MAX;
@@ -865,7 +877,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     SEQLOCK_IGNORE_END();
     r.generation = gen;
     r.created_ns = now_ns(CLOCK_REALTIME_COARSE);  // ms resolution is plenty; the precise clock costs ~25 ns
-    r.reserved0 = 0;
+    relaxed_store(r.packed_pages, uint64_t(0));  // read lock-free by resolve()
     r.next_free = 0;
     r.holders.store(0, std::memory_order_relaxed);
     r.hash_next.store(0, std::memory_order_relaxed);
@@ -903,11 +915,12 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
     if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
     const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
-    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype), tseq};
+    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype), tseq,
+                relaxed_load(r.packed_pages)};
     if (tseq & 1) [[unlikely]]
         v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
-    if (v.npages == 0 || v.first_page >= sb()->n_pages || v.npages > sb()->n_pages - v.first_page ||
-        v.bytes > uint64_t(v.npages) * page_size_) {
+    if (v.npages == 0 || v.first_page >= sb()->n_pages || v.stored() > sb()->n_pages - v.first_page ||
+        v.bytes > uint64_t(v.npages) * page_size_ || v.packed >= v.npages) {
         if (r.handle.load(std::memory_order_acquire) != handle)
             return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
         return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
@@ -995,16 +1008,17 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         return;
     }
     // Writers lock a page, then re-check the handle; wait for any that got in first.
+    const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
     bool stuck = false;
-    for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
+    for (uint64_t p = r.first_page; p < r.first_page + np; p++) {
         uint64_t q;
         if (wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
     }
     clear_error();
     if (!stuck) {
         uint64_t *bm = bitmap();
-        for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) bm[p / 64] &= ~(uint64_t(1) << (p % 64));
-        h->pages_used.fetch_sub(r.npages, std::memory_order_relaxed);
+        for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] &= ~(uint64_t(1) << (p % 64));
+        h->pages_used.fetch_sub(np, std::memory_order_relaxed);
         if (r.first_page < h->alloc_cursor) h->alloc_cursor = r.first_page;
     } else {
         log(SPECKV_LOG_WARN, "freeing block 0x%" PRIx64 ": a page is stuck in a write; its pages stay reserved until recovery",
@@ -1014,7 +1028,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
         h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     }
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(r.npages, std::memory_order_relaxed);
+    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
     r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
@@ -1145,6 +1159,10 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
     return n;
 }
 
+uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only) {
+    return evict_locked(fits, tenant_only);
+}
+
 int Pool::acquire_ref(uint64_t handle, bool need_published) {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
     BlockRecord &r = blocks()[slot];
@@ -1233,7 +1251,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     std::memcpy(r.content_hash, hash, sizeof r.content_hash);
     SEQLOCK_IGNORE_END();
     std::atomic_ref<uint32_t>(r.state).store(r.state | kBlockPublished, std::memory_order_seq_cst);
-    for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
+    for (uint64_t p = v.first_page; p < v.first_page + v.stored(); p++) {
         uint64_t q;
         if (int rc = wait_even(pages()[p], &q); rc != SPECKV_OK) {
             std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
@@ -1253,8 +1271,8 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     if (flush_) {
         // Without hardware coherence, another host must find the data, the
         // page entries and the record in memory before it can find the link.
-        writeback_range(page_data(v.first_page), size_t(v.npages) << page_shift_);
-        writeback_range(&pages()[v.first_page], v.npages * sizeof(PageEntry));
+        writeback_range(page_data(v.first_page), size_t(v.stored()) << page_shift_);
+        writeback_range(&pages()[v.first_page], v.stored() * sizeof(PageEntry));
         writeback_range(&r, sizeof r);
     }
     index_insert_locked(slot);
@@ -1284,7 +1302,8 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
         if (flush_) {
             // Read what the publishing host wrote back, not stale lines.
             uint64_t first = relaxed_load(r.first_page);
-            uint32_t np = relaxed_load(r.npages);
+            uint64_t np = relaxed_load(r.packed_pages);
+            if (!np) np = relaxed_load(r.npages);
             invalidate_range(&pages()[first], np * sizeof(PageEntry));
             invalidate_range(page_data(first), size_t(np) << page_shift_);
         }
@@ -1351,7 +1370,8 @@ int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
         t->reserved = 0;
         uint64_t used = 0, hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
         for (uint64_t i = 0; i < hwm; i++)
-            if (blocks()[i].handle.load() && blocks()[i].tenant == tenant) used += blocks()[i].npages;
+            if (const BlockRecord &r = blocks()[i]; r.handle.load() && r.tenant == tenant && !(r.tier_seq.load() & 1))
+                used += r.packed_pages ? r.packed_pages : r.npages;
         t->used_pages.store(used);
         h->tenants_used++;
     }
@@ -1371,7 +1391,8 @@ int Pool::tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) {
         uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, sb()->max_blocks);
         for (uint64_t i = 0; i < hwm; i++) {
             const BlockRecord &r = blocks()[i];
-            if (r.handle.load() && relaxed_load(r.tenant) == tenant) u += relaxed_load(r.npages);
+            if (r.handle.load() && relaxed_load(r.tenant) == tenant && !(r.tier_seq.load() & 1))
+                u += relaxed_load(r.packed_pages) ? relaxed_load(r.packed_pages) : relaxed_load(r.npages);
         }
     }
     if (used) *used = u;
@@ -1430,6 +1451,15 @@ restart:
         return fail(SPECKV_ERANGE, "write of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
                     off, r.bytes);
     if (pinned(handle)) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before writing", handle);
+    if (r.packed) [[unlikely]] {  // back to a page per page first (fresh pages; the block stays packed on failure)
+        if (relaxed_load(r.rec->state) & kBlockPublished)
+            return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is published: its contents are immutable", handle);
+        if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
+        if (r.packed || r.cold()) {  // packed or moved again meanwhile
+            if (++attempt > 16) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving during the write", handle);
+            goto restart;
+        }
+    }
     auto *in = static_cast<const unsigned char *>(src);
     size_t done = 0;
     while (done < len) {
@@ -1507,6 +1537,11 @@ restart:
         done += plen;
     }
     bump(kWBytes, len);
+    // The write that completes the block seals it: its coded pages are
+    // packed into fewer pages (format 6, codec.pack).
+    if (off + len == r.bytes && len && pack_ && r.npages > 1 && sb()->format_version >= 6 &&
+        codec_mode_for(relaxed_load(r.rec->hint_flags), r.dtype) != 0)
+        pack_block(handle);
     return SPECKV_OK;
 }
 
@@ -1526,6 +1561,8 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             return SPECKV_OK;
         }
         uint32_t fl = pe.flags.load(std::memory_order_acquire);
+        if (fl & kPagePacked) [[unlikely]]  // the block was packed since the caller resolved it: its view is stale
+            return fail(SPECKV_EBUSY, "page %" PRIu64 " is part of a packed image now", page);
         if (fl & kPageQuarantined)
             return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
         if (fl & kPageZero) {
@@ -1591,7 +1628,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     uint64_t hits = 0, misses = 0, l2 = 0;
     int rc = SPECKV_OK;
     // Fast path: a range inside one page whose verified copy is cached.
-    if (size_t poff = off & (page_size_ - 1); len && len <= page_size_ - poff) {
+    if (size_t poff = off & (page_size_ - 1); len && len <= page_size_ - poff && !r.packed) [[likely]] {
         uint64_t page = r.first_page + (off >> page_shift_);
         const PageEntry &pe = pages()[page];
         uint64_t s1 = pe.seq.load(std::memory_order_acquire);
@@ -1606,7 +1643,13 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         size_t poff = pos & (page_size_ - 1);
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         int src;
-        if ((rc = read_page(page, poff, plen, out + done, &src)) != SPECKV_OK) break;
+        if (r.packed) [[unlikely]] {
+            if ((rc = read_packed_page(r, handle, static_cast<uint32_t>(pos >> page_shift_), poff, plen, out + done, &src)) !=
+                SPECKV_OK)
+                break;
+        } else if ((rc = read_page(page, poff, plen, out + done, &src)) != SPECKV_OK) {
+            break;
+        }
         hits += src == 0;
         misses += src != 0;
         l2 += src == 1;
@@ -1810,6 +1853,13 @@ again:
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (r.cold())
         if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.packed) {  // the pointer must show values page by page: unpack first
+        if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
+        if (r.packed || r.cold()) {
+            if (++attempt < 16) goto again;
+            return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving while pinning", handle);
+        }
+    }
     for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
         PageEntry &pe = pages()[p];
         if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
@@ -2101,6 +2151,12 @@ std::string Pool::stats_json() const {
     out += ",\"prefetch_hints_stale\":" + std::to_string(total(kPfHintsStale)) +
            ",\"prefetch_units_stale\":" + std::to_string(total(kPfUnitsStale)) +
            ",\"prefetch_units_cut\":" + std::to_string(total(kPfUnitsCut));
+    // Packed blocks (docs/pool-format.md "Packed blocks"), this process's:
+    // blocks packed, pool pages they gave back, packings skipped, unpackings.
+    out += ",\"codec_blocks_packed\":" + std::to_string(total(kPacks)) +
+           ",\"codec_pages_saved\":" + std::to_string(total(kPackSaved)) +
+           ",\"codec_packs_skipped\":" + std::to_string(total(kPackSkipped)) +
+           ",\"codec_blocks_unpacked\":" + std::to_string(total(kUnpacks));
     // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
     out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
@@ -2167,6 +2223,38 @@ void Pool::info(PoolInfo *o) const {
         o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
     o->pages_coded = o->coded_raw_bytes = o->coded_stored_bytes = 0;
+    o->blocks_packed = o->packed_pages = o->packed_saved = 0;
+    // Packed blocks: what their directories say (a snapshot: a block moved
+    // meanwhile is skipped).
+    for (uint64_t i = 0, hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks); i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        const uint64_t hd = r.handle.load();
+        BlockView v{};
+        if (!hd || !relaxed_load(r.packed_pages) || resolve(hd, &v) != SPECKV_OK || v.cold() || !v.packed) {
+            clear_error();
+            continue;
+        }
+        uint64_t coded = 0, raw = 0, stored = 0;
+        for (uint32_t k = 0; k < v.npages; k++) {
+            PackEntry e;
+            if (!pack_entry(v, k, &e) || !(e.flags & kPageCoded)) continue;
+            uint8_t hb[codec::kHeaderSize];
+            copy_from_pool(hb, page_data(v.first_page) + e.off, sizeof hb);
+            codec::Header ch;
+            if (codec::peek_header(hb, e.len, &ch) != SPECKV_OK) continue;
+            coded++;
+            raw += ch.decoded_bytes();
+            stored += ch.record_len();
+        }
+        clear_error();
+        if (v.moved()) continue;
+        o->blocks_packed++;
+        o->packed_pages += v.packed;
+        o->packed_saved += v.npages - v.packed;
+        o->pages_coded += coded;
+        o->coded_raw_bytes += raw;
+        o->coded_stored_bytes += stored;
+    }
     for (uint64_t p = 0; p < s.n_pages; p++) {
         uint32_t fl = pages()[p].flags.load();
         uint64_t q = pages()[p].seq.load();
@@ -2212,6 +2300,7 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
         std::memcpy(b.content_hash, r.content_hash, sizeof b.content_hash);
         b.published = r.state & kBlockPublished;
         b.cold = r.tier_seq.load() & 1;
+        b.packed_pages = r.packed_pages;
         b.holders = static_cast<uint32_t>(__builtin_popcountll(r.holders.load() & ~kHoldersDying));
         b.owner = r.owner;
         out->push_back(b);
@@ -2265,8 +2354,10 @@ int Pool::check(CheckReport *rep) const {
             continue;
         }
         const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
-        if (r.dtype > 3 || r.npages == 0 || (!cold && (r.first_page >= s.n_pages || r.npages > s.n_pages - r.first_page)) ||
-            r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size) {
+        const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
+        if (r.dtype > 3 || r.npages == 0 || (!cold && (r.first_page >= s.n_pages || np > s.n_pages - r.first_page)) ||
+            r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size ||
+            (r.packed_pages && (r.packed_pages >= r.npages || s.format_version < 6))) {
             problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
             continue;
         }
@@ -2275,9 +2366,9 @@ int Pool::check(CheckReport *rep) const {
             cold_n++;
             cold_b += r.bytes;
         } else {
-            used += r.npages;
+            used += np;
             for (uint32_t t = 0; t < nt; t++)
-                if (tenants()[t].tenant == r.tenant) tenant_pages[t] += r.npages;
+                if (tenants()[t].tenant == r.tenant) tenant_pages[t] += np;
         }
         uint64_t holders = r.holders.load();
         if (r.state & kBlockPublished) {
@@ -2293,7 +2384,8 @@ int Pool::check(CheckReport *rep) const {
             if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
                 problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
         }
-        for (uint64_t p = r.first_page; !cold && p < r.first_page + r.npages; p++) {
+        if (!cold && r.packed_pages) check_packed(r, hd, rep);
+        for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) {
             if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
             owned[p / 64] |= uint64_t(1) << (p % 64);
             if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem("page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
@@ -2305,6 +2397,10 @@ int Pool::check(CheckReport *rep) const {
                 continue;
             }
             if (fl & kPageQuarantined) problem("page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
+            if (bool(fl & kPagePacked) != bool(r.packed_pages))
+                problem("page %" PRIu64 " of block 0x%" PRIx64 " %s", p, hd,
+                    fl & kPagePacked ? "is flagged as a packed image's, but its block is not packed"
+                                     : "is not flagged as a packed image's, but its block is packed");
             if (fl & kPageZero) continue;
             copy_from_pool(buf.data(), page_data(p), s.page_size);
             uint32_t got = crc32c(0, buf.data(), s.page_size);

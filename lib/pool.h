@@ -39,6 +39,7 @@ struct BlockInfo {
     uint8_t content_hash[32];
     bool published;
     bool cold;              // in the L4 cold tier (its pages are not in the pool)
+    uint64_t packed_pages;  // 0, or the pool pages of its packed image (format 6)
     uint32_t holders;       // processes holding references
     uint64_t owner;         // attach id owning it while unpublished (0 = the pool)
 };
@@ -65,6 +66,7 @@ struct PoolInfo {
     bool clean;
     uint64_t pages_quarantined, pages_in_write;
     uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
+    uint64_t blocks_packed, packed_pages, packed_saved;  // packed blocks, their image pages, pages they gave back
     uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
     uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
     uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
@@ -174,6 +176,8 @@ class Pool {
     // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
     template <typename Fits>
     uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
+    // The same, for other translation units (the template lives in pool.cc).
+    uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
     // Process references (lock-free; refs_mu_ inside).
     int acquire_ref(uint64_t handle, bool need_published);
     int release_ref(uint64_t handle);
@@ -214,7 +218,10 @@ class Pool {
         uint32_t npages;
         uint8_t dtype;
         uint64_t tseq;  // BlockRecord::tier_seq when resolved: odd = in L4 (first_page is then 0)
+        uint64_t packed = 0;  // BlockRecord::packed_pages: 0, or the pages of its packed image
         bool cold() const { return tseq & 1; }
+        // Pool pages the block occupies (when not in L4).
+        uint64_t stored() const { return packed ? packed : npages; }
         // Whether the block left the pages this view names (a move since resolve).
         bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
@@ -237,6 +244,9 @@ class Pool {
         uint8_t dtype;
         const fmt::BlockRecord *rec;
         uint64_t tseq;  // the block's tier_seq when `page` was read off it
+        // A page of a packed block (page = UINT64_MAX): its summary slot in
+        // the image, or null when it has none.
+        const unsigned char *psum = nullptr;
     };
     int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
                 std::vector<KPage> *out);
@@ -257,11 +267,41 @@ class Pool {
     // zero tail). SPECKV_ECORRUPT names the page.
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
+    // Packed blocks (lib/pool_pack.cc, docs/pool-format.md "Packed blocks").
+    // The write that completes a block whose pages are coded packs it: its
+    // records, back to back, in fewer fresh pages; the old pages go free.
+    // Best effort: a block that cannot be packed now stays as it is.
+    void pack_block(uint64_t handle);
+    // Back to one page per page (for a write or a pin): fresh pages, then the
+    // image's pages go free. Re-resolves *v. The block stays packed and
+    // readable on failure (no room, quota, a bad image).
+    int unpack_block(uint64_t handle, BlockView *v);
+    // Reads bytes [poff, poff+plen) of logical page i of a packed block
+    // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
+    int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
+                         int *src);
+    // Entry i of a packed block's directory, copied and bounds-checked
+    // (false: out of bounds; a moved block gives any answer, callers re-check).
+    bool pack_entry(const BlockView &v, uint32_t i, fmt::PackEntry *e) const;
+    // L1/L2 key of logical page i of the packed block in `slot`: never a pool
+    // page number, unique per (slot, i); the tag is the block's tier_seq,
+    // which every pack, unpack and move changes.
+    static uint64_t packed_key(uint64_t slot, uint32_t i) {
+        return (uint64_t(1) << 62) | (slot << 32) | ((uint32_t(i) ^ uint32_t(slot * 0x9E3779B1u)) & 0xFFFFFFFFull);
+    }
+    // Pages into L2 from a packed block (the prefetcher).
+    uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
+    // pool check of a packed block's image.
+    void check_packed(const fmt::BlockRecord &r, uint64_t hd, CheckReport *rep) const;
+    bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle);
     // A free slot and a run of np free pages (*first), under the lock. With
     // slack > 0 a run of np + slack is preferred (*reserved = slack then,
     // else 0): room for the block's unit to grow in place.
     bool find_room_locked(uint64_t np, uint64_t *first, uint64_t slack = 0, uint64_t *reserved = nullptr) const;
+    // A run of np free pages (first fit from the allocation cursor), no slot
+    // needed: for a block that moves (pack, unpack). Under the lock.
+    bool find_pages_locked(uint64_t np, uint64_t *first) const;
     // Layer-aware placement: the page just past the latest block of (tenant,
     // request, layer), or UINT64_MAX. Under the lock.
     uint64_t unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const;
@@ -452,6 +492,7 @@ class Pool {
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
         kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
+        kPacks, kPackSaved, kPackSkipped, kUnpacks,
         kNumCounters
     };
     static constexpr int kShards = 64;

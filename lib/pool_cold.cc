@@ -416,9 +416,9 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         }
         // The view resolve() would give, whatever this handle's tenant binding.
         BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
-                     r.tier_seq.load(std::memory_order_acquire)};
+                     r.tier_seq.load(std::memory_order_acquire), relaxed_field(r.packed_pages)};
         if (bv.cold() || bv.npages == 0 || bv.first_page >= sb()->n_pages ||
-            bv.npages > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd) {
+            bv.stored() > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd) {
             unclaim(hd);
             continue;  // in L4 already, or freed / being reused meanwhile
         }
@@ -427,7 +427,8 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
             skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
             continue;
         }
-        Victim v{slot, hd, bv.first_page, bv.npages, bv.tseq, {}, {}};
+        // A packed block goes as its image (its pool pages), and comes back as it.
+        Victim v{slot, hd, bv.first_page, bv.stored(), bv.tseq, {}, {}};
         const uint64_t first = v.first, np = v.np;
         const bool sums = summaries_ != nullptr;
         size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + (sums ? np * summary_bytes_ : 0);
@@ -713,7 +714,7 @@ int Pool::promote(uint64_t handle) {
     // The payload passed its CRC32C; its layout is still checked against the record.
     ColdHead ch;
     std::memcpy(&ch, buf.data(), std::min(buf.size(), sizeof ch));
-    const uint64_t np = v.npages;
+    const uint64_t np = v.stored();  // a packed block's image pages
     const size_t sb_bytes = ch.summary_bytes;
     const size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + np * sb_bytes;
     if (buf.size() < sizeof ch || ch.magic != kColdMagic || ch.handle != handle || ch.npages != np ||

@@ -11,7 +11,11 @@
 namespace speckv::fmt {
 
 inline constexpr uint64_t kMagic = 0x314C4F4F50564B53ULL;  // "SKVPOOL1" little-endian
-inline constexpr uint32_t kFormatVersion = 5;  // 2: sharing; 3: translation index; 4: coded pages; 5: L4 tier
+inline constexpr uint32_t kFormatVersion = 6;  // 2: sharing; 3: translation index; 4: coded pages; 5: L4 tier; 6: packed blocks
+// The oldest format this library opens as it is: a format 5 pool has no
+// packed block, and never gets one (packing needs 6), so binaries of format
+// 5 keep opening it.
+inline constexpr uint32_t kMinFormatVersion = 5;
 inline constexpr uint64_t kDataAlign = 2u << 20;  // devdax alignment
 // Attach records; a block's `holders` word has one bit per record (bit 63 is
 // kHoldersDying), so there can be at most 63.
@@ -174,6 +178,42 @@ inline constexpr uint32_t kPageCoded = 4;
 // (lib/nmp.h: per-channel min/max, self-checksummed). Cleared by any write
 // that does not write a new one, and by recovery of a torn write.
 inline constexpr uint32_t kPageSummary = 8;
+// A page of a packed block's image (format 6): its bytes are part of a
+// PackHead image, never a page of values. Reads of such a block go through
+// the image's directory; the page's `crc` covers its bytes as for any page.
+inline constexpr uint32_t kPagePacked = 16;
+
+// A packed block (docs/pool-format.md "Packed blocks"): the block's pages as
+// one image in fewer pool pages. Written whole into fresh pages before the
+// block record points at it, and never changed while it does (so readers copy
+// from it without page locks and re-check the record's tier_seq, as for L4
+// moves). Layout: PackHead, npages PackEntry, npages summary slots (when
+// summary_bytes != 0), then the records, each at an 8-byte aligned offset.
+struct PackHead {
+    uint32_t magic;          // kPackMagic
+    uint32_t npages;         // logical pages (the block record's npages)
+    uint64_t handle;         // the block's handle when it was packed
+    uint64_t bytes;          // the block's bytes
+    uint64_t image_bytes;    // bytes of the image
+    uint32_t page_size;
+    uint32_t summary_bytes;  // per logical page, 0 = no summary slots
+    uint32_t dir_crc;        // CRC32C of the head (this field 0) and the directory
+    uint32_t pad;
+};
+static_assert(sizeof(PackHead) == 48);
+inline constexpr uint32_t kPackMagic = 0x4B504B53;  // "SKPK"
+
+// One logical page of a packed block. flags: kPageZero (len 0, reads as
+// zeros), kPageCoded (a codec record of len bytes; its own CRC32C guards it),
+// else the page's page_size bytes in clear (crc = their CRC32C); kPageSummary:
+// its summary slot in the image holds its summary.
+struct PackEntry {
+    uint32_t off;            // from the image start
+    uint32_t len;
+    uint32_t flags;
+    uint32_t crc;            // clear pages: CRC32C of the bytes; coded: the record's CRC field
+};
+static_assert(sizeof(PackEntry) == 16);
 
 // A block slot. The slot is live iff `handle` != 0; setting `handle` is the
 // commit point of alloc and clearing it the commit point of free, so a crash
@@ -199,7 +239,10 @@ struct BlockRecord {
     uint8_t content_hash[32];  // the hint's; once published, the key
     uint64_t generation;   // of the current or last handle of this slot
     uint64_t created_ns;
-    uint64_t reserved0;    // zero
+    // Format 6: 0 = the block's pages are its npages pages at first_page;
+    // n > 0 = the block is packed: a PackHead image (its pages' codec
+    // records, back to back) in n < npages pages at first_page.
+    uint64_t packed_pages;
     uint32_t state;        // kBlock*
     uint32_t crc;          // CRC32C over bytes [8, offsetof(crc))
     // ---- mutable

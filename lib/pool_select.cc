@@ -89,14 +89,31 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
         if (page_size_ % row)
             return fail(SPECKV_ENOTSUP, "K rows of %" PRIu64 " bytes straddle the pool's %u-byte pages", row, page_size_);
         const uint64_t per_page = page_size_ / row;
+        // A packed block's summaries live in its image (docs/pool-format.md
+        // "Packed blocks"), read optimistically: select re-checks tier_seq.
+        uint32_t psb = 0;
+        if (b.v.packed && summaries_) {
+            PackHead ph;
+            SEQLOCK_IGNORE_BEGIN();
+            std::memcpy(&ph, page_data(b.v.first_page), sizeof ph);
+            SEQLOCK_IGNORE_END();
+            if (ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
+        }
         for (uint32_t i = 0; i < b.v.npages; i++) {
             const uint64_t off = uint64_t(i) * page_size_;
             const uint64_t rows = std::min<uint64_t>(per_page, (b.v.bytes - off) / row);
             const uint64_t tp = b.token_pos + uint64_t(i) * per_page;
             if (!rows || tp >= context_tokens) break;
-            out->push_back({b.handle, b.v.first_page + i, off, tp,
-                            static_cast<uint32_t>(std::min<uint64_t>(rows, context_tokens - tp)), b.v.dtype, b.v.rec,
-                            b.v.tseq});
+            KPage k{b.handle, b.v.first_page + i, off, tp,
+                    static_cast<uint32_t>(std::min<uint64_t>(rows, context_tokens - tp)), b.v.dtype, b.v.rec, b.v.tseq};
+            if (b.v.packed) {
+                k.page = UINT64_MAX;
+                PackEntry e;
+                if (psb && pack_entry(b.v, i, &e) && (e.flags & (kPageSummary | kPageZero)) == kPageSummary)
+                    k.psum = page_data(b.v.first_page) + sizeof(PackHead) + size_t(b.v.npages) * sizeof(PackEntry) +
+                             size_t(i) * psb;
+            }
+            out->push_back(k);
         }
     }
     if (out->empty())
@@ -135,6 +152,26 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     sums.assign(size_t(n) * ssz, 0);
     have.clear();
     for (uint32_t i = 0; i < n; i++) {
+        if (pages[i].page == UINT64_MAX) {  // a packed block's page: its summary is in the image
+            if (pages[i].psum) {
+                SEQLOCK_IGNORE_BEGIN();
+                std::memcpy(&sums[size_t(i) * ssz], pages[i].psum, ssz);
+                SEQLOCK_IGNORE_END();
+                const uint8_t *sm = &sums[size_t(i) * ssz];
+                const uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (ch == C) {
+                    have.push_back(i);
+                } else if (pages[i].rec->tier_seq.load(std::memory_order_seq_cst) == pages[i].tseq) {
+                    return fail(SPECKV_EINVAL,
+                                "packed page %" PRIu64 " of block 0x%" PRIx64
+                                " was summarised with %u channels per row (select.channels of its writer); the query has "
+                                "%u x %u",
+                                pages[i].offset / page_size_, pages[i].handle, ch, p.kv_heads, p.head_dim);
+                }  // else it moved: taken again below
+            }
+            continue;
+        }
         const PageEntry &pe = pages_[pages[i].page];
         for (;;) {
             const uint64_t s1 = pe.seq.load(std::memory_order_acquire);
@@ -187,9 +224,11 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
                     if (nmp::check_summary(ptr[j], ssz, C) != SPECKV_OK) {
                         const KPage &k = pages[have[j]];
                         return fail(SPECKV_ECORRUPT,
-                                    "the summary of page %" PRIu64 " (block 0x%" PRIx64 ", tokens %" PRIu64 "..%" PRIu64
+                                    "the summary of %s %" PRIu64 " (block 0x%" PRIx64 ", tokens %" PRIu64 "..%" PRIu64
                                     ") fails its checksum: `speckv pool check` reports it; rewriting the page renews it",
-                                    k.page, k.handle, k.token_pos, k.token_pos + k.tokens - 1);
+                                    k.page == UINT64_MAX ? "packed page" : "page",
+                                    k.page == UINT64_MAX ? k.offset / page_size_ : k.page, k.handle, k.token_pos,
+                                    k.token_pos + k.tokens - 1);
                     }
             }
             return rc;

@@ -389,6 +389,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     // would be stale before it is read. Its writer puts it in L1 instead.
     uint64_t tp = relaxed_field(v.rec->token_pos), tc = relaxed_field(v.rec->token_count);
     if (skip_from != ~0ull && tc && skip_from + 1 >= tp && skip_from < tp + tc) return 0;
+    if (v.packed) return prefetch_packed(v, handle, owner, link);
     uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
     uint64_t n = 0;
     uint32_t gen = l2_->generation(owner);

@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "codec.h"
+#include "pool.h"
 #include "speckv.h"
 #include "testutil.h"
 
@@ -376,4 +380,125 @@ TEST_CASE("readers see exact bytes while blocks move between L3 and L4") {
     speckv_pool_close(p);
     unlink(path.c_str());
     unlink(l4.c_str());
+}
+
+TEST_CASE("readers see exact values while blocks are packed, unpacked, pinned and prefetched") {
+    // Coded blocks are rewritten whole (each write unpacks the block, then
+    // packs it again when it completes it) and pinned (which unpacks) while
+    // readers read random pages and the prefetch thread fetches them into
+    // L2. Every page read must be exactly one of the values a write stored.
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    REQUIRE(speckv_config_set_str(c, "codec.mode", "int8") == SPECKV_OK);
+    REQUIRE(speckv_config_set_str(c, "codec.channels", "64") == SPECKV_OK);
+    REQUIRE(speckv_config_set_str(c, "cache.bytes", "65536") == SPECKV_OK);  // small L1: L2 and L3 paths too
+    speckv_pool *p = nullptr;
+    REQUIRE(speckv_pool_open("anon:?size=16M", c, &p) == SPECKV_OK);
+    speckv_config_free(c);
+    constexpr int kBlocks = 4, kPages = 8;
+    constexpr size_t kBytes = kPages * 4096;
+    // Two contents per block; what a read must return is their decoded values.
+    std::vector<std::vector<uint16_t>> vals[kBlocks];
+    std::vector<std::vector<unsigned char>> dec[kBlocks];
+    std::vector<unsigned char> rec(speckv::codec::max_record_size(4096));
+    speckv_handle hs[kBlocks];
+    for (int b = 0; b < kBlocks; b++) {
+        for (int ver = 0; ver < 2; ver++) {
+            std::vector<uint16_t> x(kBytes / 2);
+            for (size_t i = 0; i < x.size(); i++)
+                x[i] = speckv::codec::fp32_to_fp16_rne(std::sin(0.3f * float(i % 64) + 0.01f * float(i / 64) + float(b)) *
+                                                       (ver ? 2.0f : 0.5f));
+            std::vector<unsigned char> d(kBytes);
+            for (size_t off = 0; off < kBytes; off += 4096) {
+                size_t len = 0, n = 0;
+                REQUIRE(speckv::codec::encode(speckv::codec::Mode::int8, SPECKV_DTYPE_FP16,
+                                              reinterpret_cast<unsigned char *>(x.data()) + off, 4096, {64}, rec.data(),
+                                              rec.size(), &len) == SPECKV_OK);
+                REQUIRE(speckv::codec::decode(rec.data(), len, d.data() + off, 4096, &n) == SPECKV_OK);
+            }
+            vals[b].push_back(std::move(x));
+            dec[b].push_back(std::move(d));
+        }
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.request = 40 + uint64_t(b);
+        h.token_count = 256;
+        REQUIRE(speckv_alloc(p, kBytes, SPECKV_DTYPE_FP16, &h, &hs[b]) == SPECKV_OK);
+        REQUIRE(speckv_write(p, hs[b], 0, vals[b][0].data(), kBytes) == SPECKV_OK);
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<int> failures{0}, reads{0};
+    auto one_of = [&](int b, size_t pg, const unsigned char *d) {
+        return std::memcmp(d, dec[b][0].data() + pg * 4096, 4096) == 0 ||
+               std::memcmp(d, dec[b][1].data() + pg * 4096, 4096) == 0;
+    };
+    auto reader = [&](int id) {
+        unsigned char buf[4096];
+        for (int it = 0; !stop.load() && it < 3000; it++) {
+            int b = (it * 5 + id) % kBlocks;
+            size_t pg = size_t(it * 3 + id) % kPages;
+            if (int rc = speckv_access(p, hs[b], pg * 4096, buf, 4096, 0); rc != SPECKV_OK) {
+                if (failures++ < 3) MESSAGE("access: ", rc, " ", std::string(speckv_errmsg()));
+                continue;
+            }
+            if (!one_of(b, pg, buf) && failures++ < 3) MESSAGE("wrong values: block ", b, " page ", pg);
+            reads++;
+        }
+    };
+    auto writer = [&] {
+        for (int it = 0; !stop.load() && it < 300; it++) {
+            int b = it % kBlocks;
+            if (it % 7 == 3) {  // a pin unpacks; the pointer shows values
+                const void *ptr;
+                size_t len;
+                if (speckv_pin(p, hs[b], &ptr, &len) != SPECKV_OK) {
+                    if (failures++ < 3) MESSAGE("pin: ", std::string(speckv_errmsg()));
+                    continue;
+                }
+                for (size_t pg = 0; pg < kPages; pg++)
+                    if (!one_of(b, pg, static_cast<const unsigned char *>(ptr) + pg * 4096) && failures++ < 3)
+                        MESSAGE("pinned: wrong values, block ", b);
+                speckv_unpin(p, hs[b]);
+                continue;
+            }
+            if (int rc = speckv_write(p, hs[b], 0, vals[b][it & 1].data(), kBytes); rc != SPECKV_OK)
+                if (failures++ < 3) MESSAGE("write: ", rc, " ", std::string(speckv_errmsg()));
+        }
+    };
+    auto hinter = [&] {
+        for (int it = 0; !stop.load() && it < 2000; it++) {
+            speckv_hint h{};
+            h.struct_size = sizeof h;
+            h.request = 40 + uint64_t(it % kBlocks);
+            h.token_pos = 100000;
+            speckv_prefetch(p, &h);
+            std::this_thread::yield();
+        }
+    };
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; i++) ts.emplace_back(reader, i);
+    ts.emplace_back(writer);
+    ts.emplace_back(hinter);
+    ts[3].join();
+    stop = true;
+    for (size_t i = 0; i < ts.size(); i++)
+        if (i != 3) ts[i].join();
+    CHECK(failures.load() == 0);
+    CHECK(reads.load() > 0);
+    char js[8192];
+    size_t need = 0;
+    REQUIRE(speckv_stats_json(p, js, sizeof js, &need) == SPECKV_OK);
+    std::string j = js;
+    auto num = [&](const char *k) { return std::strtoull(j.c_str() + j.find(k) + std::strlen(k) + 2, nullptr, 10); };
+    MESSAGE("packed ", num("\"codec_blocks_packed"), ", unpacked ", num("\"codec_blocks_unpacked"), ", reads ", reads.load());
+    CHECK(num("\"codec_blocks_packed") > 10);
+    CHECK(num("\"codec_blocks_unpacked") > 10);
+    speckv_pool_stats st;
+    st.struct_size = sizeof st;
+    REQUIRE(speckv_stats(p, &st) == SPECKV_OK);
+    CHECK(st.checksum_failures == 0);
+    speckv::CheckReport rep;
+    REQUIRE(p->rep->check(&rep) == SPECKV_OK);
+    CHECK(rep.problems.empty());
+    speckv_pool_close(p);
 }
