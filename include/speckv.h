@@ -236,7 +236,8 @@ SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype,
  * published, and evictable once nobody holds one (see "sharing" below).
  * Returns SPECKV_OK, SPECKV_EBADHANDLE (already freed or never issued: a
  * double free is reported, never acted on; or a published block this process
- * holds no reference to), SPECKV_EBUSY (pinned by this process). Since 0.1.0. */
+ * holds no reference to), SPECKV_EBUSY (pinned by this process, or an
+ * unpublished block pinned by another: speckv_errmsg() names it). Since 0.1.0. */
 SPECKV_API int speckv_free(speckv_pool *pool, speckv_handle handle);
 
 /* What a block is: its size, element type and the hint it was allocated
@@ -265,7 +266,11 @@ SPECKV_API int speckv_block_info(speckv_pool *pool, speckv_handle handle, speckv
  * (last writer wins per page); readers never see a page whose checksum does
  * not match. Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EBADHANDLE, SPECKV_ERANGE
  * (offset+len past the block), SPECKV_EBUSY (pinned, or a page stuck in a write
- * by a dead process: run `speckv pool check`). Since 0.1.0. */
+ * by a dead process: run `speckv pool check`); for a packed block (config
+ * codec.pack: its coded pages share fewer pool pages, which a write first
+ * gives back) also SPECKV_ENOSPC / SPECKV_EQUOTA when there is no room for
+ * its pages and SPECKV_ECORRUPT for a damaged image; the block then stays
+ * packed and readable. Since 0.1.0. */
 SPECKV_API int speckv_write(speckv_pool *pool, speckv_handle handle, uint64_t offset,
                             const void *src, size_t len);
 
@@ -288,10 +293,11 @@ SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t o
 /* Zero-copy read: verifies the whole block (a page this process already
  * verified at its current version, held in its L1 cache, is not checksummed
  * again) and returns a read-only pointer to its bytes and their count. A
- * published block stays referenced while pinned. The block cannot be written or freed by this
- * process until every pin is released with speckv_unpin. Writes by other
- * processes while pinned are not prevented in 0.1 (see docs/api.md).
- * Returns as speckv_access. Since 0.1.0. */
+ * pinned block is referenced while pinned: no process frees, evicts, demotes
+ * to L4 or packs it under the pointer, and this process cannot write it,
+ * until every pin is released with speckv_unpin. Writes by other processes
+ * while pinned are not prevented in 0.1. A packed block is unpacked first.
+ * Returns as speckv_access, and as speckv_write for a packed block. Since 0.1.0. */
 SPECKV_API int speckv_pin(speckv_pool *pool, speckv_handle handle, const void **ptr, size_t *len);
 
 /* Releases one pin. Returns SPECKV_OK, SPECKV_EBADHANDLE, SPECKV_EINVAL (not

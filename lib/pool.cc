@@ -619,6 +619,10 @@ void Pool::recover_locked(const char *why) {
         uint64_t holders = r.holders.load();
         bool orphan = !pub && r.owner != 0 &&
                       std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end();
+        if (orphan && (holders & live_mask)) {  // a live process has it pinned: it becomes the pool's, not freed
+            r.owner = 0;
+            orphan = false;
+        }
         if (orphan || (holders & kHoldersDying)) {
             // An unpublished block of a dead process (nothing says its
             // contents were complete), or an eviction cut short by a crash.
@@ -626,8 +630,7 @@ void Pool::recover_locked(const char *why) {
             reclaimed += orphan;
             continue;
         }
-        if (pub) r.holders.fetch_and(live_mask);
-        else r.holders.store(0);  // only published blocks are referenced
+        r.holders.fetch_and(live_mask);  // references (and, on unpublished blocks, pins) of live processes
         live++;
         if (pub) {
             published++;
@@ -980,6 +983,20 @@ int Pool::free(uint64_t handle) {
         unlock();
         return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before freeing", handle);
     }
+    // Pinned by another process (its pin holds a reference): not under its pointer.
+    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
+    if ((v.rec->holders.load(std::memory_order_seq_cst) & ~mine) && any_dead_locked())
+        recover_locked("a process that pinned a block being freed is gone");
+    if (uint64_t others = v.rec->holders.load(std::memory_order_seq_cst) & ~mine & ~kHoldersDying) {
+        const uint32_t pid = sh()->attach[__builtin_ctzll(others)].pid.load();
+        unlock();
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned by process %u: it must unpin it before the block is freed",
+                    handle, pid);
+    }
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) {  // recovery may have dropped it
+        unlock();
+        return rc;
+    }
     release_block_locked(const_cast<BlockRecord &>(*v.rec), handle);
     unlock();
     bump(kFrees);
@@ -1001,6 +1018,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         r.holders.store(0, std::memory_order_relaxed);
         h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
         h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+        if (heat_) heat_->forget(handle);
         if (r.generation < kMaxGeneration) {
             r.next_free = h->slot_free_head;
             h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
@@ -1032,6 +1050,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+    if (heat_) heat_->forget(handle);
     if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
         r.next_free = h->slot_free_head;
         h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
@@ -1915,11 +1934,12 @@ again:
             if (int rc = verify_page_inplace(p); rc != SPECKV_OK) return rc;
         }
     }
-    // A published block pinned here is referenced while pinned: eviction
-    // must not take it away under the pointer.
-    bool ref = relaxed_load(r.rec->state) & kBlockPublished;
-    if (ref)
-        if (int rc = acquire_ref(handle, true); rc != SPECKV_OK) return rc;
+    // A block pinned here is referenced while pinned (its holders bit is
+    // set), so no process moves or frees it under the pointer: eviction,
+    // demotion and packing skip referenced blocks, and another process's
+    // free of an unpublished one waits for the unpin (SPECKV_EBUSY).
+    bool ref = true;
+    if (int rc = acquire_ref(handle, false); rc != SPECKV_OK) return rc;
     bool moved;
     {
         // The L4 holder demotes only with pin_mu_ held and re-checks the pins
@@ -2157,6 +2177,8 @@ std::string Pool::stats_json() const {
            ",\"codec_pages_saved\":" + std::to_string(total(kPackSaved)) +
            ",\"codec_packs_skipped\":" + std::to_string(total(kPackSkipped)) +
            ",\"codec_blocks_unpacked\":" + std::to_string(total(kUnpacks));
+    // Blocks the L4 holder brought back above T_h with no access asking for them.
+    out += ",\"l4_promotions_ahead\":" + std::to_string(total(kL4Ahead));
     // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
     out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
@@ -2380,7 +2402,8 @@ int Pool::check(CheckReport *rep) const {
             if (find_published_locked(r.tenant, r.content_hash) != i + 1)
                 problem("block 0x%" PRIx64 " is published but the hash index does not find it", hd);
         } else {
-            if (holders) problem("block 0x%" PRIx64 " is unpublished but has references", hd);
+            if (holders & ~live_mask)
+                problem("block 0x%" PRIx64 " is unpublished and pinned by processes that are gone (repair drops them)", hd);
             if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
                 problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
         }

@@ -315,8 +315,14 @@ class Pool {
     // below_cold_only: only blocks whose heat is under T_c (the background pass).
     uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
     // From the prefetch thread (every 100 ms): above the heat module's
-    // pressure target, one batch of blocks below T_c goes to L4 ahead of need.
+    // pressure target, one batch of blocks below T_c goes to L4 ahead of need;
+    // kPromoteMargin below it, one batch of blocks in L4 above T_h comes back.
     void cold_tick();
+    void promote_hot();
+    static constexpr double kPromoteMargin = 0.1;
+    // The heat tracker's position and sharing signals from the block table
+    // (under the lock, the holder): recency and frequency come from touches.
+    void refresh_heat_locked();
     // Demotes exactly these slots (one put batch). have_lock: the caller holds
     // the pool lock throughout; else the snapshot and the L4 write run off it
     // and only the commit takes it. Returns how many moved; *why (may be
@@ -492,7 +498,7 @@ class Pool {
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
         kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
-        kPacks, kPackSaved, kPackSkipped, kUnpacks,
+        kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead,
         kNumCounters
     };
     static constexpr int kShards = 64;

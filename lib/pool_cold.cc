@@ -130,6 +130,13 @@ int Pool::init_cold(const Config &cfg) {
         return fail(rc, "L4 tier (cold.path = '%s'): %s", path.c_str(), why.c_str());
     }
     HeatParams hp;
+    hp.w_recency = double(cfg.get("heat.w_recency_milli")) / 1000.0;
+    hp.w_frequency = double(cfg.get("heat.w_frequency_milli")) / 1000.0;
+    hp.w_position = double(cfg.get("heat.w_position_milli")) / 1000.0;
+    hp.w_sharing = double(cfg.get("heat.w_sharing_milli")) / 1000.0;
+    hp.t_hot = double(cfg.get("heat.t_hot_milli")) / 1000.0;
+    hp.t_cold = double(cfg.get("heat.t_cold_milli")) / 1000.0;
+    hp.pressure_target = double(cfg.get("heat.pressure_target_milli")) / 1000.0;
     if (int rc = HeatTracker::create(hp, &heat_); rc != SPECKV_OK) {
         cold_.reset();
         give_up();
@@ -422,7 +429,7 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
             unclaim(hd);
             continue;  // in L4 already, or freed / being reused meanwhile
         }
-        if ((relaxed_field(r.state) & kBlockPublished) && (r.holders.load() & ~mine)) {  // maybe pinned there
+        if (r.holders.load() & ~mine) {  // referenced there: maybe pinned
             unclaim(hd);
             skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
             continue;
@@ -546,7 +553,7 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
             // pin() re-checks tier_seq after taking the reference, we check
             // the references after moving tier_seq (both seq_cst), so one of
             // us sees the other. Seen here: the move is undone.
-            if ((r.state & kBlockPublished) && (r.holders.load(std::memory_order_seq_cst) & ~mine)) {
+            if (r.holders.load(std::memory_order_seq_cst) & ~mine) {
                 r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // back in the pool, at the same pages
                 ok = false;
             }
@@ -603,6 +610,7 @@ std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_c
     // The thresholds follow pressure and the fast tiers' miss rate
     // (lib/heat.h). Under an allocation that finds no room the coldest go
     // first, below T_c or not; the background pass takes only blocks below T_c.
+    refresh_heat_locked();
     uint64_t hits = total(kHits), misses = total(kMisses);
     heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / double(sb()->n_pages),
                  hits + misses ? double(misses) / double(hits + misses) : 0.0);
@@ -612,11 +620,9 @@ std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_c
         const BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load(std::memory_order_relaxed);
         if (!hd || i == keep || (r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;
-        if (r.state & kBlockPublished) {
-            if (r.holders.load(std::memory_order_relaxed) & ~mine) continue;  // others hold it (maybe pinned there)
-        } else if (r.owner != 0 && r.owner != attach_id_) {
-            continue;  // another live process's unpublished block: it may be pinned there
-        }
+        if (r.holders.load(std::memory_order_relaxed) & ~mine) continue;  // others hold it (maybe pinned there)
+        if (!(r.state & kBlockPublished) && r.owner != 0 && r.owner != attach_id_)
+            continue;  // another live process's unpublished block: its own to move
         if (pinned(hd)) continue;
         const double heat = heat_->score(hd, now);
         if (heat >= below) continue;
@@ -643,12 +649,83 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, b
     return moved;
 }
 
+void Pool::refresh_heat_locked() {
+    // Position: a block's first token against its request's end (the end of
+    // its latest block here), so attention-sink and recent-window blocks are
+    // hot; sharing: how many processes reference it.
+    const uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, sb()->max_blocks);
+    auto key = [](const BlockRecord &r) { return r.tenant * 0x9E3779B97F4A7C15ull ^ r.request; };
+    std::unordered_map<uint64_t, uint64_t> ends;
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        if (!r.handle.load(std::memory_order_relaxed) || !r.token_count) continue;
+        uint64_t &e = ends[key(r)];
+        e = std::max(e, r.token_pos + r.token_count);
+    }
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        const uint64_t hd = r.handle.load(std::memory_order_relaxed);
+        if (!hd) continue;
+        heat_->set_sharing(hd, uint32_t(__builtin_popcountll(r.holders.load(std::memory_order_relaxed) & ~kHoldersDying)));
+        if (r.token_count) heat_->set_position(hd, r.token_pos, ends[key(r)]);
+    }
+}
+
+void Pool::promote_hot() {
+    SharedHeader *h = sh();
+    const double n = double(sb()->n_pages);
+    const double below = heat_->params().pressure_target - kPromoteMargin;
+    if (!h->cold_blocks.load(std::memory_order_relaxed) ||
+        double(h->pages_used.load(std::memory_order_relaxed)) > below * n)
+        return;
+    bool rec;
+    if (lock(&rec) != SPECKV_OK) {
+        clear_error();
+        return;
+    }
+    refresh_heat_locked();
+    uint64_t hits = total(kHits), misses = total(kMisses);
+    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / n,
+                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
+    const double th = heat_->t_hot();
+    const uint64_t now = mono_ns(), hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+    struct Hot {
+        double heat;
+        uint64_t handle, pages;
+    };
+    std::vector<Hot> hot;
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        const uint64_t hd = r.handle.load(std::memory_order_relaxed);
+        if (!hd || !(r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;  // in L4 only
+        if (const double s = heat_->score(hd, now); s > th) hot.push_back({s, hd, r.packed_pages ? r.packed_pages : r.npages});
+    }
+    unlock();
+    std::sort(hot.begin(), hot.end(), [](const Hot &a, const Hot &b) { return a.heat > b.heat; });
+    // Hottest first, one batch, while the pool stays under the band (so the
+    // next pass does not demote them again).
+    uint64_t moved = 0;
+    for (const Hot &x : hot) {
+        if (moved >= cold_batch_ ||
+            double(h->pages_used.load(std::memory_order_relaxed) + x.pages) > (below + kPromoteMargin / 2) * n)
+            break;
+        if (promote(x.handle) == SPECKV_OK) {
+            moved++;
+            bump(kL4Ahead);
+        }
+        clear_error();
+    }
+}
+
 void Pool::cold_tick() {
     if (!holder()) return;
     const SharedHeader *h = sh();
     const double n = double(sb()->n_pages);
     const double target = heat_->params().pressure_target;
-    if (double(h->pages_used.load(std::memory_order_relaxed)) <= target * n) return;
+    if (double(h->pages_used.load(std::memory_order_relaxed)) <= target * n) {
+        promote_hot();  // well under the target: blocks in L4 above T_h come back ahead of use
+        return;
+    }
     bool rec;
     if (lock(&rec) != SPECKV_OK) {
         clear_error();

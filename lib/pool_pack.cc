@@ -182,7 +182,7 @@ void Pool::pack_block(uint64_t handle) {
         why = "the block moved or was freed meanwhile";
     else if (pins_.count(handle))
         why = "it is pinned";
-    else if ((r.state & kBlockPublished) && (r.holders.load(std::memory_order_seq_cst) & ~mine))
+    else if (r.holders.load(std::memory_order_seq_cst) & ~mine)
         why = "other processes hold references to it (maybe pins)";
     else if (!find_pages_locked(P, &first))
         why = "no run of free pages for its image";

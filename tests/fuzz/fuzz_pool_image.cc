@@ -3,9 +3,12 @@
 // Input byte 0 chooses the form:
 //   even: the rest IS the pool file (exercises superblock validation);
 //   odd:  the rest is a list of patches (u32 offset, u8 length, bytes) applied
-//         to a valid 4 MiB pool holding a few blocks, so the metadata tables
-//         get hostile values behind a superblock that passes; if byte 0 & 2,
-//         the superblock checksum is recomputed after patching.
+//         to a valid 4 MiB pool holding a few blocks (one of them packed:
+//         int8 records in a PackHead image), so the metadata tables and the
+//         image get hostile values behind a superblock that passes; if byte
+//         0 & 2, the superblock checksum is recomputed after patching.
+// Packed blocks are also read (their reads never wait on page locks).
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -21,6 +24,7 @@ static const std::vector<unsigned char> &base_image() {
     static std::vector<unsigned char> img = [] {
         std::vector<unsigned char> out;
         Config cfg;
+        cfg.set_str("codec.mode", "int8");
         std::unique_ptr<Pool> p;
         if (Pool::open("anon:?size=4M&max_blocks=64", cfg, &p) != SPECKV_OK) return out;
         unsigned char buf[9000];
@@ -30,6 +34,11 @@ static const std::vector<unsigned char> &base_image() {
             if (p->alloc(1000 + 2000 * i, i % 4, nullptr, &h) == SPECKV_OK && i % 2 == 0)
                 p->write(h, 0, buf, 1000 + 2000 * i);
         }
+        // Four FP16 pages of smooth values: coded, then packed into three.
+        std::vector<uint16_t> kv(4 * 2048);
+        for (size_t i = 0; i < kv.size(); i++) kv[i] = static_cast<uint16_t>(0x3800 + (i % 64) * 3);
+        uint64_t h;
+        if (p->alloc(kv.size() * 2, SPECKV_DTYPE_FP16, nullptr, &h) == SPECKV_OK) p->write(h, 0, kv.data(), kv.size() * 2);
         out.assign(p->image(), p->image() + p->image_size());
         return out;
     }();
@@ -75,5 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p->list_blocks(&blocks);
     CheckReport rep;
     p->check(&rep);
+    std::vector<unsigned char> out(1 << 16);
+    for (const BlockInfo &b : blocks)
+        if (b.packed_pages && !b.cold) p->read(b.handle, 0, out.data(), std::min<size_t>(b.bytes, out.size()));
     return 0;
 }

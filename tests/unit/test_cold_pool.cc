@@ -695,3 +695,71 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     unlink(path.c_str());
     unlink(l4.c_str());
 }
+
+TEST_CASE("L4: well under the pressure target, blocks in L4 above T_h come back with no access asking") {
+    // Heat from position alone (recency and frequency weighted 0, so timing
+    // cannot move it): the attention-sink block and the recent-window block
+    // of a request score 1 x w_position, a block in the middle position_mid
+    // x w_position. With the pool nearly empty T_h falls toward 0.8 - 0.4;
+    // the sink and window blocks come back from L4 by themselves, the middle
+    // one stays until it is used.
+    std::string path = fresh_pool("l4-hot"), l4 = path + ".l4";
+    unlink(l4.c_str());
+    speckv_pool *p = open_with("file:" + path + "?size=8M", {{"cold.path", l4},
+                                                              {"cold.direct", "0"},
+                                                              {"heat.w_recency_milli", "0"},
+                                                              {"heat.w_frequency_milli", "0"},
+                                                              {"heat.t_hot_milli", "800"}});
+    auto block_at = [&](uint64_t pos, uint32_t seed, std::vector<unsigned char> *want) {
+        speckv_hint h{};
+        h.struct_size = sizeof h;
+        h.request = 5;
+        h.token_pos = pos;
+        h.token_count = 64;
+        speckv_handle b = 0;
+        REQUIRE(speckv_alloc(p, kBlock, SPECKV_DTYPE_OPAQUE, &h, &b) == SPECKV_OK);
+        *want = pattern(kBlock, seed);
+        REQUIRE(speckv_write(p, b, 0, want->data(), kBlock) == SPECKV_OK);
+        REQUIRE_MESSAGE(speckv_demote(p, b) == SPECKV_OK, speckv_errmsg());
+        return b;
+    };
+    std::vector<unsigned char> ws, wm, ww;
+    const speckv_handle sink = block_at(0, 1, &ws), mid = block_at(2048, 2, &wm), window = block_at(4032, 3, &ww);
+    auto cold = [&](speckv_handle b) {
+        std::vector<speckv::BlockInfo> all;
+        REQUIRE(p->rep->list_blocks(&all) == SPECKV_OK);
+        for (auto &i : all)
+            if (i.handle == b) return i.cold;
+        FAIL("block not listed");
+        return false;
+    };
+    REQUIRE(cold(sink));
+    REQUIRE(cold(mid));
+    REQUIRE(cold(window));
+    // The first hint starts the prefetch thread, which ticks every 100 ms.
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.request = 999;
+    REQUIRE(speckv_prefetch(p, &hint) == SPECKV_OK);
+    for (int t = 0; t < 400 && (cold(sink) || cold(window)); t++) usleep(10000);
+    CHECK_FALSE(cold(sink));
+    CHECK_FALSE(cold(window));
+    usleep(300000);  // a few more ticks: the middle block stays below T_h
+    CHECK(cold(mid));
+    std::string js(8192, '\0');
+    REQUIRE(speckv_stats_json(p, js.data(), js.size(), nullptr) == SPECKV_OK);
+    CHECK(js.find("\"l4_promotions_ahead\":2") != std::string::npos);
+    expect_bytes(p, sink, ws);
+    expect_bytes(p, window, ww);
+    expect_bytes(p, mid, wm);  // its use brings it back
+    CHECK_FALSE(cold(mid));
+    speckv_pool_close(p);
+    CHECK(check_pool(path).empty());
+    // The thresholds are checked at open: T_c + 0.1 must stay below T_h.
+    int rc = 0;
+    speckv_pool *q = open_with("file:" + path, {{"cold.path", l4}, {"heat.t_hot_milli", "200"}}, &rc);
+    CHECK(rc == SPECKV_EINVAL);
+    CHECK(q == nullptr);
+    unlink(path.c_str());
+    unlink(l4.c_str());
+}
