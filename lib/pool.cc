@@ -789,6 +789,8 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
                     s.n_pages);
     bool rec;
+    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
+relock:
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
     uint64_t *bm = bitmap();
@@ -831,8 +833,25 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
     // The L4 holder moves the coldest blocks out before anything is evicted:
-    // a demoted block keeps its handle and its bytes.
-    if (first == UINT64_MAX && !room() && cold_) demote_locked(room, UINT64_MAX);
+    // a demoted block keeps its handle and its bytes. The victims are chosen
+    // under the lock but written to L4 with it released, so the other
+    // threads' and processes' allocations and frees do not wait for this
+    // one's I/O; then the allocation starts over (someone may take the room
+    // first). After a few rounds lost that way, it demotes holding the lock.
+    if (first == UINT64_MAX && !room() && holder()) {
+        if (offlock_rounds < kOfflockRounds) {
+            std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/false);
+            if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+            if (!batch.empty()) {
+                unlock();
+                offlock_rounds++;
+                bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
+                clear_error();
+                goto relock;
+            }
+        }
+        demote_locked(room, UINT64_MAX);
+    }
     if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
     if (first == UINT64_MAX && !room()) {
         bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
@@ -2179,6 +2198,8 @@ std::string Pool::stats_json() const {
            ",\"codec_blocks_unpacked\":" + std::to_string(total(kUnpacks));
     // Blocks the L4 holder brought back above T_h with no access asking for them.
     out += ",\"l4_promotions_ahead\":" + std::to_string(total(kL4Ahead));
+    // Blocks demoted for an allocation with the pool lock released during the L4 write.
+    out += ",\"l4_demotions_offlock\":" + std::to_string(total(kL4Offlock));
     // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
     out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +

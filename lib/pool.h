@@ -320,6 +320,9 @@ class Pool {
     void cold_tick();
     void promote_hot();
     static constexpr double kPromoteMargin = 0.1;
+    // Demotion batches an allocation writes to L4 with the pool lock
+    // released before it falls back to demoting under the lock.
+    static constexpr int kOfflockRounds = 8;
     // The heat tracker's position and sharing signals from the block table
     // (under the lock, the holder): recency and frequency come from touches.
     void refresh_heat_locked();
@@ -498,7 +501,7 @@ class Pool {
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
         kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
-        kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead,
+        kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead, kL4Offlock,
         kNumCounters
     };
     static constexpr int kShards = 64;

@@ -93,6 +93,15 @@ TEST_CASE("L4: allocating past the pool demotes the coldest blocks; every handle
     CHECK(s.l4_bytes == s.l4_blocks * kBlock);
     CHECK(s.l4_demote_failures == 0);
     CHECK(s.blocks_live == uint64_t(n));
+    // One thread, nobody racing for the room: every demotion an allocation
+    // needed was written to L4 with the pool lock released.
+    {
+        std::string js(8192, '\0');
+        REQUIRE(speckv_stats_json(p, js.data(), js.size(), nullptr) == SPECKV_OK);
+        const size_t at = js.find("\"l4_demotions_offlock\":");
+        REQUIRE(at != std::string::npos);
+        CHECK(std::strtoull(js.c_str() + at + 23, nullptr, 10) == s.l4_demotions);
+    }
     // Oldest first: the first block went, the last one stayed.
     speckv_block_meta m{};
     m.struct_size = sizeof m;
