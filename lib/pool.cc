@@ -976,6 +976,17 @@ int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
     }
 }
 
+uint64_t Pool::claim_page(PageEntry &pe) const {
+    for (;;) {
+        uint64_t q;
+        if (wait_even(pe, &q) != SPECKV_OK) {
+            clear_error();
+            return pe.seq.load() & ~uint64_t(1);  // a dead writer: the page is ours now
+        }
+        if (pe.seq.compare_exchange_weak(q, q + 1)) return q;
+    }
+}
+
 int Pool::free(uint64_t handle) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     BlockView v{};

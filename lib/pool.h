@@ -267,6 +267,11 @@ class Pool {
     // zero tail). SPECKV_ECORRUPT names the page.
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
+    // Takes the sequence lock of a page the caller owns under the pool lock
+    // (a free page it is filling, or one of a block it moves): a stale writer
+    // of the page's previous owner may hold it for a moment; a dead one's is
+    // taken over. Returns the even seq; the caller stores seq + 2 to release.
+    uint64_t claim_page(fmt::PageEntry &pe) const;
     // Packed blocks (lib/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.

@@ -832,16 +832,7 @@ int Pool::promote(uint64_t handle) {
         const uint64_t p = first + i;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        uint64_t q;
-        for (;;) {  // a stale writer of the page's previous block may hold it for a moment
-            if (wait_even(pe, &q) != SPECKV_OK) {
-                clear_error();
-                q = pe.seq.load();
-                break;  // a dead writer: the page is free, we own it now
-            }
-            if (pe.seq.compare_exchange_weak(q, q + 1)) break;
-        }
-        q &= ~uint64_t(1);
+        const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
         ColdPage cp;
         std::memcpy(&cp, cps + i * sizeof(ColdPage), sizeof cp);
         if (!(cp.flags & kPageZero)) {

@@ -212,15 +212,7 @@ void Pool::pack_block(uint64_t handle) {
         const uint64_t p = first + j;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        uint64_t q;
-        for (;;) {  // a stale writer of the page's previous block may hold it for a moment
-            if (wait_even(pe, &q) != SPECKV_OK) {
-                clear_error();
-                q = pe.seq.load() & ~uint64_t(1);  // a dead writer: the page is free, ours now
-                break;
-            }
-            if (pe.seq.compare_exchange_weak(q, q + 1)) break;
-        }
+        const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
         std::memcpy(page_data(p), img + j * ps, ps);
         pe.crc.store(crcs[j], std::memory_order_relaxed);
         pe.flags.store(kPagePacked, std::memory_order_relaxed);
@@ -349,15 +341,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             const uint64_t p = first + i;
             bm[p / 64] |= uint64_t(1) << (p % 64);
             PageEntry &pe = pages()[p];
-            uint64_t q;
-            for (;;) {  // a stale writer of the page's previous block may hold it for a moment
-                if (wait_even(pe, &q) != SPECKV_OK) {
-                    clear_error();
-                    q = pe.seq.load() & ~uint64_t(1);
-                    break;
-                }
-                if (pe.seq.compare_exchange_weak(q, q + 1)) break;
-            }
+            const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
             if (!(flags[i] & kPageZero)) {
                 std::memcpy(page_data(p), img + size_t(i) * ps, ps);
                 pe.crc.store(crcs[i], std::memory_order_relaxed);
@@ -377,15 +361,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         for (uint64_t j = 0; j < P; j++) {
             const uint64_t p = old_first + j;
             PageEntry &pe = pages()[p];
-            uint64_t q;
-            for (;;) {
-                if (wait_even(pe, &q) != SPECKV_OK) {
-                    clear_error();
-                    q = pe.seq.load() & ~uint64_t(1);
-                    break;
-                }
-                if (pe.seq.compare_exchange_weak(q, q + 1)) break;
-            }
+            const uint64_t q = claim_page(pe);
             pe.flags.store(kPageZero, std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
             bm[p / 64] &= ~(uint64_t(1) << (p % 64));

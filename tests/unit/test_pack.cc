@@ -25,24 +25,15 @@
 #include "pool.h"
 #include "pool_format.h"
 #include "speckv.h"
+#include "codec_testutil.h"
 #include "testutil.h"
 
 namespace {
 
+using namespace codec_testutil;
 using speckv::codec::Mode;
 constexpr size_t kPage = 4096;
 
-// FP16 values shaped like K/V: smooth per channel, a few large channels.
-std::vector<uint16_t> kv_values(size_t n, uint32_t seed, size_t channels = 64) {
-    std::vector<uint16_t> v(n);
-    for (size_t i = 0; i < n; i++) {
-        size_t c = i % channels, t = i / channels;
-        float x = std::sin(0.37f * float(c) + 0.011f * float(t) + float(seed)) * (c % 17 == 3 ? 6.0f : 0.8f) +
-                  0.05f * std::cos(float(i * 7 + seed));
-        v[i] = speckv::codec::fp32_to_fp16_rne(x);
-    }
-    return v;
-}
 
 // What reads must return: every page through the reference's encode -> decode.
 std::vector<unsigned char> expected(Mode mode, const std::vector<uint16_t> &x, uint32_t channels = 64) {
@@ -60,30 +51,8 @@ std::vector<unsigned char> expected(Mode mode, const std::vector<uint16_t> &x, u
     return out;
 }
 
-speckv_handle alloc_fp16(speckv_pool *p, size_t bytes, uint64_t req = 1, uint32_t layer = 0, uint32_t flags = 0) {
-    speckv_hint h{};
-    h.struct_size = sizeof h;
-    h.request = req;
-    h.layer = layer;
-    h.token_count = 16;
-    h.flags = flags;
-    speckv_handle b = 0;
-    REQUIRE_MESSAGE(speckv_alloc(p, bytes, SPECKV_DTYPE_FP16, &h, &b) == SPECKV_OK, speckv_errmsg());
-    return b;
-}
 
-std::vector<unsigned char> read_all(speckv_pool *p, speckv_handle b, size_t bytes) {
-    std::vector<unsigned char> v(bytes);
-    REQUIRE_MESSAGE(speckv_access(p, b, 0, v.data(), bytes, 0) == SPECKV_OK, speckv_errmsg());
-    return v;
-}
 
-speckv_pool_stats stats_of(speckv_pool *p) {
-    speckv_pool_stats s{};
-    s.struct_size = sizeof s;
-    REQUIRE(speckv_stats(p, &s) == SPECKV_OK);
-    return s;
-}
 
 uint64_t json_num(speckv_pool *p, const char *key) {
     char js[8192];
@@ -95,14 +64,6 @@ uint64_t json_num(speckv_pool *p, const char *key) {
     return std::strtoull(at + k.size(), nullptr, 10);
 }
 
-speckv::BlockInfo info_of(speckv_pool *p, speckv_handle b) {
-    std::vector<speckv::BlockInfo> all;
-    REQUIRE(p->rep->list_blocks(&all) == SPECKV_OK);
-    for (auto &i : all)
-        if (i.handle == b) return i;
-    FAIL("block not listed");
-    return {};
-}
 
 void check_clean(speckv_pool *p) {
     speckv::CheckReport rep;
@@ -111,31 +72,6 @@ void check_clean(speckv_pool *p) {
     CHECK(rep.problems.empty());
 }
 
-// The pool file's bytes as on media, through a second mapping.
-struct Raw {
-    int fd = -1;
-    unsigned char *base = nullptr;
-    size_t size = 0;
-    explicit Raw(const std::string &path) {
-        fd = ::open(path.c_str(), O_RDWR);
-        REQUIRE(fd >= 0);
-        size = static_cast<size_t>(lseek(fd, 0, SEEK_END));
-        base = static_cast<unsigned char *>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-        REQUIRE(base != MAP_FAILED);
-    }
-    ~Raw() {
-        munmap(base, size);
-        ::close(fd);
-    }
-    speckv::fmt::Superblock &sb() const { return *reinterpret_cast<speckv::fmt::Superblock *>(base); }
-    unsigned char *page(uint64_t p) { return base + sb().data_off + p * sb().page_size; }
-    speckv::fmt::PageEntry &entry(uint64_t p) {
-        return reinterpret_cast<speckv::fmt::PageEntry *>(base + sb().page_table_off)[p];
-    }
-    speckv::fmt::PackEntry *dir(const speckv::BlockInfo &bi) {
-        return reinterpret_cast<speckv::fmt::PackEntry *>(page(bi.first_page) + sizeof(speckv::fmt::PackHead));
-    }
-};
 
 constexpr size_t kBlock = 16 * kPage;  // 16 pages: 512 tokens x 64 channels of FP16
 
