@@ -58,8 +58,9 @@ class PageCache {
 };
 
 // Inline: this is the resident-read fast path.
-inline bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst) {
-    if (hot_) return hot_->get(page, tag_of(seq, epoch), off, len, dst);
+[[gnu::always_inline]] inline bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len,
+                                                void *dst) {
+    if (hot_) return hot_->copy_resident(page, tag_of(seq, epoch), off, len, dst);  // the pool checked the range
     if (!nframes_) return false;
     size_t i = page & (nframes_ - 1);
     Frame &f = frames_[i];

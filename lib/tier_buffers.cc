@@ -99,7 +99,12 @@ int HotBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<HotBuffe
 }
 
 HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
-    : nframes_(nframes), page_size_(page_size), data_(data), frames_(new Frame[nframes]), index_(nframes) {}
+    : nframes_(nframes),
+      page_size_(page_size),
+      page_shift_(unsigned(__builtin_ctz(page_size))),
+      data_(data),
+      frames_(new Frame[nframes]),
+      index_(nframes) {}
 
 HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
 
