@@ -49,6 +49,7 @@ class SlotIndex {
 struct BufferStats {
     uint64_t hits = 0, misses = 0;
     uint64_t inserts = 0, evictions = 0, insert_failures = 0;
+    uint64_t busy = 0;  // L1 try_put() calls that found the buffer busy (nothing stored)
     // L2 only (DESIGN.md §6): prefetched pages read before eviction (used),
     // pages and bytes prefetched and never read (wasted), lookups that found
     // a lazily invalidated entry (stale), bank flips.
@@ -85,6 +86,11 @@ class HotBuffer {
     // Stores a decoded page (page_size bytes). False when every frame is pinned
     // or the key is out of range. Any thread (serialised).
     bool put(uint64_t key, uint64_t tag, const void *src);
+    // put(), unless another thread is storing or invalidating: then nothing
+    // is stored (counted in stats().busy) and it returns false at once. For
+    // a cache whose reads and writes must never wait on each other (the
+    // pool's L1: a skipped insert only costs a later miss).
+    bool try_put(uint64_t key, uint64_t tag, const void *src);
     // Forgets the key (any tag). Pinned readers keep their bytes.
     void invalidate(uint64_t key);
     bool contains(uint64_t key, uint64_t tag) const;
@@ -106,6 +112,7 @@ class HotBuffer {
     HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data);
     bool lock_unpinned(Frame &f, uint64_t *v);
     int pick_victim();
+    bool put_locked(uint64_t key, uint64_t tag, const void *src);
 
     size_t nframes_;
     uint32_t page_size_;
@@ -115,7 +122,7 @@ class HotBuffer {
     SlotIndex index_;
     std::mutex mu_;
     size_t hand_ = 0;
-    std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};
+    std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0}, busy_{0};
     bool count_ = true;
 };
 
