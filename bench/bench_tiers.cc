@@ -1,8 +1,9 @@
 // Tier building blocks (issue 5): software TLB lookups, L1 hits and pins,
 // L3<->L4 cold-tier bandwidth beside raw file I/O on the same file system,
-// and the prefetch policy on synthetic decode streams beside no-prefetch and
-// an oracle at the same L2 size. Medians over repeated runs, as tables.
-//   ./build/release/bench/bench_tiers [--repeats N] [--dir DIR] [--mib N]
+// and the prefetch policy on synthetic decode streams beside no-prefetch, a
+// next-pages oracle and the Belady oracle at the same L2 size. Medians over
+// repeated runs, as tables.
+//   ./build/release/bench/bench_tiers [--repeats N] [--dir DIR] [--mib N] [--only SECTION]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -394,38 +395,47 @@ void bench_prefetch(int repeats) {
     sc.push_back({"slow link: demand needs 150% of it", slow});
     std::printf("\nprefetch on synthetic decode streams (continuous batching, layer-major), same L2 for all;\n"
                 "median over %d seeds. hit = share of reads served from L2 (DESIGN.md §6), prec = share of\n"
-                "prefetched pages read before eviction, waste = the rest, hidden = 1 - stall / stall(none)\n",
+                "prefetched pages read before eviction, waste = the rest, hidden = 1 - stall / stall(none),\n"
+                "link = pages over the L3->L2 link per page read (prefetched + fetched on demand).\n"
+                "oracle: the next pages in order, one bank ahead, bank FIFO eviction; belady: Belady eviction and\n"
+                "perfect next access (docs/tiers.md §11); min: the fewest link pages any policy needs (MIN)\n",
                 repeats);
-    std::printf("%-38s %-8s %7s %7s %7s %8s %6s %6s\n", "stream", "policy", "hit", "prec", "waste", "hidden", "depth",
-                "beta");
+    std::printf("%-38s %-8s %7s %7s %7s %8s %6s %6s %6s\n", "stream", "policy", "hit", "prec", "waste", "hidden",
+                "link", "depth", "beta");
+    constexpr int kPolicies = 4;
     for (auto &s : sc) {
-        std::vector<double> hit[3], prec[3], waste[3], hidden[3], depth, beta;
+        std::vector<double> hit[kPolicies], prec[kPolicies], waste[kPolicies], hidden[kPolicies], link[kPolicies];
+        std::vector<double> depth, beta, min_link;
         for (int r = 0; r < repeats; r++) {
             sim::SimConfig c = s.cfg;
             c.seed = uint32_t(r + 1);
             auto trace = sim::make_trace(c);
-            sim::SimResult res[3] = {sim::run(c, trace, sim::Policy::kNone), sim::run(c, trace, sim::Policy::kLearned),
-                                     sim::run(c, trace, sim::Policy::kOracle)};
-            for (int p = 0; p < 3; p++) {
+            sim::SimResult res[kPolicies] = {sim::run(c, trace, sim::Policy::kNone),
+                                             sim::run(c, trace, sim::Policy::kLearned),
+                                             sim::run(c, trace, sim::Policy::kOracle), sim::run_belady(c, trace)};
+            for (int p = 0; p < kPolicies; p++) {
                 hit[p].push_back(res[p].hit_rate());
                 prec[p].push_back(res[p].precision());
                 waste[p].push_back(res[p].waste());
                 hidden[p].push_back(1 - res[p].stall / res[0].stall);
+                link[p].push_back(res[p].link_per_read());
             }
             depth.push_back(res[1].mean_depth);
             beta.push_back(res[1].beta_min);
+            min_link.push_back(double(sim::min_link_pages(c, trace)) / double(res[0].accesses));
         }
-        const char *names[3] = {"none", "learned", "oracle"};
-        for (int p = 0; p < 3; p++) {
+        const char *names[kPolicies] = {"none", "learned", "oracle", "belady"};
+        for (int p = 0; p < kPolicies; p++) {
             if (p == 0)  // nothing prefetched: precision and waste do not apply
-                std::printf("%-38s %-8s %6.1f%% %7s %7s %7.1f%%", s.name, names[p], 100 * median(hit[p]), "-", "-",
-                            100 * median(hidden[p]));
+                std::printf("%-38s %-8s %6.1f%% %7s %7s %7.1f%% %6.3f", s.name, names[p], 100 * median(hit[p]), "-",
+                            "-", 100 * median(hidden[p]), median(link[p]));
             else
-                std::printf("%-38s %-8s %6.1f%% %6.1f%% %6.1f%% %7.1f%%", "", names[p], 100 * median(hit[p]),
-                            100 * median(prec[p]), 100 * median(waste[p]), 100 * median(hidden[p]));
+                std::printf("%-38s %-8s %6.1f%% %6.1f%% %6.1f%% %7.1f%% %6.3f", "", names[p], 100 * median(hit[p]),
+                            100 * median(prec[p]), 100 * median(waste[p]), 100 * median(hidden[p]), median(link[p]));
             if (p == 1) std::printf(" %6.2f %6.2f", median(depth), median(beta));
             std::printf("\n");
         }
+        std::printf("%-38s %-8s %7s %7s %7s %8s %6.3f\n", "", "min", "", "", "", "", median(min_link));
     }
     std::printf("(depth: mean effective depth in units of (request, layer); beta: its minimum over the run)\n");
 }
@@ -434,19 +444,21 @@ void bench_prefetch(int repeats) {
 
 int main(int argc, char **argv) {
     int repeats = 7;
-    std::string dir = "/tmp";
+    std::string dir = "/tmp", only;
     size_t mib = 64;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
         else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
         else if (!std::strcmp(argv[i], "--mib")) mib = std::max(1, std::atoi(argv[i + 1]));
+        else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];  // tlb, l1, cold, cold-pool or prefetch
     }
     std::printf("speckv tier benchmarks on %s, %u CPUs; median of %d runs\n", cpu_name().c_str(),
                 std::thread::hardware_concurrency(), repeats);
-    bench_tlb(repeats);
-    bench_l1(repeats);
-    bench_cold(repeats, dir, mib);
-    bench_cold_pool(repeats, dir, std::min<size_t>(mib, 32));
-    bench_prefetch(repeats);
+    auto want = [&](const char *s) { return only.empty() || only == s; };
+    if (want("tlb")) bench_tlb(repeats);
+    if (want("l1")) bench_l1(repeats);
+    if (want("cold")) bench_cold(repeats, dir, mib);
+    if (want("cold-pool")) bench_cold_pool(repeats, dir, std::min<size_t>(mib, 32));
+    if (want("prefetch")) bench_prefetch(repeats);
     return 0;
 }

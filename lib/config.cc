@@ -28,8 +28,9 @@ const std::vector<KeySpec> &config_keys() {
          "more after it; the next ones go right after the last one when free (0 = off)"},
         {"cache.bytes", 0, int64_t(1) << 36, 64 << 20,
          "per-process cache of verified pages (0 disables it; every read then checksums)"},
-        {"cache.associative", 0, 1, 0,
-         "L1 frames fully associative (any page in any frame, CLOCK eviction) instead of direct-mapped (~4 ns more per hit)"},
+        {"cache.associative", 0, 1, 1,
+         "L1 frames fully associative (any page in any frame, CLOCK eviction); 0: direct-mapped (no hash probe, "
+         "conflict misses, a lock-free write-allocate)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
         {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug"},
         {"prefetch.enable", 0, 1, 1, "run the prefetcher behind speckv_prefetch (0: hints are only counted)"},

@@ -31,8 +31,8 @@ PageCache::~PageCache() {
 }
 
 void PageCache::put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
-    if (hot_) {
-        hot_->put(page, tag_of(seq, epoch), src);
+    if (hot_) {  // as a direct-mapped frame found busy: skip rather than wait
+        hot_->try_put(page, tag_of(seq, epoch), src);
         return;
     }
     if (!nframes_) return;

@@ -2,12 +2,13 @@
 // against their CRC32C. A hit is served without touching the pool or
 // recomputing the checksum. Entries are tagged (page, seq, epoch): any write
 // to the page (seq grows) or recovery/reset of the pool (epoch grows) makes
-// them miss. Direct-mapped. Each frame is a sequence lock: readers copy
-// optimistically and never write shared state; a writer that finds the frame
-// busy skips the insert. A busy frame is a miss, never a wait.
-// With `associative`, the frames are the tier manager's fully associative
-// HotBuffer instead (any page in any frame, CLOCK eviction; config
-// cache.associative, docs/tiers.md §2): no conflict misses, a hash probe more.
+// them miss. With `associative` (config cache.associative, the default) the
+// frames are the tier manager's fully associative HotBuffer (any page in any
+// frame, CLOCK eviction, docs/tiers.md §2): no conflict misses, a hash probe
+// more per hit, inserts serialised by its mutex. Without, direct-mapped: each
+// frame is a sequence lock, readers copy optimistically and never write
+// shared state, a writer that finds the frame busy skips the insert (a busy
+// frame is a miss, never a wait).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -58,8 +59,9 @@ class PageCache {
 };
 
 // Inline: this is the resident-read fast path.
-inline bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst) {
-    if (hot_) return hot_->get(page, tag_of(seq, epoch), off, len, dst);
+[[gnu::always_inline]] inline bool PageCache::get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len,
+                                                void *dst) {
+    if (hot_) return hot_->copy_resident(page, tag_of(seq, epoch), off, len, dst);  // the pool checked the range
     if (!nframes_) return false;
     size_t i = page & (nframes_ - 1);
     Frame &f = frames_[i];

@@ -99,7 +99,12 @@ int HotBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<HotBuffe
 }
 
 HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
-    : nframes_(nframes), page_size_(page_size), data_(data), frames_(new Frame[nframes]), index_(nframes) {}
+    : nframes_(nframes),
+      page_size_(page_size),
+      page_shift_(unsigned(__builtin_ctz(page_size))),
+      data_(data),
+      frames_(new Frame[nframes]),
+      index_(nframes) {}
 
 HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
 
@@ -162,6 +167,20 @@ int HotBuffer::pick_victim() {
 bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src) {
     if (key > kMaxBufferKey) return false;
     std::lock_guard lk(mu_);
+    return put_locked(key, tag, src);
+}
+
+bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src) {
+    if (key > kMaxBufferKey) return false;
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) {
+        busy_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    return put_locked(key, tag, src);
+}
+
+bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src) {
     int i = index_.find(key);  // exact under mu_
     uint64_t v;
     if (i >= 0) {
@@ -238,6 +257,7 @@ BufferStats HotBuffer::stats() const {
     s.inserts = inserts_.load(std::memory_order_relaxed);
     s.evictions = evictions_.load(std::memory_order_relaxed);
     s.insert_failures = failures_.load(std::memory_order_relaxed);
+    s.busy = busy_.load(std::memory_order_relaxed);
     return s;
 }
 

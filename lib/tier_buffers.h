@@ -49,6 +49,7 @@ class SlotIndex {
 struct BufferStats {
     uint64_t hits = 0, misses = 0;
     uint64_t inserts = 0, evictions = 0, insert_failures = 0;
+    uint64_t busy = 0;  // L1 try_put() calls that found the buffer busy (nothing stored)
     // L2 only (DESIGN.md §6): prefetched pages read before eviction (used),
     // pages and bytes prefetched and never read (wasted), lookups that found
     // a lazily invalidated entry (stale), bank flips.
@@ -72,6 +73,12 @@ class HotBuffer {
 
     // Any thread. Copies [off, off+len) of the page if (key, tag) is resident.
     bool get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst);
+    // get() for a caller that has checked off + len <= page_size() and
+    // counts its own hits (the pool's L1 read path, lib/page_cache.h).
+    // Always inlined, as is SlotIndex::find: called out of line, a hit took
+    // 38 instructions more than a direct-mapped one besides the copy, inlined
+    // 16 (callgrind, bench/README.md "Per-call latency").
+    [[gnu::always_inline]] bool copy_resident(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst);
     // Any thread. A pointer into the frame, stable until unpin(); the frame is
     // not evicted or overwritten meanwhile (a newer tag goes to another frame).
     bool pin(uint64_t key, uint64_t tag, Pin *out);
@@ -79,6 +86,11 @@ class HotBuffer {
     // Stores a decoded page (page_size bytes). False when every frame is pinned
     // or the key is out of range. Any thread (serialised).
     bool put(uint64_t key, uint64_t tag, const void *src);
+    // put(), unless another thread is storing or invalidating: then nothing
+    // is stored (counted in stats().busy) and it returns false at once. For
+    // a cache whose reads and writes must never wait on each other (the
+    // pool's L1: a skipped insert only costs a later miss).
+    bool try_put(uint64_t key, uint64_t tag, const void *src);
     // Forgets the key (any tag). Pinned readers keep their bytes.
     void invalidate(uint64_t key);
     bool contains(uint64_t key, uint64_t tag) const;
@@ -100,15 +112,17 @@ class HotBuffer {
     HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data);
     bool lock_unpinned(Frame &f, uint64_t *v);
     int pick_victim();
+    bool put_locked(uint64_t key, uint64_t tag, const void *src);
 
     size_t nframes_;
     uint32_t page_size_;
+    unsigned page_shift_;  // log2(page_size_): a frame's bytes by a shift on the hit path
     unsigned char *data_;
     std::unique_ptr<Frame[]> frames_;
     SlotIndex index_;
     std::mutex mu_;
     size_t hand_ = 0;
-    std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};
+    std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0}, busy_{0};
     bool count_ = true;
 };
 
@@ -119,34 +133,36 @@ inline size_t SlotIndex::home(uint64_t key) const {
     return size_t(h ^ (h >> 31)) & mask_;
 }
 
-inline int SlotIndex::find(uint64_t key) const {
+[[gnu::always_inline]] inline int SlotIndex::find(uint64_t key) const {
+    const Cell *c = cells_.get();  // once: the acquire loads below would make the compiler reload it
     for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
-        uint64_t k = cells_[i].key.load(std::memory_order_acquire);
-        if (k == key) return int(cells_[i].frame.load(std::memory_order_relaxed));
+        uint64_t k = c[i].key.load(std::memory_order_acquire);
+        if (k == key) return int(c[i].frame.load(std::memory_order_relaxed));
         if (k == kEmpty) return -1;
     }
     return -1;
 }
 
+inline bool HotBuffer::copy_resident(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst) {
+    const int i = index_.find(key);
+    if (i < 0) return false;
+    Frame &f = frames_[i];
+    uint64_t v = f.version.load(std::memory_order_acquire);
+    if ((v & 1) || f.key.load(std::memory_order_relaxed) != key || f.tag.load(std::memory_order_relaxed) != tag)
+        return false;
+    SEQLOCK_IGNORE_BEGIN();
+    std::memcpy(dst, data_ + (size_t(i) << page_shift_) + off, len);
+    SEQLOCK_IGNORE_END();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (f.version.load(std::memory_order_relaxed) != v) return false;  // refilled meanwhile: a miss
+    if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
+    return true;
+}
+
 inline bool HotBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst) {
-    int i = off <= page_size_ && len <= page_size_ - off ? index_.find(key) : -1;
-    if (i >= 0) {
-        Frame &f = frames_[i];
-        uint64_t v = f.version.load(std::memory_order_acquire);
-        if (!(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag) {
-            SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(dst, data_ + size_t(i) * page_size_ + off, len);
-            SEQLOCK_IGNORE_END();
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (f.version.load(std::memory_order_relaxed) == v) {
-                if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
-                if (count_) hits_.fetch_add(1, std::memory_order_relaxed);
-                return true;
-            }
-        }
-    }
-    if (count_) misses_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    const bool hit = off <= page_size_ && len <= page_size_ - off && copy_resident(key, tag, off, len, dst);
+    if (count_) (hit ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
+    return hit;
 }
 
 // Called once per prefetched page when its fate is known: used (first read)

@@ -23,6 +23,18 @@ int PagedKv::fail(int rc, const char *what) {
     return rc;
 }
 
+uint64_t PagedKv::page_id(speckv_handle b, uint64_t page) {
+    auto [it, fresh] = first_page_id_.try_emplace(b, next_page_id_);
+    if (fresh) next_page_id_ += (block_bytes() + page_size_ - 1) / page_size_;
+    return it->second + page;
+}
+
+void PagedKv::note(speckv_handle b, uint64_t off, uint64_t len, bool write) {
+    if (!trace_ || !len) return;
+    for (uint64_t p = off / page_size_; p <= (off + len - 1) / page_size_; p++)
+        write ? trace_->write(page_id(b, p)) : trace_->read(page_id(b, p));
+}
+
 int PagedKv::append(uint64_t request, int layer, int pos, const float *k, const float *v) {
     auto &layers = table_[request];
     if (layers.empty()) layers.resize(size_t(n_layers_));
@@ -65,14 +77,17 @@ int PagedKv::append(uint64_t request, int layer, int pos, const float *k, const 
     const speckv_handle b = pages.back();
     if (int rc = speckv_write(pool_, b, slot * row_bytes_, k, row_bytes_); rc != SPECKV_OK)
         return fail(rc, "speckv_write K");
+    note(b, slot * row_bytes_, row_bytes_, true);
     if (split_) {
-        if (int rc = speckv_write(pool_, vtable_[request][size_t(layer)].back(), slot * row_bytes_, v, row_bytes_);
-            rc != SPECKV_OK)
+        const speckv_handle vb = vtable_[request][size_t(layer)].back();
+        if (int rc = speckv_write(pool_, vb, slot * row_bytes_, v, row_bytes_); rc != SPECKV_OK)
             return fail(rc, "speckv_write V");
+        note(vb, slot * row_bytes_, row_bytes_, true);
         return SPECKV_OK;
     }
     if (int rc = speckv_write(pool_, b, (kPageTokens + slot) * row_bytes_, v, row_bytes_); rc != SPECKV_OK)
         return fail(rc, "speckv_write V");
+    note(b, (kPageTokens + slot) * row_bytes_, row_bytes_, true);
     return SPECKV_OK;
 }
 
@@ -84,12 +99,13 @@ int PagedKv::gather_page(uint64_t request, int layer, int page, int n, float *kc
         return SPECKV_ENOENT;
     }
     const size_t len = size_t(n) * row_bytes_;
-    if (int rc = speckv_access(pool_, it->second[size_t(layer)][size_t(page)], 0, kc, len, SPECKV_ACCESS_DEFAULT);
-        rc != SPECKV_OK)
+    const speckv_handle kb = it->second[size_t(layer)][size_t(page)], vb = vt->second[size_t(layer)][size_t(page)];
+    if (int rc = speckv_access(pool_, kb, 0, kc, len, SPECKV_ACCESS_DEFAULT); rc != SPECKV_OK)
         return fail(rc, "speckv_access K");
-    if (int rc = speckv_access(pool_, vt->second[size_t(layer)][size_t(page)], 0, vc, len, SPECKV_ACCESS_DEFAULT);
-        rc != SPECKV_OK)
+    note(kb, 0, len, false);
+    if (int rc = speckv_access(pool_, vb, 0, vc, len, SPECKV_ACCESS_DEFAULT); rc != SPECKV_OK)
         return fail(rc, "speckv_access V");
+    note(vb, 0, len, false);
     return SPECKV_OK;
 }
 
@@ -141,6 +157,7 @@ int PagedKv::gather(uint64_t request, int layer, int npos, float *kc, float *vc)
         } else {
             if (int rc = speckv_access(pool_, b, 0, buf_.data(), len, SPECKV_ACCESS_DEFAULT); rc != SPECKV_OK)
                 return fail(rc, "speckv_access");
+            note(b, 0, len, false);
             src = buf_.data();
         }
         const size_t first = size_t(p) * kPageTokens * size_t(kv_dim_);
@@ -173,13 +190,18 @@ int PagedKv::release(uint64_t request) {
     if (it == table_.end()) return SPECKV_OK;
     int first = SPECKV_OK;
     for (auto &pages : it->second)
-        for (speckv_handle b : pages)
+        for (speckv_handle b : pages) {
             if (int rc = speckv_free(pool_, b); rc != SPECKV_OK && first == SPECKV_OK) first = fail(rc, "speckv_free");
+            first_page_id_.erase(b);
+        }
     table_.erase(it);
     if (auto vt = vtable_.find(request); vt != vtable_.end()) {
         for (auto &pages : vt->second)
-            for (speckv_handle b : pages)
-                if (int rc = speckv_free(pool_, b); rc != SPECKV_OK && first == SPECKV_OK) first = fail(rc, "speckv_free V");
+            for (speckv_handle b : pages) {
+                if (int rc = speckv_free(pool_, b); rc != SPECKV_OK && first == SPECKV_OK)
+                    first = fail(rc, "speckv_free V");
+                first_page_id_.erase(b);
+            }
         vtable_.erase(vt);
     }
     return first;

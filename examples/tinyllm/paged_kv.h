@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "oracle/belady.h"
 #include "speckv.h"
 
 namespace tinyllm {
@@ -51,6 +52,12 @@ public:
     // Frees every block of `request` (the request finished).
     int release(uint64_t request);
 
+    // Records every page this engine reads through speckv_access and writes
+    // through speckv_write into `trace` (null: stop), for the Belady
+    // references (tools/oracle/belady.h). Pinned reads bypass L1 and L2 and
+    // are not recorded. `page_size`: the pool's.
+    void set_trace(speckv::oracle::Trace *trace, uint64_t page_size) { trace_ = trace, page_size_ = page_size; }
+
     // Text of the last failure ("speckv_write(...): <strerror>: <errmsg>").
     const std::string &error() const { return err_; }
 
@@ -61,6 +68,11 @@ public:
 
 private:
     int fail(int rc, const char *what);
+    // The trace's id of page `page` of block `b`: the pages of a block get
+    // consecutive ids, never given to another block (a freed block's pages
+    // are never read again, so its entry goes at release).
+    uint64_t page_id(speckv_handle b, uint64_t page);
+    void note(speckv_handle b, uint64_t off, uint64_t len, bool write);
 
     speckv_pool *pool_;
     uint64_t tenant_;
@@ -75,6 +87,9 @@ private:
     std::vector<unsigned char> buf_;
     uint64_t allocs_ = 0, hints_ = 0, translations_ = 0;
     std::string err_;
+    speckv::oracle::Trace *trace_ = nullptr;
+    uint64_t page_size_ = 4096, next_page_id_ = 0;
+    std::unordered_map<speckv_handle, uint64_t> first_page_id_;
 };
 
 }  // namespace tinyllm

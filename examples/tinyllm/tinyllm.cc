@@ -7,6 +7,9 @@
 // the public API (see paged_kv.h), and the engine hints the prefetcher before
 // each layer. --check replays every prompt through the plain tools/llama2
 // Runner (its own host K/V arrays) and requires the same token ids.
+// The engine records the pages it reads and writes, and the summary sets the
+// run's L1/L2 figures beside two references at the same capacity (DESIGN.md
+// §6): no prefetch, and the Belady oracle (docs/tiers.md §11).
 //
 //   tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]
 //           [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]
@@ -30,6 +33,7 @@
 
 #include "forward.h"
 #include "llama2.h"
+#include "oracle/belady.h"
 #include "paged_kv.h"
 #include "speckv.h"
 
@@ -89,7 +93,8 @@ void usage(FILE *f) {
                  "  --l2-bytes B    L2 prefetch buffer, config key prefetch.l2_bytes\n"
                  "  --no-prefetch   send no speckv_prefetch hints\n"
                  "  --oracle        prefetch.policy = 1: fetch exactly the unit each hint names (the engine's\n"
-                 "                  hints are the true next unit: an oracle for the learned policy)\n"
+                 "                  hints are the true next unit: a perfect next-unit predictor, with the\n"
+                 "                  pool's own eviction; the Belady oracle is printed in every summary)\n"
                  "  --pin           read K/V with speckv_pin/unpin instead of speckv_access\n"
                  "  --codec MODE    store K/V pages as codec records (config codec.mode: paper, int8, k6,\n"
                  "                  vp6, ...; default raw = in clear). Lossy: --check then reports how many\n"
@@ -107,7 +112,10 @@ void usage(FILE *f) {
                  "                  agreement, perplexity change, pages and bytes recalled, time per step\n"
                  "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
                  "  --json          print one JSON object instead of text\n"
-                 "  --skip-missing  exit 77 (skipped) when the model or tokenizer file is missing\n");
+                 "  --skip-missing  exit 77 (skipped) when the model or tokenizer file is missing\n"
+                 "The summary sets this run's L1/L2 figures beside references at the same L1 and L2 sizes,\n"
+                 "from the pages it read and wrote: no prefetch, LRU and Belady (MIN) L1s, and the Belady\n"
+                 "oracle (docs/tiers.md §11; JSON key \"references\"; not with --pin or --select).\n");
 }
 
 bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -396,6 +404,94 @@ int eval_text(const llama2::Model &model, const llama2::Tokenizer &tok, speckv_p
     return 0;
 }
 
+// The run's page events beside two references at its L1 and L2 sizes
+// (DESIGN.md §6, docs/tiers.md §11): no prefetch (this run's L1 hits, every
+// other read synchronous) and the Belady oracle (L1 hits of MIN, every other
+// read an L2 hit, the fewest link pages any policy needs); plus LRU's and
+// MIN's L1 alone without prefetch.
+struct Row {
+    const char *key, *name;
+    uint64_t l1 = 0, l2 = 0, sync = 0, link = 0;
+    double hit = 0, prec = -1, waste = -1;  // -1: nothing prefetched, does not apply
+};
+
+struct References {
+    bool on = false;
+    uint64_t l1_frames = 0, l2_frames = 0, reads = 0, writes = 0, pool_reads = 0;
+    std::vector<Row> rows;
+};
+
+References references(const speckv::oracle::Trace &t, const speckv_pool_stats &st, uint64_t l1_frames,
+                      uint64_t l2_frames, const char *run_name, bool prefetched) {
+    References r;
+    r.on = true;
+    r.l1_frames = l1_frames, r.l2_frames = l2_frames;
+    r.reads = t.reads(), r.writes = t.writes();
+    r.pool_reads = st.cache_hits + st.cache_misses;
+    Row run{"run", run_name, st.cache_hits, st.l2_hits, st.sync_reads, st.prefetch_pages + st.sync_reads,
+            ratio(st.l2_hits, st.l2_hits + st.sync_reads)};
+    if (prefetched) {
+        run.prec = ratio(st.prefetch_used, st.prefetch_used + st.prefetch_wasted);
+        run.waste = 1 - run.prec;
+    }
+    r.rows.push_back(run);
+    if (prefetched)
+        r.rows.push_back({"no_prefetch", "no prefetch (this run's L1)", st.cache_hits, 0, st.cache_misses,
+                          st.cache_misses});
+    // LRU beside MIN: how much of the L1 gap a recency policy (CLOCK, or any
+    // associativity) could close at all.
+    const speckv::oracle::CacheResult lru = speckv::oracle::lru(t.events(), l1_frames);
+    r.rows.push_back({"lru_l1", "LRU L1, no prefetch", lru.hits, 0, lru.misses(), lru.misses()});
+    const speckv::oracle::OracleResult o = speckv::oracle::full_oracle(t.events(), l1_frames, l2_frames);
+    r.rows.push_back({"belady_l1", "Belady L1, no prefetch", o.l1_hits, 0, o.reads - o.l1_hits,
+                      o.reads - o.l1_hits});
+    r.rows.push_back({"belady_oracle", "Belady oracle (L1 + L2)", o.l1_hits, o.l2_hits(), o.sync_reads(),
+                      o.prefetched, o.hit_rate(), o.precision(), o.waste()});
+    return r;
+}
+
+void print_references(const References &r) {
+    std::printf("\nbeside references at the same capacity (docs/tiers.md §11): L1 %" PRIu64 " frames, L2 %" PRIu64
+                " frames;\n%" PRIu64 " page reads and %" PRIu64 " page writes recorded in this run\n",
+                r.l1_frames, r.l2_frames, r.reads, r.writes);
+    std::printf("  %-30s %9s %9s %10s %9s %10s %7s %11s\n", "", "L1 hits", "L2 hits", "sync reads", "hit rate",
+                "precision", "waste", "link pages");
+    for (const Row &w : r.rows) {
+        char prec[16] = "-", waste[16] = "-";
+        if (w.prec >= 0) std::snprintf(prec, sizeof prec, "%.1f%%", 100 * w.prec);
+        if (w.waste >= 0) std::snprintf(waste, sizeof waste, "%.1f%%", 100 * w.waste);
+        std::printf("  %-30s %9" PRIu64 " %9" PRIu64 " %10" PRIu64 " %8.1f%% %10s %7s %11" PRIu64 "\n", w.name, w.l1,
+                    w.l2, w.sync, 100 * w.hit, prec, waste, w.link);
+    }
+    if (r.pool_reads != r.reads)
+        std::printf("  (the pool counted %" PRIu64 " page reads by this process, the trace %" PRIu64
+                    ": the references are for the trace)\n",
+                    r.pool_reads, r.reads);
+}
+
+std::string references_json(const References &r) {
+    if (!r.on) return "null";
+    std::string o;
+    char b[512];
+    std::snprintf(b, sizeof b, "{\"l1_frames\":%" PRIu64 ",\"l2_frames\":%" PRIu64 ",\"page_reads\":%" PRIu64
+                  ",\"page_writes\":%" PRIu64 ",\"pool_page_reads\":%" PRIu64 ",\"rows\":{",
+                  r.l1_frames, r.l2_frames, r.reads, r.writes, r.pool_reads);
+    o += b;
+    for (size_t i = 0; i < r.rows.size(); i++) {
+        const Row &w = r.rows[i];
+        std::snprintf(b, sizeof b,
+                      "%s\"%s\":{\"name\":%s,\"l1_hits\":%" PRIu64 ",\"l2_hits\":%" PRIu64 ",\"sync_reads\":%" PRIu64
+                      ",\"link_pages\":%" PRIu64 ",\"hit_rate\":%.6f,\"precision\":",
+                      i ? "," : "", w.key, json_str(w.name).c_str(), w.l1, w.l2, w.sync, w.link, w.hit);
+        o += b;
+        o += w.prec >= 0 ? std::to_string(w.prec) : "null";
+        o += ",\"waste\":";
+        o += w.waste >= 0 ? std::to_string(w.waste) : "null";
+        o += "}";
+    }
+    return o + "}}";
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -463,6 +559,11 @@ int main(int argc, char **argv) {
     if (cfg_ok && o.select_pct)
         cfg_ok = set_key(cfg, "pool.summary_bytes", (16 + 4 * int64_t(c.kv_dim()) + 15) / 16 * 16) &&
                  set_key(cfg, "select.channels", c.kv_dim());
+    // The sizes the references use (the config's, defaults included).
+    int64_t l1_bytes = 0, l2_bytes = 0, assoc = 0;
+    speckv_config_get_int(cfg, "cache.bytes", &l1_bytes);
+    speckv_config_get_int(cfg, "prefetch.l2_bytes", &l2_bytes);
+    speckv_config_get_int(cfg, "cache.associative", &assoc);
     speckv_pool *pool = nullptr;
     int rc = cfg_ok ? speckv_pool_open(o.uri.c_str(), cfg, &pool) : SPECKV_EINVAL;
     speckv_config_free(cfg);
@@ -480,6 +581,19 @@ int main(int argc, char **argv) {
         return erc;
     }
     PagedKv kv(pool, kTenant, c.n_layers, c.kv_dim(), o.prefetch, o.pin, /*split=*/o.select_pct > 0);
+    // Full attention read through speckv_access: every page read goes
+    // through L1 and L2, so the trace is what the references need. (Pins
+    // bypass both; --select reads through speckv_select / speckv_attend.)
+    speckv::oracle::Trace trace;
+    uint64_t page_size = 0;
+    {
+        speckv_pool_stats ps;
+        std::memset(&ps, 0, sizeof ps);
+        ps.struct_size = sizeof ps;
+        if (speckv_stats(pool, &ps) == SPECKV_OK) page_size = ps.page_size;
+    }
+    const bool traced = !o.pin && mode == tinyllm::Attn::full && page_size > 0;
+    if (traced) kv.set_trace(&trace, page_size);
     PooledForward fwd(model, kv);
     fwd.set_attention(mode, o.select_pct / 100.0, kTenant);
 
@@ -547,6 +661,16 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "tinyllm: speckv_stats: %s (%s)\n", speckv_strerror(rc), speckv_errmsg());
         return 1;
     }
+    References refs;
+    // The direct-mapped L1 rounds its frames down to a power of two (lib/page_cache.cc).
+    uint64_t l1_frames = page_size ? uint64_t(l1_bytes) / page_size : 0;
+    if (!assoc)
+        while (l1_frames & (l1_frames - 1)) l1_frames &= l1_frames - 1;
+    if (traced)
+        refs = references(trace, st, l1_frames, uint64_t(l2_bytes) / page_size,
+                          !o.prefetch ? "this run (no prefetch)" : o.oracle ? "this run (hinted policy)"
+                                                                            : "this run (learned policy)",
+                          o.prefetch);
 
     // --check: the same prompts and limits on the plain Runner.
     int mismatched = 0;
@@ -592,8 +716,9 @@ int main(int argc, char **argv) {
                         ",\"tokens_before_divergence\":%" PRIu64 "},",
                         reqs.size(), mismatched, compared, agreed);
         std::printf("\"derived\":{\"l1_hit_rate\":%.6f,\"hit_rate\":%.6f,\"precision\":%.6f,\"tlb_hit_rate\":%.6f,"
-                    "\"beta\":%.6f,\"depth\":%u},\"stats\":%s}\n",
-                    l1, hit, prec, tlb, st.prefetch_beta_ppm / 1e6, st.prefetch_depth, stats_json.c_str());
+                    "\"beta\":%.6f,\"depth\":%u},\"references\":%s,\"stats\":%s}\n",
+                    l1, hit, prec, tlb, st.prefetch_beta_ppm / 1e6, st.prefetch_depth, references_json(refs).c_str(),
+                    stats_json.c_str());
     } else {
         std::printf("tinyllm: %s (dim %d, %d layers, kv_dim %d, seq_len %d) on %s\n", o.model.c_str(), c.dim,
                     c.n_layers, c.kv_dim(), c.seq_len, o.uri.c_str());
@@ -641,6 +766,7 @@ int main(int argc, char **argv) {
             std::printf("  L4 (cold tier)           %12" PRIu64 "   blocks demoted, %" PRIu64 " promoted, %" PRIu64
                         " failed; %" PRIu64 " blocks (%" PRIu64 " B) there at the end\n",
                         st.l4_demotions, st.l4_promotions, st.l4_demote_failures, st.l4_blocks, st.l4_bytes);
+        if (refs.on) print_references(refs);
     }
     // A lossy codec or approximate attention (--select without --attend)
     // changes tokens by design: --check then reports instead of failing.

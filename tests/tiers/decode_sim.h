@@ -3,7 +3,9 @@
 //   none    every page read is a synchronous fetch;
 //   learned the PrefetchController (learned predictor, UCB depth, beta);
 //   oracle  knows the trace: fetches the next pages in order, as far ahead as
-//           one bank of the buffer holds (so it never evicts a page it needs).
+//           one bank of the buffer holds (so it never evicts a page it needs);
+// and, in run_belady(), an ideal L2 of the same size under the oracle of
+// DESIGN.md §6: Belady eviction, perfect next access (docs/tiers.md §11).
 // Virtual time: reading a page costs 1 unit of compute; the L3->L2 link moves
 // one page per `xfer` units after `latency` units, demand and prefetch in one
 // FIFO queue (so over-prefetching delays demand fetches, as on a real link).
@@ -14,10 +16,12 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "oracle/belady.h"
 #include "prefetch_ctl.h"
 #include "tier_buffers.h"
 
@@ -85,6 +89,8 @@ struct SimResult {
     double hit_rate() const { return accesses ? double(l2_hits) / double(accesses) : 0; }
     double precision() const { return prefetched ? double(used) / double(prefetched) : 0; }
     double waste() const { return prefetched ? 1.0 - precision() : 0; }
+    // Pages over the L3->L2 link (prefetched or fetched on demand) per page read.
+    double link_per_read() const { return accesses ? double(prefetched + sync) / double(accesses) : 0; }
 };
 
 inline SimResult run(const SimConfig &c, const std::vector<UnitAccess> &trace, Policy policy,
@@ -255,6 +261,121 @@ inline SimResult run(const SimConfig &c, const std::vector<UnitAccess> &trace, P
     r.time = now;
     r.beta_end = ctl->beta();
     r.mean_depth = depth_n ? depth_sum / double(depth_n) : 0;
+    return r;
+}
+
+// The page reads of a trace, in order (what the oracle knows).
+inline std::vector<oracle::Event> page_reads(const std::vector<UnitAccess> &trace) {
+    std::vector<oracle::Event> ev;
+    for (const UnitAccess &u : trace)
+        for (uint32_t p = 0; p < u.pages; p++) ev.push_back({page_key(u.request, u.layer, p), false});
+    return ev;
+}
+
+// The fewest pages any policy must move over the link for this trace with
+// an L2 of c.l2_pages frames: Belady's (MIN's) misses. A bound, not a policy.
+inline uint64_t min_link_pages(const SimConfig &c, const std::vector<UnitAccess> &trace) {
+    return oracle::belady(page_reads(trace), c.l2_pages).misses();
+}
+
+// The Belady oracle in the same virtual time, link and L2 size as run():
+// it knows every future read. Whenever the link can take a page, it fetches
+// the next page that will be read and is neither held nor on its way,
+// evicting the held page whose next read is furthest away, provided that
+// read comes after the one being fetched for (else it waits: fetching would
+// only trade a page needed sooner for one needed later). This is the
+// "aggressive" integrated prefetching-and-caching rule of Cao, Felten,
+// Karlin and Li (SIGMETRICS 1995): Belady for eviction, perfect next access
+// for prefetch. A page it evicts is never one a read before the fetched one
+// needs, so nothing it prefetches is evicted unread (precision 1). A read
+// whose page is neither held nor on its way (the link fell behind) fetches
+// it on demand, as in run(); a page on its way is waited for (a late hit).
+// Cao et al. bound this rule's elapsed time within 1 + F/K of the optimum
+// (fetch time F, K frames) for a link that moves one page at a time; this
+// link is pipelined, so its stall here is what a strong oracle achieves, not
+// a proven minimum. It never moves fewer pages than min_link_pages().
+inline SimResult run_belady(const SimConfig &c, const std::vector<UnitAccess> &trace) {
+    const std::vector<oracle::Event> ev = page_reads(trace);
+    const std::vector<uint64_t> next = oracle::next_reads(ev);
+    const size_t cap = std::max<size_t>(1, c.l2_pages), n = ev.size();
+    std::unordered_map<uint64_t, uint64_t> held;       // page (landed or on its way) -> its next read
+    std::set<std::pair<uint64_t, uint64_t>> landed;    // (next read, page): the eviction candidates
+    std::unordered_map<uint64_t, double> flying;       // page -> arrival
+    std::deque<std::pair<double, uint64_t>> flights;   // FIFO link
+    std::unordered_set<uint64_t> unread;               // prefetched, not read yet
+    SimResult r;
+    double now = 0, link_free = 0;
+    auto fetch = [&](double t) {
+        double start = std::max(t, link_free);
+        link_free = start + c.xfer;
+        return link_free + c.latency;
+    };
+    auto land = [&](double t) {
+        while (!flights.empty() && flights.front().first <= t) {
+            uint64_t k = flights.front().second;
+            flights.pop_front();
+            flying.erase(k);
+            landed.insert({held[k], k});
+        }
+    };
+    auto evict_after = [&](uint64_t read) {  // frees a frame held by a page next read after `read`
+        if (held.size() < cap) return true;
+        if (landed.empty() || std::prev(landed.end())->first <= read) return false;
+        auto far = std::prev(landed.end());
+        unread.erase(far->second);  // never a page still unread (see above); were it one, it counts as not used
+        held.erase(far->second);
+        landed.erase(far);
+        return true;
+    };
+    size_t ahead = 0;  // the next read to consider prefetching for
+    // Keeps the link busy until `horizon`: no read happens before it, so
+    // what is held, and when it is read next, cannot change meanwhile.
+    auto pump = [&](size_t j, double horizon) {
+        for (ahead = std::max(ahead, j); ahead < n && link_free < horizon; ahead++) {
+            const uint64_t q = ev[ahead].page;
+            if (held.count(q)) continue;  // held or on its way: its next read is at or before `ahead`
+            if (!evict_after(ahead)) break;
+            double t = fetch(now);
+            held[q] = ahead;
+            flying[q] = t;
+            flights.push_back({t, q});
+            unread.insert(q);
+            r.prefetched++;
+        }
+    };
+    for (size_t j = 0; j < n; j++) {
+        const uint64_t p = ev[j].page;
+        land(now);
+        pump(j, now + 1);  // up to the next read (one unit of compute)
+        r.accesses++;
+        if (auto f = flying.find(p); f != flying.end()) {  // late: wait for it, the link busy meanwhile
+            const double t = f->second;
+            pump(j, t);
+            r.stall += t - now;
+            now = t;
+            land(now);
+            r.late_hits++;
+        }
+        if (held.count(p)) {
+            r.l2_hits++;
+            r.used += unread.erase(p);
+            landed.erase({held[p], p});
+            held[p] = next[j];
+            landed.insert({next[j], p});
+        } else {
+            const double t = fetch(now);
+            r.sync++;
+            if (next[j] != oracle::kNever && evict_after(next[j])) {  // keep it if it beats the furthest page
+                held[p] = next[j];
+                landed.insert({next[j], p});
+            }
+            pump(j + 1, t);
+            r.stall += t - now;
+            now = t;
+        }
+        now += 1;
+    }
+    r.time = now;
     return r;
 }
 

@@ -64,6 +64,12 @@ TEST_CASE("L1: hits, tags, ranges, CLOCK eviction") {
     b->invalidate(1);
     CHECK_FALSE(b->contains(1, 2));
     CHECK_FALSE(b->put(kMaxBufferKey + 1, 1, page(1, 1).data()));
+    // try_put with nobody else storing is put (the pool's L1 uses it).
+    REQUIRE(b->try_put(300, 1, page(300, 1).data()));
+    REQUIRE(b->get(300, 1, 0, kPage, out));
+    CHECK(page_ok(out, kPage, 300, 1));
+    CHECK(b->stats().busy == 0);
+    CHECK_FALSE(b->try_put(kMaxBufferKey + 1, 1, page(1, 1).data()));
 }
 
 TEST_CASE("L1: pins hold the bytes; all pinned means no room") {
