@@ -533,7 +533,8 @@ const Kernels *avx512_kernels() {
         return base;
     }();
     if (!ok) return nullptr;
-    // The Rice stage (codec_rice_avx512.cc) also needs BMI2; else the reference.
+    // The Rice stages (codec_rice_avx512.cc, codec_srice_avx512.cc) also need BMI2
+    // (and VBMI/VBMI2 for split Rice); else the reference.
     static const Kernels table = [] {
         Kernels k = kAvx512;
         if (const RiceKernels *r = rice_avx512_kernels()) {
@@ -541,6 +542,12 @@ const Kernels *avx512_kernels() {
             k.rice_decode8 = r->decode8;
             k.rice_encode16 = r->encode16;
             k.rice_decode16 = r->decode16;
+        }
+        if (const RiceKernels *r = srice_avx512_kernels()) {  // §18, also VBMI/VBMI2
+            k.srice_encode8 = r->encode8;
+            k.srice_decode8 = r->decode8;
+            k.srice_encode16 = r->encode16;
+            k.srice_decode16 = r->decode16;
         }
         return k;
     }();

@@ -4,7 +4,8 @@
 // The serial steps (RLE, delta, layout) live in codec_ref.cc and are shared
 // by all implementations; the Rice stage is a table entry (the reference in
 // codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc), and so is the
-// split Rice stage of §18 (the reference in codec_srice.cc).
+// split Rice stage of §18 (the reference in codec_srice.cc, an AVX-512 one
+// in codec_srice_avx512.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -110,6 +111,10 @@ struct RiceKernels {
     int (*decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 };
 const RiceKernels *rice_avx512_kernels();
+// The AVX-512 F/BW/VL/VBMI/VBMI2 + BMI2 split Rice stage (§18,
+// lib/codec_srice_avx512.cc), same shape; null when not built for x86-64 or
+// the CPU lacks any of those.
+const RiceKernels *srice_avx512_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 
