@@ -30,13 +30,36 @@ inline int32_t unzigzag(uint32_t z) { return int32_t(z >> 1) ^ -int32_t(z & 1); 
 
 // §18 "Parameter": the k in 0..7 with the fewest bits for the block, ties to
 // the smaller k. An escape costs 16 + W: its unary part ends with a one-bit.
+// A symbol z < 512 (every one when b <= 8) adds a precomputed row of its 8
+// costs; larger ones (b 9..12) use the formula.
+struct CostTable {
+    uint16_t c[6][512][8];  // [W - 4][z][k]
+    CostTable() {
+        for (unsigned w = 0; w < 6; w++)
+            for (uint32_t z = 0; z < 512; z++)
+                for (unsigned k = 0; k < 8; k++) {
+                    const uint32_t u = z >> k;
+                    c[w][z][k] = uint16_t(u < kEsc ? u + 1 + k : 16 + w + 4);
+                }
+    }
+};
+
 unsigned best_k(const uint16_t *z, size_t m, unsigned W) {
     uint32_t cost[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < m; i++)
-        for (unsigned k = 0; k < 8; k++) {
-            const uint32_t u = uint32_t(z[i]) >> k;
-            cost[k] += u < kEsc ? u + 1 + k : 16 + W;
-        }
+    if (W <= 9) {
+        static const CostTable table;
+        const uint16_t(*row)[8] = table.c[W - 4];
+        uint16_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // <= 64 * 29: fits
+        for (size_t i = 0; i < m; i++)
+            for (unsigned k = 0; k < 8; k++) acc[k] = uint16_t(acc[k] + row[z[i]][k]);
+        for (unsigned k = 0; k < 8; k++) cost[k] = acc[k];
+    } else {
+        for (size_t i = 0; i < m; i++)
+            for (unsigned k = 0; k < 8; k++) {
+                const uint32_t u = uint32_t(z[i]) >> k;
+                cost[k] += u < kEsc ? u + 1 + k : 16 + W;
+            }
+    }
     unsigned bk = 0;
     for (unsigned k = 1; k < 8; k++)
         if (cost[k] < cost[bk]) bk = k;
@@ -44,7 +67,7 @@ unsigned best_k(const uint16_t *z, size_t m, unsigned W) {
 }
 
 // LSB-first bit writer into a section whose size the caller has computed,
-// so it never tests for the end.
+// so it never tests for the end (and never writes past it).
 class BitSink {
 public:
     explicit BitSink(uint8_t *p) : p_(p) {}
@@ -52,16 +75,18 @@ public:
     void put(uint32_t v, unsigned n) {
         acc_ |= uint64_t(v) << fill_;
         fill_ += n;
-        while (fill_ >= 8) {
-            *p_++ = uint8_t(acc_);
-            acc_ >>= 8;
-            fill_ -= 8;
+        if (fill_ >= 32) {
+            const uint32_t lo = uint32_t(acc_);
+            std::memcpy(p_, &lo, 4);  // little-endian host, as the rest of the codec
+            p_ += 4;
+            acc_ >>= 32;
+            fill_ -= 32;
         }
     }
-    // Pads with zero bits to a whole byte.
+    // The bits left, then zero bits to a whole byte.
     void flush() {
-        if (fill_) *p_++ = uint8_t(acc_);
-        acc_ = 0, fill_ = 0;
+        for (; fill_ > 0; fill_ = fill_ > 8 ? fill_ - 8 : 0) *p_++ = uint8_t(acc_), acc_ >>= 8;
+        acc_ = 0;
     }
 
 private:
@@ -184,22 +209,28 @@ int srice_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bi
     // an escape), up to the byte holding the n-th one-bit, whose higher bits are zero.
     size_t i = 0, q = kb + lb, unary_end = 0;
     size_t run = 0;  // zero-bits since the last one-bit
-    for (; q < len && !unary_end; q++) {
-        unsigned b = p[q], at = 0;  // the bits of b below `at` are counted
-        while (b) {
-            const unsigned t = unsigned(__builtin_ctz(b));
+    while (q < len && !unary_end) {
+        const size_t nbytes = std::min<size_t>(8, len - q);
+        uint64_t w = 0;
+        std::memcpy(&w, p + q, nbytes);  // LSB-first: byte q is bits 0..7
+        unsigned at = 0;                 // the bits of w below `at` are counted
+        while (w) {
+            const unsigned t = unsigned(__builtin_ctzll(w));
             run += t - at;
             S.v[i++] = uint8_t(std::min(run, size_t(kEsc)));
             run = 0;
             at = t + 1;
-            b &= b - 1;
+            w &= w - 1;
             if (i == n) {
-                if (b) return fail(SPECKV_ECORRUPT, "codec: set bits after the last one-bit of the split Rice Unary section");
-                unary_end = q + 1;
+                const unsigned byte_end = (t / 8 + 1) * 8;  // the rest of t's byte
+                if (byte_end < 64 ? (w & ((uint64_t(1) << byte_end) - 1)) : w)
+                    return fail(SPECKV_ECORRUPT, "codec: set bits after the last one-bit of the split Rice Unary section");
+                unary_end = q + t / 8 + 1;
                 break;
             }
         }
-        run += 8 - at;
+        run += 8 * nbytes - at;
+        q += nbytes;
     }
     if (!unary_end)
         return fail(SPECKV_ECORRUPT, "codec: split Rice Unary section holds %zu of %zu one-bits", i, n);
