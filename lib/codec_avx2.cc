@@ -291,7 +291,17 @@ const Kernels *avx2_kernels() {
         unsigned a, b, c, d;
         return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     }();
-    return ok ? &kAvx2 : nullptr;
+    if (!ok) return nullptr;
+    // The split Rice decoder (codec_srice_avx2.cc) also needs POPCNT; else the reference.
+    static const Kernels table = [] {
+        Kernels k = kAvx2;
+        if (const RiceKernels *r = srice_avx2_kernels()) {
+            k.srice_decode8 = r->decode8;
+            k.srice_decode16 = r->decode16;
+        }
+        return k;
+    }();
+    return &table;
 }
 
 }  // namespace speckv::codec

@@ -548,6 +548,9 @@ const Kernels *avx512_kernels() {
             k.srice_decode8 = r->decode8;
             k.srice_encode16 = r->encode16;
             k.srice_decode16 = r->decode16;
+        } else if (const RiceKernels *r2 = srice_avx2_kernels()) {  // AVX-512 without VBMI2
+            k.srice_decode8 = r2->decode8;
+            k.srice_decode16 = r2->decode16;
         }
         return k;
     }();

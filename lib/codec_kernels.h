@@ -115,6 +115,10 @@ const RiceKernels *rice_avx512_kernels();
 // lib/codec_srice_avx512.cc), same shape; null when not built for x86-64 or
 // the CPU lacks any of those.
 const RiceKernels *srice_avx512_kernels();
+// The AVX2 + POPCNT split Rice decoder (lib/codec_srice_avx2.cc; its
+// encoders are the reference's); null when not built for x86-64 or the CPU
+// lacks them.
+const RiceKernels *srice_avx2_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

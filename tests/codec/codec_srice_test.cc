@@ -133,6 +133,7 @@ struct Stages<int8_t> {
         if (const c::Kernels *k = c::avx2_kernels()) v.push_back({"avx2", k->srice_encode8, k->srice_decode8});
         if (const c::Kernels *k = c::avx512_kernels()) v.push_back({"avx512", k->srice_encode8, k->srice_decode8});
         if (const c::RiceKernels *r = c::srice_avx512_kernels()) v.push_back({"srice_avx512", r->encode8, r->decode8});
+        if (const c::RiceKernels *r = c::srice_avx2_kernels()) v.push_back({"srice_avx2", r->encode8, r->decode8});
         return v;
     }
 };
@@ -145,6 +146,7 @@ struct Stages<int16_t> {
         if (const c::Kernels *k = c::avx2_kernels()) v.push_back({"avx2", k->srice_encode16, k->srice_decode16});
         if (const c::Kernels *k = c::avx512_kernels()) v.push_back({"avx512", k->srice_encode16, k->srice_decode16});
         if (const c::RiceKernels *r = c::srice_avx512_kernels()) v.push_back({"srice_avx512", r->encode16, r->decode16});
+        if (const c::RiceKernels *r = c::srice_avx2_kernels()) v.push_back({"srice_avx2", r->encode16, r->decode16});
         return v;
     }
 };
@@ -479,6 +481,12 @@ TEST_CASE("codec srice: the AVX-512 table uses the fast stage where the CPU has 
     CHECK(bool(k->srice_encode16 == r->encode16));
     CHECK(bool(k->srice_decode16 == r->decode16));
     CHECK(bool(r->decode8 != c::srice_decode8_scalar));
+    if (const c::RiceKernels *r2 = c::srice_avx2_kernels()) {
+        const c::Kernels *k2 = c::avx2_kernels();
+        REQUIRE(k2);
+        CHECK(bool(k2->srice_decode8 == r2->decode8));
+        CHECK(bool(k2->srice_decode16 == r2->decode16));
+    }
 }
 
 TEST_CASE("codec srice: the reference equals the §18 model, round-trips, and stays within the size bound") {
