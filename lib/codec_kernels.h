@@ -70,6 +70,9 @@ struct Kernels {
     int (*srice_decode8)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
     size_t (*srice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
     int (*srice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+    // dequant_const / dequant_row for int16 values (b 9..12, §13): |q| <= 2047.
+    void (*dequant_const16)(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out);
+    void (*dequant_row16)(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
 };
 
 extern const Kernels kScalarKernels;
@@ -89,6 +92,8 @@ void quant_row_scalar(const uint32_t *u, size_t C, const uint32_t *es, const uin
                       int8_t *q);
 void dequant_const_scalar(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out);
 void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
+void dequant_const16_scalar(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out);
+void dequant_row16_scalar(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
 bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
 void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
