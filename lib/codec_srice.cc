@@ -12,6 +12,7 @@
 //   Escape z_i >> k in W - k bits, where >= 15       ceil(sum / 8), maybe 0
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "codec_kernels.h"
@@ -123,9 +124,12 @@ struct Scratch {
     std::vector<uint16_t> z;
     std::vector<uint8_t> k, v;
 };
+// Behind a pointer: the library's static TLS block must stay small enough
+// for dlopen (status.h has an initial-exec variable), and a Scratch is not.
 Scratch &scratch() {
-    thread_local Scratch s;
-    return s;
+    thread_local std::unique_ptr<Scratch> s;
+    if (!s) s = std::make_unique<Scratch>();
+    return *s;
 }
 
 template <class Sym>

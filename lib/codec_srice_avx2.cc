@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "speckv.h"
@@ -75,9 +76,12 @@ struct Scratch {
     std::vector<uint32_t> off; // per-block byte offset of its Low bits
     std::vector<uint8_t> low;  // the Low section + 80 zero bytes (16-byte loads past a block)
 };
+// Behind a pointer: the library's static TLS block must stay small enough
+// for dlopen (status.h has an initial-exec variable), and a Scratch is not.
 Scratch &scratch() {
-    thread_local Scratch s;
-    return s;
+    thread_local std::unique_ptr<Scratch> s;
+    if (!s) s = std::make_unique<Scratch>();
+    return *s;
 }
 
 inline int ref_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s) {

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "speckv.h"
@@ -54,9 +55,12 @@ struct Scratch {
     std::vector<uint32_t> off;   // per-block byte offset of its Low bits
     std::vector<uint8_t> out;    // encoder: Unary + Escape sections, + slack
 };
+// Behind a pointer: the library's static TLS block must stay small enough
+// for dlopen (status.h has an initial-exec variable), and a Scratch is not.
 Scratch &scratch() {
-    thread_local Scratch s;
-    return s;
+    thread_local std::unique_ptr<Scratch> s;
+    if (!s) s = std::make_unique<Scratch>();
+    return *s;
 }
 
 // Per k: the vpermb index and vpmultishiftqb control that cut 64 k-bit fields
