@@ -25,10 +25,15 @@ double to_double(int dtype, const void *p, size_t i) {
 }
 }  // namespace
 
+// The split Rice presets (§18) stand in for the Rice ones: the same values,
+// 0.15-0.4 % more bytes, and 4-6x faster to decode (docs/codec.md §18.3).
+// The Rice presets stay decodable and selectable by name.
 const Mode *adaptive_candidates(bool keys, size_t *n) {
-    static const Mode kKeys[] = {Mode::paper, Mode::k8, Mode::k6, Mode::k5, Mode::k4, Mode::k9, Mode::k10, Mode::k12};
-    static const Mode kVals[] = {Mode::paper, Mode::v8, Mode::v6, Mode::v5,  Mode::v4,  Mode::k8,  Mode::k6,
-                                 Mode::k5,    Mode::k4, Mode::p8r, Mode::vp8, Mode::vp6, Mode::vp5};
+    static const Mode kKeys[] = {Mode::paper, Mode::k8s, Mode::k6s, Mode::k5s,
+                                 Mode::k4s,   Mode::k9s, Mode::k10s, Mode::k12s};
+    static const Mode kVals[] = {Mode::paper, Mode::v8s,  Mode::v6s,  Mode::v5s,  Mode::v4s,
+                                 Mode::k8s,   Mode::k6s,  Mode::k5s,  Mode::k4s,  Mode::p8rs,
+                                 Mode::vp8s,  Mode::vp6s, Mode::vp5s};
     *n = keys ? std::size(kKeys) : std::size(kVals);
     return keys ? kKeys : kVals;
 }
@@ -38,7 +43,9 @@ Mode choose_mode(int dtype, const void *pages, size_t npages, size_t page_elems,
                  size_t *nscores) {
     static const Mode kAll[] = {Mode::paper, Mode::int8, Mode::k8, Mode::v8, Mode::k6, Mode::v6,
                                 Mode::k5,    Mode::v5,   Mode::p8r, Mode::k4, Mode::v4, Mode::k9, Mode::k10, Mode::k12,
-                                Mode::vp8, Mode::vp6, Mode::vp5};
+                                Mode::vp8, Mode::vp6, Mode::vp5, Mode::k8s, Mode::v8s, Mode::k6s, Mode::v6s,
+                                Mode::k5s, Mode::v5s, Mode::p8rs, Mode::k4s, Mode::v4s, Mode::k9s, Mode::k10s,
+                                Mode::k12s, Mode::vp8s, Mode::vp6s, Mode::vp5s};
     if (!candidates) {
         candidates = kAll;
         ncandidates = sizeof(kAll) / sizeof(kAll[0]);

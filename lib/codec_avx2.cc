@@ -248,6 +248,8 @@ const Kernels kAvx2 = {
     quant_const_avx2, quant_row_avx2, dequant_const_avx2, dequant_row_avx2, undelta_sse,
     absmax_fp16_avx2, quant_const_fp16_avx2, range_ok_avx2, delta_runs_scalar,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
+    dequant_const16_scalar, dequant_row16_scalar,
 };
 
 }  // namespace
@@ -290,7 +292,17 @@ const Kernels *avx2_kernels() {
         unsigned a, b, c, d;
         return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     }();
-    return ok ? &kAvx2 : nullptr;
+    if (!ok) return nullptr;
+    // The split Rice decoder (codec_srice_avx2.cc) also needs POPCNT; else the reference.
+    static const Kernels table = [] {
+        Kernels k = kAvx2;
+        if (const RiceKernels *r = srice_avx2_kernels()) {
+            k.srice_decode8 = r->decode8;
+            k.srice_decode16 = r->decode16;
+        }
+        return k;
+    }();
+    return &table;
 }
 
 }  // namespace speckv::codec

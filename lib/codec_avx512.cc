@@ -508,11 +508,43 @@ void dequant_row_avx512(const int8_t *q, size_t C, const uint16_t *scale, int dt
     }
 }
 
+// The same for int16 values (b 9..12): |q| * Ms < 2^19, so q * S is exact
+// in binary32 as for int8 (docs §13), and store16's conversions apply.
+inline __m512 deq16w(__mmask16 m, const int16_t *q, __m512 S) {
+    __m256i w = _mm256_maskz_loadu_epi16(m, q);
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(w)), S);
+    __mmask16 z = _mm512_cmp_ps_mask(f, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    return _mm512_mask_mov_ps(f, z, _mm512_setzero_ps());  // -0 from a zero scale -> +0
+}
+
+void dequant_const16_avx512(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out) {
+    auto o = static_cast<uint8_t *>(out);
+    const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const __m512 S = _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16)));
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail(n - i);
+        store16(m, deq16w(m, q + i, S), dtype, o + i * esz);
+    }
+}
+
+void dequant_row16_avx512(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out) {
+    auto o = static_cast<uint8_t *>(out);
+    const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    for (size_t c = 0; c < C; c += 16) {
+        __mmask16 m = tail(C - c);
+        __m256i s16 = _mm256_maskz_loadu_epi16(m, scale + c);
+        __m512 S = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(s16), 16));
+        store16(m, deq16w(m, q + c, S), dtype, o + c * esz);
+    }
+}
+
 const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
     quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
     absmax_fp16_avx512, quant_const_fp16_avx512, range_ok_avx512, delta_runs_avx512,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
+    dequant_const16_avx512, dequant_row16_avx512,
 };
 
 }  // namespace
@@ -532,7 +564,8 @@ const Kernels *avx512_kernels() {
         return base;
     }();
     if (!ok) return nullptr;
-    // The Rice stage (codec_rice_avx512.cc) also needs BMI2; else the reference.
+    // The Rice stages (codec_rice_avx512.cc, codec_srice_avx512.cc) also need BMI2
+    // (and VBMI/VBMI2 for split Rice); else the reference.
     static const Kernels table = [] {
         Kernels k = kAvx512;
         if (const RiceKernels *r = rice_avx512_kernels()) {
@@ -540,6 +573,15 @@ const Kernels *avx512_kernels() {
             k.rice_decode8 = r->decode8;
             k.rice_encode16 = r->encode16;
             k.rice_decode16 = r->decode16;
+        }
+        if (const RiceKernels *r = srice_avx512_kernels()) {  // §18, also VBMI/VBMI2
+            k.srice_encode8 = r->encode8;
+            k.srice_decode8 = r->decode8;
+            k.srice_encode16 = r->encode16;
+            k.srice_decode16 = r->decode16;
+        } else if (const RiceKernels *r2 = srice_avx2_kernels()) {  // AVX-512 without VBMI2
+            k.srice_decode8 = r2->decode8;
+            k.srice_decode16 = r2->decode16;
         }
         return k;
     }();

@@ -3,7 +3,9 @@
 // results to the scalar one; tests/codec/codec_simd_test.cc checks it.
 // The serial steps (RLE, delta, layout) live in codec_ref.cc and are shared
 // by all implementations; the Rice stage is a table entry (the reference in
-// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc).
+// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc), and so is the
+// split Rice stage of §18 (the reference in codec_srice.cc, an AVX-512 one
+// in codec_srice_avx512.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +62,17 @@ struct Kernels {
     // The same for b 9..12 (§13: int16 symbols).
     size_t (*rice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
     int (*rice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+    // §18 split Rice stage, the same contract as the four above (int8
+    // symbols for b <= 8, int16 for b 9..12). The reference is
+    // lib/codec_srice.cc; a fast table may hand a stream it does not accept
+    // outright to the reference, which then decides.
+    size_t (*srice_encode8)(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*srice_decode8)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+    size_t (*srice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*srice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+    // dequant_const / dequant_row for int16 values (b 9..12, §13): |q| <= 2047.
+    void (*dequant_const16)(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out);
+    void (*dequant_row16)(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
 };
 
 extern const Kernels kScalarKernels;
@@ -79,6 +92,8 @@ void quant_row_scalar(const uint32_t *u, size_t C, const uint32_t *es, const uin
                       int8_t *q);
 void dequant_const_scalar(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out);
 void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
+void dequant_const16_scalar(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out);
+void dequant_row16_scalar(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
 bool undelta_scalar(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 bool absmax_fp16_scalar(const void *h, size_t n, uint32_t *amax);
 void quant_const_fp16_scalar(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q);
@@ -88,6 +103,10 @@ size_t rice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits,
 int rice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
 size_t rice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
 int rice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+size_t srice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int srice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+size_t srice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int srice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 // The AVX-512BW + BMI2 Rice stage (lib/codec_rice_avx512.cc), b <= 8 and 9..12; null when not
 // built for x86-64 or the CPU lacks AVX-512BW/VL or BMI2.
 struct RiceKernels {
@@ -97,6 +116,14 @@ struct RiceKernels {
     int (*decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 };
 const RiceKernels *rice_avx512_kernels();
+// The AVX-512 F/BW/VL/VBMI/VBMI2 + BMI2 split Rice stage (§18,
+// lib/codec_srice_avx512.cc), same shape; null when not built for x86-64 or
+// the CPU lacks any of those.
+const RiceKernels *srice_avx512_kernels();
+// The AVX2 + POPCNT split Rice decoder (lib/codec_srice_avx2.cc; its
+// encoders are the reference's); null when not built for x86-64 or the CPU
+// lacks them.
+const RiceKernels *srice_avx2_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

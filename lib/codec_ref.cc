@@ -47,6 +47,22 @@ constexpr Preset kPresets[kModeCount] = {
     {"vp8", {8, kGroupPage, kOrderNone, kEntropyRice}},
     {"vp6", {6, kGroupPage, kOrderNone, kEntropyRice}},
     {"vp5", {5, kGroupPage, kOrderNone, kEntropyRice}},
+    // §18 (split Rice: the Rice presets above with entropy 3)
+    {"k8s", {8, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v8s", {8, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k6s", {6, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v6s", {6, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k5s", {5, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v5s", {5, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"p8rs", {8, kGroupPage, kOrderLinear, kEntropySplitRice}},
+    {"k4s", {4, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v4s", {4, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k9s", {9, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"k10s", {10, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"k12s", {12, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"vp8s", {8, kGroupPage, kOrderNone, kEntropySplitRice}},
+    {"vp6s", {6, kGroupPage, kOrderNone, kEntropySplitRice}},
+    {"vp5s", {5, kGroupPage, kOrderNone, kEntropySplitRice}},
 };
 
 inline void put16(uint8_t *p, uint16_t v) {
@@ -207,6 +223,14 @@ void dequant_row_scalar(const int8_t *q, size_t C, const uint16_t *scale, int dt
     for (size_t c = 0; c < C; c++) store_dtype(dequant_bits(q[c], scale[c]), dtype, out, c);
 }
 
+void dequant_const16_scalar(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out) {
+    for (size_t i = 0; i < n; i++) store_dtype(dequant_bits(q[i], scale), dtype, out, i);
+}
+
+void dequant_row16_scalar(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out) {
+    for (size_t c = 0; c < C; c++) store_dtype(dequant_bits(q[c], scale[c]), dtype, out, c);
+}
+
 // FP16 one-group fast path. canon (§2) is monotonic in |h| and so is the
 // 0x7FFFFF00 mask: the maximum of the canonical values is the canonical value
 // of the largest magnitude (bits h & 0x7FFF compare like magnitudes).
@@ -264,6 +288,8 @@ const Kernels kScalarKernels = {
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
     absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,      delta_runs_scalar,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
+    dequant_const16_scalar, dequant_row16_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -764,6 +790,38 @@ static void transpose_bytes(const int8_t *in, size_t rows, size_t cols, int8_t *
         for (size_t c = 0; c < cols; c++) out[c * rows + r] = in[r * cols + c];
 }
 
+// The same for 16-bit values (b 9..12): 8 x 8 tiles of int16 in SSE2
+// registers when both sides are multiples of 8; else per value.
+static void transpose16(const int16_t *in, size_t rows, size_t cols, int16_t *out) {
+#if defined(__SSE2__)
+    if (rows % 8 == 0 && cols % 8 == 0) {
+        for (size_t r = 0; r < rows; r += 8)
+            for (size_t c = 0; c < cols; c += 8) {
+                const int16_t *p = in + r * cols + c;
+                __m128i x[8];
+                for (int i = 0; i < 8; i++) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + size_t(i) * cols));
+                const __m128i a0 = _mm_unpacklo_epi16(x[0], x[1]), a1 = _mm_unpackhi_epi16(x[0], x[1]);
+                const __m128i a2 = _mm_unpacklo_epi16(x[2], x[3]), a3 = _mm_unpackhi_epi16(x[2], x[3]);
+                const __m128i a4 = _mm_unpacklo_epi16(x[4], x[5]), a5 = _mm_unpackhi_epi16(x[4], x[5]);
+                const __m128i a6 = _mm_unpacklo_epi16(x[6], x[7]), a7 = _mm_unpackhi_epi16(x[6], x[7]);
+                const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+                const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+                const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+                const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+                // column c + j of the tile: rows r..r+7 at out + (c + j) * rows + r
+                const __m128i y[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4), _mm_unpacklo_epi64(b1, b5),
+                                      _mm_unpackhi_epi64(b1, b5), _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
+                                      _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
+                for (int j = 0; j < 8; j++)
+                    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + (c + size_t(j)) * rows + r), y[j]);
+            }
+        return;
+    }
+#endif
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) out[c * rows + r] = in[r * cols + c];
+}
+
 // Writes the header of a quantised record whose payload (plen bytes) is in place.
 static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
     uint8_t *h = dst;
@@ -784,7 +842,7 @@ static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, siz
     return kHeaderSize + plen;
 }
 
-// §13: b = 9..12, 16-bit quantised values, Rice only. Scalar on every
+// §13: b = 9..12, 16-bit quantised values, Rice or split Rice (§18) only. Scalar on every
 // implementation but the Rice stage (the table's rice_encode16; the scales,
 // canonical values and group data are already in scratch, made by the
 // implementation's kernels, which are bit-identical).
@@ -811,7 +869,8 @@ static int encode_wide(const Kernels *K, Mode mode, int dtype, const void *src, 
     uint8_t *payload = dst + kHeaderSize;
     for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
     const size_t budget = src_bytes - 1 - 2 * G;
-    const size_t slen = K->rice_encode16(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
+    const auto enc16 = P.entropy == kEntropySplitRice ? K->srice_encode16 : K->rice_encode16;
+    const size_t slen = enc16(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
     if (slen == 0) {
         *out_len = write_raw(dtype, src, src_bytes, dst);
         return SPECKV_OK;
@@ -847,9 +906,9 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         *out_len = write_raw(dtype, src, src_bytes, dst);
         return SPECKV_OK;
     }
-    const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice;
+    const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice || P.entropy == kEntropySplitRice;
     if (P.bits < 3 || P.bits > 12 || !wide_ok || P.group > kGroupToken || P.order > kOrderColumnar ||
-        P.entropy > kEntropyRice)
+        P.entropy > kEntropySplitRice)
         return fail(SPECKV_EINVAL, "codec: invalid parameters b=%u group=%u order=%u entropy=%u", P.bits, P.group,
                     P.order, P.entropy);
     const uint32_t Q = (1u << (P.bits - 1)) - 1;
@@ -965,6 +1024,8 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     size_t slen = 0;
     if (P.entropy == kEntropyRice) {
         slen = K->rice_encode8(s, n, delta, P.bits, stream, budget);
+    } else if (P.entropy == kEntropySplitRice) {
+        slen = K->srice_encode8(s, n, delta, P.bits, stream, budget);
     } else if (in_place) {
         slen = n;
     } else {
@@ -1019,10 +1080,11 @@ int peek_header(const uint8_t *rec, size_t len, Header *out) {
     } else {
         if (h.dtype == SPECKV_DTYPE_OPAQUE) return fail(SPECKV_ECORRUPT, "codec: opaque dtype in a quantised record");
         if (h.params.bits < 3 || h.params.bits > 12) return fail(SPECKV_ECORRUPT, "codec: quantiser bits %u out of 3..12", h.params.bits);
-        if (h.params.bits > 8 && ((rec[7] >> 2) & 3) != kEntropyRice)
+        if (h.params.bits > 8 && h.params.entropy != kEntropyRice && h.params.entropy != kEntropySplitRice)
             return fail(SPECKV_ECORRUPT, "codec: %u-bit values need the Rice stage", h.params.bits);
         if (h.params.group > kGroupToken) return fail(SPECKV_ECORRUPT, "codec: unknown group kind %u", h.params.group);
-        if ((rec[7] & 3) == 3 || ((rec[7] >> 2) & 3) == 3 || (rec[7] >> 4))
+        // §18: entropy 3 (split Rice) is valid; scan order 3 and bits 4-7 are not.
+        if ((rec[7] & 3) == 3 || (rec[7] >> 4))
             return fail(SPECKV_ECORRUPT, "codec: unknown flags 0x%02x", rec[7]);
         size_t G = h.params.group == kGroupPage ? 1 : h.params.group == kGroupChannel ? h.channels : h.count / h.channels;
         if (h.payload_len < 2 * G || h.payload_len > raw)
@@ -1071,21 +1133,24 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     const uint8_t *stream = payload + 2 * G;
     const size_t slen = h.payload_len - 2 * G;
     const size_t esz = dtype_size(h.dtype);
-    if (P.bits > 8) {  // §13, scalar on every implementation but the Rice stage
+    if (P.bits > 8) {  // §13: int16 values; the Rice stage and the dequantiser are table entries
         S.ws.resize(n);
-        if (int rc = K->rice_decode16(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
+        const auto dec16 = P.entropy == kEntropySplitRice ? K->srice_decode16 : K->rice_decode16;
+        if (int rc = dec16(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
         const int16_t *q = S.ws.data();
         if (P.order == kOrderColumnar && C > 1) {
             S.wq.resize(n);
-            for (size_t c = 0; c < C; c++)
-                for (size_t t = 0; t < T; t++) S.wq[t * C + c] = S.ws[c * T + t];
+            transpose16(S.ws.data(), C, T, S.wq.data());
             q = S.wq.data();
         }
-        for (size_t t = 0, i = 0; t < T; t++)
-            for (size_t c = 0; c < C; c++, i++) {
-                const size_t g = P.group == kGroupPage ? 0 : P.group == kGroupChannel ? c : t;
-                store_dtype(dequant_bits(q[i], S.scales[g]), h.dtype, dst, i);
-            }
+        auto o = static_cast<uint8_t *>(dst);
+        if (P.group == kGroupPage) {
+            K->dequant_const16(q, n, S.scales[0], h.dtype, o);
+        } else if (P.group == kGroupChannel) {
+            for (size_t t = 0; t < T; t++) K->dequant_row16(q + t * C, C, S.scales.data(), h.dtype, o + t * C * esz);
+        } else {
+            for (size_t t = 0; t < T; t++) K->dequant_const16(q + t * C, C, S.scales[t], h.dtype, o + t * C * esz);
+        }
         *out_bytes = out;
         return SPECKV_OK;
     }
@@ -1101,8 +1166,9 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
             return fail(SPECKV_ECORRUPT, "codec: value outside [-%d, %d]", Q, Q);
         }
         s = reinterpret_cast<const int8_t *>(stream);
-    } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy == kEntropyRice) {  // +128: RLE literal slack
-        if (int rc = K->rice_decode8(stream, slen, n, delta, P.bits, S.s.data())) return rc;
+    } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy >= kEntropyRice) {  // +128: RLE literal slack
+        const auto dec8 = P.entropy == kEntropySplitRice ? K->srice_decode8 : K->rice_decode8;
+        if (int rc = dec8(stream, slen, n, delta, P.bits, S.s.data())) return rc;
     } else {
         const uint8_t *bytes = stream;
         if (P.entropy == kEntropyRle) {
