@@ -595,6 +595,18 @@ void Pool::recover_locked(const char *why) {
     for (uint32_t t = 0; t < nt; t++) tenants()[t].used_pages.store(0);
     uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
     uint64_t cold_n = 0, cold_b = 0;
+    // A block move cut short between its record's stores: finish it (its new
+    // pages were written before the move was recorded).
+    if (const uint64_t ms = h->move_slot.load(); ms && ms <= hwm) {
+        BlockRecord &r = blocks()[ms - 1];
+        if (r.handle.load()) {
+            r.first_page = h->move_first_page;
+            r.packed_pages = h->move_packed_pages;
+            r.crc = record_crc(r);
+            log(SPECKV_LOG_WARN, "recovery: finished the move of block slot %" PRIu64 " cut short by a crash", ms - 1);
+        }
+        h->move_slot.store(0);
+    }
     for (uint64_t i = 0; i < hwm; i++) {
         BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
@@ -974,6 +986,17 @@ int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
             return fail(SPECKV_EBUSY, "page %" PRIu64 " stays locked by a writer (dead process? run speckv pool check)", p);
         }
     }
+}
+
+void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages) {
+    SharedHeader *h = sh();
+    h->move_first_page = first_page;
+    h->move_packed_pages = packed_pages;
+    h->move_slot.store(slot + 1, std::memory_order_seq_cst);  // from here recovery completes the move
+    std::atomic_ref<uint64_t>(r.first_page).store(first_page, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(r.packed_pages).store(packed_pages, std::memory_order_relaxed);
+    r.crc = record_crc(r);
+    h->move_slot.store(0, std::memory_order_seq_cst);
 }
 
 uint64_t Pool::claim_page(PageEntry &pe) const {
@@ -2371,6 +2394,8 @@ int Pool::check(CheckReport *rep) const {
         rep->problems.emplace_back(buf);
     };
     if (h->lock_magic != kLockMagic) problem("the pool lock is not initialised (metadata corrupt)");
+    if (h->move_slot.load())
+        problem("a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
     uint64_t hwm = h->slot_hwm;
     if (hwm > s.max_blocks) {
         problem("slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, hwm, s.max_blocks);

@@ -272,6 +272,10 @@ class Pool {
     // of the page's previous owner may hold it for a moment; a dead one's is
     // taken over. Returns the even seq; the caller stores seq + 2 to release.
     uint64_t claim_page(fmt::PageEntry &pe) const;
+    // Under the lock: the one place a block record's placement changes
+    // (first_page, packed_pages, their CRC), atomically for a crash through
+    // SharedHeader::move_slot. The caller then bumps tier_seq.
+    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages);
     // Packed blocks (lib/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.

@@ -145,6 +145,14 @@ struct SharedHeader {
     std::atomic<uint32_t> cold_req_seq, cold_ans_seq;
     std::atomic<uint64_t> cold_remote;                // requests answered SPECKV_OK, ever
     ColdRequest cold_req[kColdRequests];
+    // A block move being committed (pack, unpack, promotion; under the lock):
+    // the new placement, written before the record's first_page,
+    // packed_pages and CRC change and cleared after, so a process killed
+    // between those stores leaves a move recovery finishes instead of a
+    // record that fails its checksum. move_slot = slot + 1 (0 = none). In
+    // the zeroed tail: pools made before it read "none".
+    std::atomic<uint64_t> move_slot;
+    uint64_t move_first_page, move_packed_pages;
 };
 inline constexpr uint64_t kLockMagic = 0x4B434F4C564B5350ULL;
 inline constexpr uint64_t kSharedSize = 20480;

@@ -10,12 +10,11 @@
 // for L4 moves, and the L1/L2 copies of a packed page are keyed by (slot,
 // logical page) and tagged with that tier_seq.
 //
-// Crash consistency: the image goes into pages no record names, then one
-// record update (first_page, packed_pages, its CRC) commits, then the old
-// pages go free. A process killed before the commit leaves leaked pages that
-// recovery reclaims; killed between the field stores and the record CRC (a
-// few stores, under the pool lock) the record fails its checksum and recovery
-// drops the block — the same window a promotion from L4 has.
+// Crash consistency: the image goes into pages no record names, then the
+// record's placement changes (commit_placement_locked: recorded first in the
+// shared header, so recovery finishes a change cut short between the
+// record's stores), then the old pages go free. A process killed before
+// that leaves leaked pages that recovery reclaims.
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -219,10 +218,8 @@ void Pool::pack_block(uint64_t handle) {
         pe.seq.store(q + 2, std::memory_order_release);
     }
     const uint64_t old_first = v.first_page;
-    std::atomic_ref<uint64_t>(r.first_page).store(first, std::memory_order_relaxed);
-    std::atomic_ref<uint64_t>(r.packed_pages).store(P, std::memory_order_relaxed);
-    r.crc = record_crc(r);
-    r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // commit point: the block is its image now
+    commit_placement_locked(r, slot_of(handle), first, P);
+    r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: the block is its image now
     for (uint32_t i = 0; i < np; i++) {
         const uint64_t p = old_first + i;
         PageEntry &pe = pages()[p];
@@ -352,10 +349,8 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             seqs[i] = q + 2;
         }
         const uint64_t old_first = v->first_page;
-        std::atomic_ref<uint64_t>(r.first_page).store(first, std::memory_order_relaxed);
-        std::atomic_ref<uint64_t>(r.packed_pages).store(0, std::memory_order_relaxed);
-        r.crc = record_crc(r);
-        r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // commit point: page per page again
+        commit_placement_locked(r, slot, first, 0);
+        r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: page per page again
         // The image's pages go free. Nobody locks them but a writer with a
         // stale view, for a moment (it backs off on the moved tier_seq).
         for (uint64_t j = 0; j < P; j++) {
