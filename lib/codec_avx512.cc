@@ -2,15 +2,19 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vl; only reached when the CPU
 // has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).
 // Two optional extensions, each behind its own CPUID check: AVX512-VBMI (a
-// 64-byte prefix sum for the delta bytes, and the exponent index of the FP16
-// quantiser on port 5) and AVX512-FP16 (FP16 pages dequantised 32 lanes at a
-// time when the scale is a normal FP16 number).
+// 64-byte prefix sum for the delta bytes, the exponent index of the FP16
+// quantiser on port 5, and the FP16 dequantiser's 128-entry lookup) and
+// AVX512-FP16 (FP16 pages dequantised 32 lanes at a time when the scale is a
+// normal FP16 number; preferred over the lookup where the CPU has it).
 #include "codec_kernels.h"
 #include "speckv.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
 
 namespace speckv::codec {
 namespace {
@@ -334,6 +338,146 @@ __attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph
         deq_fp16_ph_t<true>(q, n, s16, o);
 }
 
+// ---- FP16 pages without AVX512-FP16 (e.g. AMD Zen 4): the exact FP32 route.
+// q (|q| <= 127) -> int32 -> FP32 is exact; S = the scale field << 16 is the
+// FP32 value Ms * 2^(Es - 134), normal for 20 <= Es <= 226; q * S has
+// |q| * Ms < 2^15 significant bits and 2^-107 <= |q * S| < 2^107, so the FP32
+// product is exact and normal: no rounding, and MXCSR's rounding mode,
+// FTZ and DAZ cannot touch it. That is docs §3.4's exact value. vcvtps2ph
+// with an immediate RNE (imm8 bit 2 clear: MXCSR.RC ignored; it never
+// flushes: MXCSR.FTZ does not apply to it) is the IEEE binary32 -> binary16
+// conversion, subnormal results and underflow to a signed zero included, the
+// same as fp32bits_to_fp16_sat but for the overflow: IEEE RNE gives +-Inf
+// exactly when |x| >= 65520, where §3.4 wants +-65504. Clamping x to
+// [-65504, 65504] first gives that (x >= 65520 -> 65504 -> 0x7BFF; x in
+// (65504, 65520) rounds to 65504 either way). A zero scale field decodes to
+// +0 whatever q is (q * +0 would give -0 for q < 0): handled before.
+
+// 16 values, clamped only when some product can reach 65520: 127 * S >=
+// 65520 needs S > 512, and S < 2^(Es - 126), so never when Es <= 135.
+template <bool kClamp>
+inline __m256i deq16_fp16(__m128i q8, __m512 S) {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)), S);
+    if (kClamp) f = _mm512_max_ps(_mm512_min_ps(f, _mm512_set1_ps(65504.f)), _mm512_set1_ps(-65504.f));
+    return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+template <bool kClamp>
+void deq_fp16_f32_t(const int8_t *q, size_t n, __m512 S, uint8_t *o) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i a = deq16_fp16<kClamp>(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + i)), S);
+        const __m256i b = deq16_fp16<kClamp>(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + i + 16)), S);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 2 * i), a);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 2 * i + 32), b);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail(n - i);
+        _mm256_mask_storeu_epi16(o + 2 * i, m, deq16_fp16<kClamp>(_mm_maskz_loadu_epi8(m, q + i), S));
+    }
+}
+
+inline __m512 scale_f32(uint16_t scale) { return _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16))); }
+
+void deq_fp16_f32(const int8_t *q, size_t n, uint16_t scale, uint8_t *o) {
+    if (scale >= (136u << 7))
+        deq_fp16_f32_t<true>(q, n, scale_f32(scale), o);
+    else
+        deq_fp16_f32_t<false>(q, n, scale_f32(scale), o);
+}
+
+// With AVX512-VBMI, long runs of one scale (a page group): the 128 results
+// T[k] = FP16(k * S), k = 0..127, computed once by the FP32 route above, then
+// one lookup per value: FP16(q * S) = T[|q|] | (q < 0 ? 0x8000 : 0), because
+// RNE and the saturation are symmetric in the sign (an underflow of a
+// negative q gives -0, as §3.4 says; q = 0 gives T[0] = +0). |q| <= 127
+// holds for every q the decoder passes (|q| <= Q <= 127 is checked first).
+// T is kept as two 128-byte halves, low and high bytes, for vpermi2b
+// (7-bit index: bit 6 picks the register).
+struct Fp16Table {
+    __m512i lo0, lo1, hi0, hi1;  // low / high bytes of T[0..63], T[64..127]
+};
+
+alignas(64) constexpr float kIota128[128] = {
+    0,   1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,
+    22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,  36,  37,  38,  39,  40,  41,  42,  43,
+    44,  45,  46,  47,  48,  49,  50,  51,  52,  53,  54,  55,  56,  57,  58,  59,  60,  61,  62,  63,  64,  65,
+    66,  67,  68,  69,  70,  71,  72,  73,  74,  75,  76,  77,  78,  79,  80,  81,  82,  83,  84,  85,  86,  87,
+    88,  89,  90,  91,  92,  93,  94,  95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109,
+    110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) inline Fp16Table fp16_table(uint16_t scale) {
+    const __m512 S = scale_f32(scale);
+    // T[k] >= 0: the saturation is min(h, 0x7BFF) on the bits (0x7C00 = +Inf
+    // is the only finite-or-Inf pattern above 0x7BFF that can appear).
+    const __m512i maxh = _mm512_set1_epi16(0x7BFF);
+    __m512i w[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256i a = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_load_ps(kIota128 + 32 * k), S),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i b = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_load_ps(kIota128 + 32 * k + 16), S),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        w[k] = _mm512_min_epu16(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1), maxh);
+    }
+    // Even / odd bytes of two vectors of 32 words: the low / high byte planes.
+    const __m512i even = _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96,
+                                         94, 92, 90, 88, 86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56,
+                                         54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16,
+                                         14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(1));
+    return {_mm512_permutex2var_epi8(w[0], even, w[1]), _mm512_permutex2var_epi8(w[2], even, w[3]),
+            _mm512_permutex2var_epi8(w[0], odd, w[1]), _mm512_permutex2var_epi8(w[2], odd, w[3])};
+}
+
+// 64 values -> 64 FP16 words in two vectors. The qwords of q are first put
+// in the order 0 4 1 5 2 6 3 7, so that the in-lane byte interleave of the
+// low and high planes (vpunpck{l,h}bw) yields words 0..31 and 32..63 in order.
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) inline void fp16_lookup64(__m512i x,
+                                                                                           const Fp16Table &t,
+                                                                                           __m512i *w0, __m512i *w1) {
+    x = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), x);
+    const __m512i a = _mm512_abs_epi8(x);
+    const __m512i lo = _mm512_permutex2var_epi8(t.lo0, a, t.lo1);
+    // high byte | sign of q: ternary-logic table of A | (B & C)
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi0, a, t.hi1), x,
+                                                 _mm512_set1_epi8(char(0x80)), 0xF8);
+    *w0 = _mm512_unpacklo_epi8(lo, hi);
+    *w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) void deq_fp16_table(const int8_t *q, size_t n,
+                                                                                      uint16_t scale, uint8_t *o) {
+    const Fp16Table t = fp16_table(scale);
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i w0, w1;
+        fp16_lookup64(_mm512_loadu_si512(q + i), t, &w0, &w1);
+        _mm512_storeu_si512(o + 2 * i, w0);
+        _mm512_storeu_si512(o + 2 * i + 64, w1);
+    }
+    if (i < n) {  // zero lanes past n are looked up and not stored
+        const size_t k = n - i;
+        __mmask32 ma, mb;
+        tail64_masks(k, &ma, &mb);
+        __m512i w0, w1;
+        fp16_lookup64(_mm512_maskz_loadu_epi8((__mmask64(1) << k) - 1, q + i), t, &w0, &w1);
+        _mm512_mask_storeu_epi16(o + 2 * i, ma, w0);
+        _mm512_mask_storeu_epi16(o + 2 * i + 64, mb, w1);
+    }
+}
+
+// The table costs about as much as 200 values of the FP32 route.
+constexpr size_t kFp16TableMin = 256;
+
+void deq_fp16(const int8_t *q, size_t n, uint16_t scale, uint8_t *o) {
+    if (scale == 0) {
+        std::memset(o, 0, 2 * n);
+        return;
+    }
+    if (g_has_vbmi && n >= kFp16TableMin) return deq_fp16_table(q, n, scale, o);
+    deq_fp16_f32(q, n, scale, o);
+}
+
 // ---- AVX512-VBMI: wrapping byte prefix sum, 64 bytes per step (log-step
 // lane shifts by vpermb with a zeroing mask), plus the |s| <= Q check.
 
@@ -390,23 +534,29 @@ __attribute__((target("avx512vbmi,avx512bw,avx512f"))) bool undelta_vbmi(const u
     return (_mm512_cmpgt_epi8_mask(mx, qv) | _mm512_cmpgt_epi8_mask(nq, mn)) == 0;
 }
 
-// int8 range check: byte min/max over the stream, one compare at the end.
+// int8 range check: |int8(b)| <= Q for all bytes, as one unsigned byte max
+// of vpabsb (|-128| is 0x80 = 128 > Q) and one compare at the end. Each
+// byte is loaded once, by aligned vectors (the stream of a record starts at
+// an odd offset; a misaligned 64-byte load costs two line reads); the
+// first and last vectors are masked to [b, b + n), masked-out lanes are 0.
 bool range_ok_avx512(const uint8_t *b, size_t n, uint32_t Q) {
-    __m512i mn = _mm512_setzero_si512(), mx = mn, mn1 = mn, mx1 = mn;
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        const __m512i x = _mm512_loadu_si512(b + i), y = _mm512_loadu_si512(b + i + 64);
-        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
-        mn1 = _mm512_min_epi8(mn1, y), mx1 = _mm512_max_epi8(mx1, y);
+    if (n == 0) return true;
+    const size_t head = reinterpret_cast<uintptr_t>(b) & 63;  // b - head is 64-byte aligned
+    const uint8_t *const p = b - head;
+    const size_t end = head + n;                               // offsets from p
+    __mmask64 m = ~__mmask64(0) << head;
+    if (end < 64) m &= (__mmask64(1) << end) - 1;
+    __m512i m0 = _mm512_abs_epi8(_mm512_maskz_loadu_epi8(m, p)), m1 = _mm512_setzero_si512();
+    size_t i = 64;
+    for (; i + 128 <= end; i += 128) {
+        m0 = _mm512_max_epu8(m0, _mm512_abs_epi8(_mm512_load_si512(p + i)));
+        m1 = _mm512_max_epu8(m1, _mm512_abs_epi8(_mm512_load_si512(p + i + 64)));
     }
-    for (; i < n; i += 64) {  // zero-filled tail lanes are in range
-        const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
-        const __m512i x = _mm512_maskz_loadu_epi8(m, b + i);
-        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
+    for (; i < end; i += 64) {
+        m = end - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (end - i)) - 1;
+        m0 = _mm512_max_epu8(m0, _mm512_abs_epi8(_mm512_maskz_loadu_epi8(m, p + i)));
     }
-    mn = _mm512_min_epi8(mn, mn1), mx = _mm512_max_epi8(mx, mx1);
-    return (_mm512_cmpgt_epi8_mask(mx, _mm512_set1_epi8(int8_t(Q))) |
-            _mm512_cmpgt_epi8_mask(_mm512_set1_epi8(int8_t(-int32_t(Q))), mn)) == 0;
+    return _mm512_cmpgt_epu8_mask(_mm512_max_epu8(m0, m1), _mm512_set1_epi8(char(Q))) == 0;
 }
 
 // §5/§6.0/§6.1 encoder side in 64-byte steps. Each vector is loaded exactly
@@ -488,7 +638,10 @@ inline void store16(__mmask16 m, __m512 f, int dtype, uint8_t *o) {
 void dequant_const_avx512(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out) {
     auto o = static_cast<uint8_t *>(out);
     uint16_t s16;
-    if (dtype == SPECKV_DTYPE_FP16 && g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
+    if (dtype == SPECKV_DTYPE_FP16) {
+        if (g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
+        return deq_fp16(q, n, scale, o);
+    }
     const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
     const __m512 S = _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16)));
     for (size_t i = 0; i < n; i += 16) {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -496,5 +497,91 @@ TEST_CASE("codec fast: delta bytes and RLE run starts of every table equal the d
             K->delta_runs(s.data(), n, delta, d2.data(), nullptr);
             REQUIRE(d0 == d2);
         }
+    }
+}
+
+// Every (q, scale) a decoder can meet: q in [-127, 127] (both signs, 0), every
+// valid scale field (0, and exponent 20..226 with each of the 128
+// significands), through every table's dequant_const, with and without the
+// AVX-512 extensions: the FP16 lookup table (pages of >= 256 values), the
+// FP32 route (shorter runs: token groups, tails) and the AVX512-FP16 path
+// where the CPU has it; BF16 and FP32 outputs too. The q of a page are the
+// 255 values in a different order per scale, at several lengths and offsets
+// (masked tails, unaligned q and output).
+TEST_CASE("codec fast: dequantiser on every q and every scale field, every table, FP16/BF16/FP32") {
+    ExtGuard guard;
+    std::mt19937_64 rng(5150);
+    std::vector<uint16_t> scales{0};
+    for (uint32_t e = 20; e <= 226; e++)
+        for (uint32_t m = 0; m < 128; m++) scales.push_back(uint16_t((e << 7) | m));
+    const size_t lens[] = {2048, 255, 256, 300, 64, 31, 1};
+    std::vector<int8_t> perm(255);
+    for (int i = 0; i < 255; i++) perm[size_t(i)] = int8_t(i - 127);
+    std::vector<int8_t> qbuf(2048 + 64);
+    std::vector<uint8_t> want(4 * 2048), got(4 * 2048 + 64);
+    size_t compared = 0;
+    for (int ext = 1; ext >= 0; ext--) {
+        c::avx512_extensions(ext);
+        for (const c::Kernels *K : tables()) {
+            INFO("table " << K->name << " ext " << ext);
+            for (const uint16_t scale : scales) {
+                std::shuffle(perm.begin(), perm.end(), rng);
+                const size_t off = rng() % 64;  // q and output at any alignment
+                for (size_t i = 0; i < 2048; i++) qbuf[off + i] = perm[i % 255];
+                for (const int dt : {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32}) {
+                    // BF16 and FP32 (kernels not specific to this CPU): two lengths.
+                    for (const size_t n : lens) {
+                        if (dt != SPECKV_DTYPE_FP16 && n != 2048 && n != 255) continue;
+                        const size_t esz = c::dtype_size(dt);
+                        c::dequant_const_scalar(qbuf.data() + off, n, scale, dt, want.data());
+                        std::memset(got.data(), 0xA5, got.size());
+                        K->dequant_const(qbuf.data() + off, n, scale, dt, got.data() + off);
+                        if (std::memcmp(want.data(), got.data() + off, n * esz) != 0) {
+                            for (size_t i = 0; i < n; i++) {
+                                char msg[160];
+                                std::snprintf(msg, sizeof msg, "table %s ext %d scale 0x%04x dtype %d n %zu q %d", K->name,
+                                              ext, unsigned(scale), dt, n, int(qbuf[off + i]));
+                                REQUIRE_MESSAGE(std::memcmp(want.data() + i * esz, got.data() + off + i * esz, esz) == 0,
+                                                msg);
+                            }
+                        }
+                        // nothing written outside [0, n)
+                        REQUIRE(std::count(got.begin(), got.begin() + long(off), uint8_t(0xA5)) == long(off));
+                        REQUIRE(got[off + n * esz] == 0xA5);
+                        compared += n;
+                    }
+                }
+            }
+        }
+    }
+    MESSAGE("dequantised values compared: " << compared);
+}
+
+// range_ok reads aligned vectors around [b, b + n): every start offset in a
+// 64-byte line, lengths that end inside the first line, on a line boundary or
+// past it, and an out-of-range byte at the first, the last or any position.
+TEST_CASE("codec fast: range_ok at every alignment and length, a bad byte anywhere") {
+    std::mt19937_64 rng(31337);
+    alignas(64) static uint8_t buf[64 * 40];
+    const size_t lens[] = {1, 2, 5, 63, 64, 65, 100, 127, 128, 129, 191, 192, 193, 1000, 2048};
+    for (const c::Kernels *K : tables()) {
+        INFO("table " << K->name);
+        for (size_t off = 0; off < 64; off++)
+            for (const size_t n : lens)
+                for (int it = 0; it < 8; it++) {
+                    const uint32_t Q = (it & 1) ? 127 : 3 + uint32_t(rng() % 125);
+                    // bytes just outside [off, off + n) are out of range: they must not count
+                    std::memset(buf, 0x80, sizeof buf);
+                    for (size_t i = 0; i < n; i++) buf[off + i] = uint8_t(int(rng() % (2 * Q + 1)) - int(Q));
+                    bool ok0 = true;
+                    if (it >= 2) {
+                        const size_t pos = it == 2 ? 0 : it == 3 ? n - 1 : rng() % n;
+                        const int v = (rng() & 1) ? int(Q) + 1 + int(rng() % (128 - Q)) : -int(Q) - 1 - int(rng() % (128 - Q));
+                        buf[off + pos] = uint8_t(int8_t(v));
+                        ok0 = false;
+                    }
+                    REQUIRE(c::range_ok_scalar(buf + off, n, Q) == ok0);
+                    REQUIRE(K->range_ok(buf + off, n, Q) == ok0);
+                }
     }
 }
