@@ -7,6 +7,7 @@
 // AVX512-FP16 (FP16 pages dequantised 32 lanes at a time when the scale is a
 // normal FP16 number; preferred over the lookup where the CPU has it).
 #include "codec_kernels.h"
+#include "crc32c.h"
 #include "speckv.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -681,11 +682,210 @@ void dequant_row_avx512(const int8_t *q, size_t C, const uint16_t *scale, int dt
     }
 }
 
+// ---- int8 records in one pass (codec_kernels.h: int8_decode_fp16,
+// int8_encode_fp16). The record's CRC32C is bound by VPCLMULQDQ, which on
+// Zen 4 issues once per 2 cycles at any width but on a unit of its own:
+// the quantiser's multiplies and shuffles, and the decoder's range check,
+// run beside it (measured: a 512-bit fold pair with vpermb, vpmulhuw,
+// vpsrlw or vpabsb takes the fold's 4 cycles). So the encoder folds each
+// 64-byte vector of q into the CRC as it leaves the quantiser, and the
+// decoder checks the range on the vectors the CRC loads; the decoder's
+// second pass, which writes dst, runs only when both checks pass. On Intel
+// (VPCLMULQDQ on port 5 with the shuffles) round 3 found no gain from this:
+// these entries are set on AMD only.
+//
+// The folding is lib/crc32c.cc's (its comment derives the conventions and
+// the constants): four 512-bit accumulators 256 bytes apart, or one when a
+// quantiser feeds it; then one 128-bit lane, crc32q of the lane from zero,
+// crc32q/crc32b of the tail. tests/codec checks every length and offset
+// against speckv::crc32c.
+#define SPECKV_CRC_TARGET "sse4.2,pclmul,vpclmulqdq,avx512vbmi,avx512bw,avx512vl,avx512f"
+
+constexpr uint32_t crc_xpow_mod_p(unsigned e) {  // x^e mod P, unreflected, P = 0x1_1EDC6F41
+    uint64_t r = 1;
+    for (unsigned i = 0; i < e; i++) {
+        r <<= 1;
+        if (r >> 32) r ^= 0x11EDC6F41ull;
+    }
+    return static_cast<uint32_t>(r);
+}
+constexpr uint32_t crc_bitrev32(uint32_t v) {
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++) r |= ((v >> i) & 1u) << (31 - i);
+    return r;
+}
+// {K_H, K_L} of a fold over D bits: K_H multiplies the lane's low qword.
+struct CrcK {
+    uint64_t kh, kl;
+};
+constexpr CrcK crc_fold_k(unsigned d) { return {crc_bitrev32(crc_xpow_mod_p(d + 31)), crc_bitrev32(crc_xpow_mod_p(d - 33))}; }
+static_assert(crc_bitrev32(crc_xpow_mod_p(32)) == 0x82F63B78u);
+constexpr CrcK kCrc128 = crc_fold_k(128), kCrc256 = crc_fold_k(256), kCrc384 = crc_fold_k(384),
+               kCrc512 = crc_fold_k(512), kCrc1024 = crc_fold_k(1024), kCrc1536 = crc_fold_k(1536),
+               kCrc2048 = crc_fold_k(2048);
+
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline __m512i crc_k512(CrcK k) {
+    const auto h = static_cast<long long>(k.kh), l = static_cast<long long>(k.kl);
+    return _mm512_set_epi64(l, h, l, h, l, h, l, h);
+}
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline __m512i crc_fold512(__m512i a, __m512i k, __m512i b) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), b,
+                                     0x96);
+}
+
+// The raw register after one 512-bit accumulator z that holds the message up
+// to p[i], then p[i..n) (n - i < 64 bytes, read from memory).
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline uint32_t crc_finish(__m512i z, const uint8_t *p,
+                                                                                       size_t i, size_t n) {
+    // Lanes 0..3 of z are 384, 256, 128, 0 bits before p[i]; lane 3's
+    // constant is 0, so it is xored in as it is.
+    const __m512i kl = _mm512_set_epi64(0, 0, static_cast<long long>(kCrc128.kl), static_cast<long long>(kCrc128.kh),
+                                        static_cast<long long>(kCrc256.kl), static_cast<long long>(kCrc256.kh),
+                                        static_cast<long long>(kCrc384.kl), static_cast<long long>(kCrc384.kh));
+    const __m512i f = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, kl, 0x00), _mm512_clmulepi64_epi128(z, kl, 0x11),
+                                                _mm512_maskz_mov_epi64(0xC0, z), 0x96);
+    const __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(f), _mm512_extracti64x4_epi64(f, 1));
+    __m128i x = _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kCrc128.kl), static_cast<long long>(kCrc128.kh));
+    for (; i + 16 <= n; i += 16)
+        x = _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k1, 0x00), _mm_clmulepi64_si128(x, k1, 0x11),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i)), 0x96);
+    // The folded lane is congruent to 16 message bytes: crc32q from zero.
+    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        std::memcpy(&v, p + i, 8);
+        r = _mm_crc32_u64(r, v);
+    }
+    for (; i < n; i++) r = _mm_crc32_u8(static_cast<uint32_t>(r), p[i]);
+    return static_cast<uint32_t>(r);
+}
+
+// A vector loaded once: without this GCC folds the load into both of its
+// uses (vpminsb/vpmaxsb and vpternlogq), loading each misaligned 64 bytes twice.
+#define SPECKV_IN_REG(v) asm("" : "+v"(v))
+
+// The raw register of q[0..n) after raw register c (n >= 256), and
+// *ok = every int8(q_i) in [-Q, Q] (signed byte min/max beside the folds).
+__attribute__((target(SPECKV_CRC_TARGET))) inline uint32_t crc_range(uint32_t c, const uint8_t *q, size_t n,
+                                                                     uint32_t Q, bool *ok) {
+    __m512i a0 = _mm512_loadu_si512(q), a1 = _mm512_loadu_si512(q + 64), a2 = _mm512_loadu_si512(q + 128),
+            a3 = _mm512_loadu_si512(q + 192);
+    SPECKV_IN_REG(a0);
+    SPECKV_IN_REG(a1);
+    SPECKV_IN_REG(a2);
+    SPECKV_IN_REG(a3);
+    __m512i mn0 = _mm512_min_epi8(a0, a1), mn1 = _mm512_min_epi8(a2, a3);
+    __m512i mx0 = _mm512_max_epi8(a0, a1), mx1 = _mm512_max_epi8(a2, a3);
+    __m512i z0 = _mm512_xor_si512(a0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
+    __m512i z1 = a1, z2 = a2, z3 = a3;
+    size_t i = 256;
+    const __m512i k4 = crc_k512(kCrc2048);
+    for (; i + 256 <= n; i += 256) {
+        a0 = _mm512_loadu_si512(q + i), a1 = _mm512_loadu_si512(q + i + 64);
+        a2 = _mm512_loadu_si512(q + i + 128), a3 = _mm512_loadu_si512(q + i + 192);
+        SPECKV_IN_REG(a0);
+        SPECKV_IN_REG(a1);
+        SPECKV_IN_REG(a2);
+        SPECKV_IN_REG(a3);
+        mn0 = _mm512_min_epi8(mn0, _mm512_min_epi8(a0, a1));
+        mn1 = _mm512_min_epi8(mn1, _mm512_min_epi8(a2, a3));
+        mx0 = _mm512_max_epi8(mx0, _mm512_max_epi8(a0, a1));
+        mx1 = _mm512_max_epi8(mx1, _mm512_max_epi8(a2, a3));
+        z0 = crc_fold512(z0, k4, a0);
+        z1 = crc_fold512(z1, k4, a1);
+        z2 = crc_fold512(z2, k4, a2);
+        z3 = crc_fold512(z3, k4, a3);
+    }
+    // z0 * x^1536 + z1 * x^1024 + z2 * x^512 + z3 (z3 xored in three times: once).
+    __m512i z = _mm512_ternarylogic_epi64(crc_fold512(z0, crc_k512(kCrc1536), z3), crc_fold512(z1, crc_k512(kCrc1024), z3),
+                                          crc_fold512(z2, crc_k512(kCrc512), z3), 0x96);
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_loadu_si512(q + i);
+        SPECKV_IN_REG(a0);
+        mn0 = _mm512_min_epi8(mn0, a0);
+        mx0 = _mm512_max_epi8(mx0, a0);
+        z = crc_fold512(z, crc_k512(kCrc512), a0);
+    }
+    if (i < n) {  // the range of the last n - i < 64 bytes (zero lanes past n)
+        const __m512i t = _mm512_maskz_loadu_epi8((__mmask64(1) << (n - i)) - 1, q + i);
+        mn1 = _mm512_min_epi8(mn1, t);
+        mx1 = _mm512_max_epi8(mx1, t);
+    }
+    const __m512i qv = _mm512_set1_epi8(int8_t(Q)), nq = _mm512_set1_epi8(int8_t(-int32_t(Q)));
+    *ok = (_mm512_cmpgt_epi8_mask(_mm512_max_epi8(mx0, mx1), qv) |
+           _mm512_cmpgt_epi8_mask(nq, _mm512_min_epi8(mn0, mn1))) == 0;
+    return crc_finish(z, q, i, n);
+}
+
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t int8_decode_fp16_avx512(uint32_t crc, const uint8_t *payload,
+                                                                              size_t n, uint32_t Q, uint32_t want,
+                                                                              void *dst, bool *written) {
+    *written = false;
+    const uint16_t scale = uint16_t(payload[0] | (payload[1] << 8));
+    const auto *q = reinterpret_cast<const int8_t *>(payload + 2);
+    uint32_t c;
+    bool ok;
+    if (n >= 256) {
+        c = ~crc_range(_mm_crc32_u16(~crc, scale), payload + 2, n, Q, &ok);
+    } else {  // short pages: the two passes
+        c = crc32c(crc, payload, 2 + n);
+        ok = range_ok_avx512(payload + 2, n, Q);
+    }
+    if (c != want || !ok) return c;
+    // (The table is made here, not during the folds: measured slower there.)
+    dequant_const_avx512(q, n, scale, SPECKV_DTYPE_FP16, dst);
+    *written = true;
+    return c;
+}
+
+// quant_fp16_fast_base with the CRC folded in (n >= 64), one accumulator:
+// a fold's latency (clmul + xor, ~5 cycles) is below the quantiser's ~10
+// cycles per 64 values. c: the raw register so far; returns the raw one.
+template <bool kQ127>
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t quant_crc_fast(const uint8_t *p, size_t n, __m512i P, __m512i rv,
+                                                                    __m512i Qv, int8_t *q, uint32_t c) {
+    const __m512i k1 = crc_k512(kCrc512);
+    __m512i ha = _mm512_loadu_si512(p), hb = _mm512_loadu_si512(p + 64);
+    __m512i v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+    _mm512_storeu_si512(q, v);
+    __m512i z = _mm512_xor_si512(v, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
+    size_t i = 64;
+    for (; i + 64 <= n; i += 64) {
+        ha = _mm512_loadu_si512(p + 2 * i), hb = _mm512_loadu_si512(p + 2 * i + 64);
+        v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+        _mm512_storeu_si512(q + i, v);
+        z = crc_fold512(z, k1, v);
+    }
+    if (i < n) {  // the last n - i < 64 values, CRC'd from memory by crc_finish
+        __mmask32 ma, mb;
+        tail64_masks(n - i, &ma, &mb);
+        ha = _mm512_maskz_loadu_epi16(ma, p + 2 * i), hb = _mm512_maskz_loadu_epi16(mb, p + 2 * i + 64);
+        v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+        _mm512_mask_storeu_epi8(q + i, (__mmask64(1) << (n - i)) - 1, v);
+    }
+    return crc_finish(z, reinterpret_cast<const uint8_t *>(q), i, n);
+}
+
+uint32_t int8_encode_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q,
+                                 uint32_t crc) {
+    if (es < 114 || r == 0 || n < 64) {  // quant_const_fp16's other cases, then the CRC
+        quant_const_fp16_avx512(h, n, es, r, Q, q);
+        return crc32c(crc, q, n);
+    }
+    const __m512i P = fast_table(es);
+    const __m512i rv = _mm512_set1_epi16(short(r)), Qv = _mm512_set1_epi8(char(Q));
+    auto p = static_cast<const uint8_t *>(h);
+    return ~(Q == 127 ? quant_crc_fast<true>(p, n, P, rv, Qv, q, ~crc) : quant_crc_fast<false>(p, n, P, rv, Qv, q, ~crc));
+}
+
 const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
     quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
     absmax_fp16_avx512, quant_const_fp16_avx512, range_ok_avx512, delta_runs_avx512,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    nullptr,           nullptr,  // int8_decode_fp16, int8_encode_fp16: set below on AMD
 };
 
 }  // namespace
@@ -714,6 +914,11 @@ const Kernels *avx512_kernels() {
             k.rice_decode8 = r->decode8;
             k.rice_encode16 = r->encode16;
             k.rice_decode16 = r->decode16;
+        }
+        if (g_amd && g_det_vbmi && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul") &&
+            __builtin_cpu_supports("sse4.2")) {
+            k.int8_decode_fp16 = int8_decode_fp16_avx512;
+            k.int8_encode_fp16 = int8_encode_fp16_avx512;
         }
         return k;
     }();
