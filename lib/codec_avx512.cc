@@ -868,16 +868,18 @@ __attribute__((target(SPECKV_CRC_TARGET))) uint32_t quant_crc_fast(const uint8_t
     return crc_finish(z, reinterpret_cast<const uint8_t *>(q), i, n);
 }
 
-uint32_t int8_encode_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q,
-                                 uint32_t crc) {
-    if (es < 114 || r == 0 || n < 64) {  // quant_const_fp16's other cases, then the CRC
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t int8_encode_fp16_avx512(const void *h, size_t n, uint32_t es,
+                                                                              uint32_t r, uint32_t Q, uint16_t field,
+                                                                              int8_t *q, uint32_t crc) {
+    const uint32_t c = _mm_crc32_u16(~crc, field);  // the raw register after the scale field
+    if (es < 114 || r == 0 || n < 64) {            // quant_const_fp16's other cases, then the CRC
         quant_const_fp16_avx512(h, n, es, r, Q, q);
-        return crc32c(crc, q, n);
+        return crc32c(~c, q, n);
     }
     const __m512i P = fast_table(es);
     const __m512i rv = _mm512_set1_epi16(short(r)), Qv = _mm512_set1_epi8(char(Q));
     auto p = static_cast<const uint8_t *>(h);
-    return ~(Q == 127 ? quant_crc_fast<true>(p, n, P, rv, Qv, q, ~crc) : quant_crc_fast<false>(p, n, P, rv, Qv, q, ~crc));
+    return ~(Q == 127 ? quant_crc_fast<true>(p, n, P, rv, Qv, q, c) : quant_crc_fast<false>(p, n, P, rv, Qv, q, c));
 }
 
 const Kernels kAvx512 = {

@@ -68,10 +68,11 @@ struct Kernels {
     // writes the n decoded values to dst and sets *written (else dst is
     // untouched). Returns the payload's CRC. int8_encode_fp16 is
     // quant_const_fp16 into q, returning the CRC32C continued from `crc` over
-    // those n bytes.
+    // the scale field (2 bytes, little-endian) and then those n bytes.
     uint32_t (*int8_decode_fp16)(uint32_t crc, const uint8_t *payload, size_t n, uint32_t Q, uint32_t want, void *dst,
                                  bool *written);
-    uint32_t (*int8_encode_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q, uint32_t crc);
+    uint32_t (*int8_encode_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, uint16_t field, int8_t *q,
+                                 uint32_t crc);
 };
 
 extern const Kernels kScalarKernels;

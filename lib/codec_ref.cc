@@ -880,7 +880,7 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         int8_t *q = reinterpret_cast<int8_t *>(dst + kHeaderSize + 2);
         if (K->int8_encode_fp16) {  // the CRC rides on the quantiser (codec_kernels.h)
             write_header(mode, dtype, P, n, C, uint32_t(2 + n), dst);
-            put32(dst + 20, K->int8_encode_fp16(src, n, es, r, Q, q, crc32c(crc32c(0, dst, 20), dst + kHeaderSize, 2)));
+            put32(dst + 20, K->int8_encode_fp16(src, n, es, r, Q, field, q, crc32c(0, dst, 20)));
             *out_len = kHeaderSize + 2 + n;
             return SPECKV_OK;
         }

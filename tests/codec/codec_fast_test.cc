@@ -619,8 +619,10 @@ TEST_CASE("codec fast: one-pass int8 encode/decode kernels equal the separate st
             c::quant_const_fp16_scalar(h.data(), n, es, r, Q, q0.data());
             if (K->int8_encode_fp16) {
                 std::vector<int8_t> q1(n + 64, 0x55);
-                REQUIRE(K->int8_encode_fp16(h.data(), n, es, r, Q, q1.data() + off % 8, crc_in) ==
-                        speckv::crc32c(crc_in, q0.data(), n));
+                const uint16_t field = uint16_t(rng());
+                const uint8_t fb[2] = {uint8_t(field), uint8_t(field >> 8)};
+                REQUIRE(K->int8_encode_fp16(h.data(), n, es, r, Q, field, q1.data() + off % 8, crc_in) ==
+                        speckv::crc32c(speckv::crc32c(crc_in, fb, 2), q0.data(), n));
                 REQUIRE(std::memcmp(q0.data(), q1.data() + off % 8, n) == 0);
                 REQUIRE(q1[off % 8 + n] == 0x55);
             }
