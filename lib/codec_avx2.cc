@@ -169,8 +169,47 @@ inline void store8(__m256 f, int dtype, uint8_t *o) {
 
 inline __m256 scale_ps(uint16_t s) { return _mm256_castsi256_ps(_mm256_set1_epi32(int(uint32_t(s) << 16))); }
 
+// FP16 output, one scale: the exact FP32 route of codec_avx512.cc (q * S is
+// exact in FP32; vcvtps2ph with an immediate RNE is IEEE binary32 ->
+// binary16, subnormals included, MXCSR's rounding, FTZ and DAZ not
+// involved). Only the overflow differs from §3.4 (Inf instead of +-65504,
+// for |x| >= 65520): x is clamped to [-65504, 65504] first, which RNE maps
+// to +-65504 as §3.4 does, and only for scales where 127 * S can reach
+// 65520 (Es >= 136). A zero scale field decodes to +0 (q * +0 would be -0
+// for q < 0), before any product. 16 values per step, no fix-ups.
+template <bool kClamp>
+inline __m128i deq8_fp16(const int8_t *q, __m256 S) {
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(q)))), S);
+    if (kClamp) f = _mm256_max_ps(_mm256_min_ps(f, _mm256_set1_ps(65504.f)), _mm256_set1_ps(-65504.f));
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+template <bool kClamp>
+void deq_fp16_avx2_t(const int8_t *q, size_t n, uint16_t scale, uint8_t *o) {
+    const __m256 S = scale_ps(scale);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i a = deq8_fp16<kClamp>(q + i, S), b = deq8_fp16<kClamp>(q + i + 8, S);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 2 * i), _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+    }
+    if (i + 8 <= n) {
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 2 * i), deq8_fp16<kClamp>(q + i, S));
+        i += 8;
+    }
+    if (i < n) dequant_const_scalar(q + i, n - i, scale, SPECKV_DTYPE_FP16, o + 2 * i);
+}
+
 void dequant_const_avx2(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out) {
     auto o = static_cast<uint8_t *>(out);
+    if (dtype == SPECKV_DTYPE_FP16) {
+        if (scale == 0)
+            std::memset(o, 0, 2 * n);
+        else if (scale >= (136u << 7))
+            deq_fp16_avx2_t<true>(q, n, scale, o);
+        else
+            deq_fp16_avx2_t<false>(q, n, scale, o);
+        return;
+    }
     const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
     const __m256 S = scale_ps(scale);
     size_t i = 0;
@@ -250,6 +289,7 @@ const Kernels kAvx2 = {
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
     srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
     dequant_const16_scalar, dequant_row16_scalar,
+    nullptr,         nullptr,
 };
 
 }  // namespace

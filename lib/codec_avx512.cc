@@ -2,15 +2,20 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vl; only reached when the CPU
 // has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).
 // Two optional extensions, each behind its own CPUID check: AVX512-VBMI (a
-// 64-byte prefix sum for the delta bytes, and the exponent index of the FP16
-// quantiser on port 5) and AVX512-FP16 (FP16 pages dequantised 32 lanes at a
-// time when the scale is a normal FP16 number).
+// 64-byte prefix sum for the delta bytes, the exponent index of the FP16
+// quantiser on port 5, and the FP16 dequantiser's 128-entry lookup) and
+// AVX512-FP16 (FP16 pages dequantised 32 lanes at a time when the scale is a
+// normal FP16 number; preferred over the lookup where the CPU has it).
 #include "codec_kernels.h"
+#include "crc32c.h"
 #include "speckv.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
 
 namespace speckv::codec {
 namespace {
@@ -242,6 +247,10 @@ __attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) void quant_fp16_
 }
 
 bool g_det_vbmi = false, g_has_vbmi = false;
+// AMD (Zen 4): vpmultishiftqb and vpsrlw issue at the same rate there, and the
+// shift form measured faster (94 vs 99 ns per 2048 values), so the VBMI
+// index of the quantiser is an Intel choice (port 5 vs port 0, round 3).
+bool g_amd = false;
 
 // P[e] = 1 << (14 - c), c = Es - 103 - e: 14 - c = e + 117 - Es; a count
 // outside 0..15 (c > 14, or c < -1, no element there) shifts to 0; P[0] = 0.
@@ -255,7 +264,7 @@ inline __m512i fast_table(uint32_t es) {
 void quant_fp16_fast(const uint8_t *p, size_t n, uint32_t es, uint32_t r, uint32_t Q, int8_t *q) {
     const __m512i P = fast_table(es);
     const __m512i rv = _mm512_set1_epi16(short(r)), Qv = _mm512_set1_epi8(char(Q));
-    if (g_has_vbmi)
+    if (g_has_vbmi && !g_amd)
         Q == 127 ? quant_fp16_fast_vbmi<true>(p, n, P, rv, Qv, q) : quant_fp16_fast_vbmi<false>(p, n, P, rv, Qv, q);
     else
         Q == 127 ? quant_fp16_fast_base<true>(p, n, P, rv, Qv, q) : quant_fp16_fast_base<false>(p, n, P, rv, Qv, q);
@@ -334,6 +343,162 @@ __attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph
         deq_fp16_ph_t<true>(q, n, s16, o);
 }
 
+// ---- FP16 pages without AVX512-FP16 (e.g. AMD Zen 4): the exact FP32 route.
+// q (|q| <= 127) -> int32 -> FP32 is exact; S = the scale field << 16 is the
+// FP32 value Ms * 2^(Es - 134), normal for 20 <= Es <= 226; q * S has
+// |q| * Ms < 2^15 significant bits and 2^-107 <= |q * S| < 2^107, so the FP32
+// product is exact and normal: no rounding, and MXCSR's rounding mode,
+// FTZ and DAZ cannot touch it. That is docs §3.4's exact value. vcvtps2ph
+// with an immediate RNE (imm8 bit 2 clear: MXCSR.RC ignored; it never
+// flushes: MXCSR.FTZ does not apply to it) is the IEEE binary32 -> binary16
+// conversion, subnormal results and underflow to a signed zero included, the
+// same as fp32bits_to_fp16_sat but for the overflow: IEEE RNE gives +-Inf
+// exactly when |x| >= 65520, where §3.4 wants +-65504. Clamping x to
+// [-65504, 65504] first gives that (x >= 65520 -> 65504 -> 0x7BFF; x in
+// (65504, 65520) rounds to 65504 either way). A zero scale field decodes to
+// +0 whatever q is (q * +0 would give -0 for q < 0): handled before.
+
+// 16 values, clamped only when some product can reach 65520: 127 * S >=
+// 65520 needs S > 512, and S < 2^(Es - 126), so never when Es <= 135.
+template <bool kClamp>
+inline __m256i deq16_fp16(__m128i q8, __m512 S) {
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)), S);
+    if (kClamp) f = _mm512_max_ps(_mm512_min_ps(f, _mm512_set1_ps(65504.f)), _mm512_set1_ps(-65504.f));
+    return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+template <bool kClamp>
+void deq_fp16_f32_t(const int8_t *q, size_t n, __m512 S, uint8_t *o) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i a = deq16_fp16<kClamp>(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + i)), S);
+        const __m256i b = deq16_fp16<kClamp>(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + i + 16)), S);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 2 * i), a);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 2 * i + 32), b);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail(n - i);
+        _mm256_mask_storeu_epi16(o + 2 * i, m, deq16_fp16<kClamp>(_mm_maskz_loadu_epi8(m, q + i), S));
+    }
+}
+
+inline __m512 scale_f32(uint16_t scale) { return _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16))); }
+
+void deq_fp16_f32(const int8_t *q, size_t n, uint16_t scale, uint8_t *o) {
+    if (scale >= (136u << 7))
+        deq_fp16_f32_t<true>(q, n, scale_f32(scale), o);
+    else
+        deq_fp16_f32_t<false>(q, n, scale_f32(scale), o);
+}
+
+// With AVX512-VBMI, long runs of one scale (a page group): the 128 results
+// T[k] = FP16(k * S), k = 0..127, computed once by the FP32 route above, then
+// one lookup per value: FP16(q * S) = T[|q|] | (q < 0 ? 0x8000 : 0), because
+// RNE and the saturation are symmetric in the sign (an underflow of a
+// negative q gives -0, as §3.4 says; q = 0 gives T[0] = +0). |q| <= 127
+// holds for every q the decoder passes (|q| <= Q <= 127 is checked first).
+// T is kept as two 128-byte halves, low and high bytes, for vpermi2b
+// (7-bit index: bit 6 picks the register).
+struct Fp16Table {
+    __m512i lo0, lo1, hi0, hi1;  // low / high bytes of T[0..63], T[64..127]
+};
+
+alignas(64) constexpr float kIota128[128] = {
+    0,   1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,
+    22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,  36,  37,  38,  39,  40,  41,  42,  43,
+    44,  45,  46,  47,  48,  49,  50,  51,  52,  53,  54,  55,  56,  57,  58,  59,  60,  61,  62,  63,  64,  65,
+    66,  67,  68,  69,  70,  71,  72,  73,  74,  75,  76,  77,  78,  79,  80,  81,  82,  83,  84,  85,  86,  87,
+    88,  89,  90,  91,  92,  93,  94,  95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109,
+    110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) inline Fp16Table fp16_table(uint16_t scale) {
+    const __m512 S = scale_f32(scale);
+    // T[k] >= 0: the saturation is min(h, 0x7BFF) on the bits (0x7C00 = +Inf
+    // is the only finite-or-Inf pattern above 0x7BFF that can appear).
+    const __m512i maxh = _mm512_set1_epi16(0x7BFF);
+    // Four named vectors, not an array: GCC kept an array on the stack (a
+    // store and a reload on the table's latency path, ahead of every lookup).
+    auto words = [&](int k) __attribute__((always_inline)) {
+        const __m256i a = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_load_ps(kIota128 + 32 * k), S),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i b = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_load_ps(kIota128 + 32 * k + 16), S),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        return _mm512_min_epu16(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1), maxh);
+    };
+    const __m512i w[4] = {words(0), words(1), words(2), words(3)};
+    // Even / odd bytes of two vectors of 32 words: the low / high byte planes.
+    const __m512i even = _mm512_set_epi8(126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96,
+                                         94, 92, 90, 88, 86, 84, 82, 80, 78, 76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56,
+                                         54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16,
+                                         14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(1));
+    return {_mm512_permutex2var_epi8(w[0], even, w[1]), _mm512_permutex2var_epi8(w[2], even, w[3]),
+            _mm512_permutex2var_epi8(w[0], odd, w[1]), _mm512_permutex2var_epi8(w[2], odd, w[3])};
+}
+
+// 64 values -> 64 FP16 words in two vectors. The qwords of q are first put
+// in the order 0 4 1 5 2 6 3 7, so that the in-lane byte interleave of the
+// low and high planes (vpunpck{l,h}bw) yields words 0..31 and 32..63 in order.
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) inline void fp16_lookup64(__m512i x,
+                                                                                           const Fp16Table &t,
+                                                                                           __m512i *w0, __m512i *w1) {
+    x = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), x);
+    const __m512i a = _mm512_abs_epi8(x);
+    const __m512i lo = _mm512_permutex2var_epi8(t.lo0, a, t.lo1);
+    // high byte | sign of q: ternary-logic table of A | (B & C)
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi0, a, t.hi1), x,
+                                                 _mm512_set1_epi8(char(0x80)), 0xF8);
+    *w0 = _mm512_unpacklo_epi8(lo, hi);
+    *w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+// Stores are the bound here (4 KiB out per 2 KiB in), and a 64-byte store
+// that is not 32-byte aligned costs two (measured on Zen 4: 4 KiB in 49 ns
+// instead of 40), so when the output is only 2-byte aligned the first
+// vector is a masked one of the w0 < 16 words that reach 32-byte alignment.
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) inline void deq_fp16_lookup(const int8_t *q, size_t n,
+                                                                                              const Fp16Table &t,
+                                                                                              uint8_t *o) {
+    __m512i w0, w1;
+    size_t i = 0;
+    const uintptr_t mis = reinterpret_cast<uintptr_t>(o) & 31;
+    if (mis && !(mis & 1)) {
+        i = (32 - mis) / 2;  // < 16 <= n
+        fp16_lookup64(_mm512_maskz_loadu_epi8((__mmask64(1) << i) - 1, q), t, &w0, &w1);
+        _mm512_mask_storeu_epi16(o, (__mmask32(1) << i) - 1, w0);
+    }
+    for (; i + 64 <= n; i += 64) {
+        fp16_lookup64(_mm512_loadu_si512(q + i), t, &w0, &w1);
+        _mm512_storeu_si512(o + 2 * i, w0);
+        _mm512_storeu_si512(o + 2 * i + 64, w1);
+    }
+    if (i < n) {  // zero lanes past n are looked up and not stored
+        const size_t k = n - i;
+        __mmask32 ma, mb;
+        tail64_masks(k, &ma, &mb);
+        fp16_lookup64(_mm512_maskz_loadu_epi8((__mmask64(1) << k) - 1, q + i), t, &w0, &w1);
+        _mm512_mask_storeu_epi16(o + 2 * i, ma, w0);
+        _mm512_mask_storeu_epi16(o + 2 * i + 64, mb, w1);
+    }
+}
+
+__attribute__((target("avx512vbmi,avx512bw,avx512vl,avx512f"))) void deq_fp16_table(const int8_t *q, size_t n,
+                                                                                      uint16_t scale, uint8_t *o) {
+    deq_fp16_lookup(q, n, fp16_table(scale), o);
+}
+
+// The table costs about as much as 200 values of the FP32 route.
+constexpr size_t kFp16TableMin = 256;
+
+void deq_fp16(const int8_t *q, size_t n, uint16_t scale, uint8_t *o) {
+    if (scale == 0) {
+        std::memset(o, 0, 2 * n);
+        return;
+    }
+    if (g_has_vbmi && n >= kFp16TableMin) return deq_fp16_table(q, n, scale, o);
+    deq_fp16_f32(q, n, scale, o);
+}
+
 // ---- AVX512-VBMI: wrapping byte prefix sum, 64 bytes per step (log-step
 // lane shifts by vpermb with a zeroing mask), plus the |s| <= Q check.
 
@@ -390,23 +555,29 @@ __attribute__((target("avx512vbmi,avx512bw,avx512f"))) bool undelta_vbmi(const u
     return (_mm512_cmpgt_epi8_mask(mx, qv) | _mm512_cmpgt_epi8_mask(nq, mn)) == 0;
 }
 
-// int8 range check: byte min/max over the stream, one compare at the end.
+// int8 range check: |int8(b)| <= Q for all bytes, as one unsigned byte max
+// of vpabsb (|-128| is 0x80 = 128 > Q) and one compare at the end. Each
+// byte is loaded once, by aligned vectors (the stream of a record starts at
+// an odd offset; a misaligned 64-byte load costs two line reads); the
+// first and last vectors are masked to [b, b + n), masked-out lanes are 0.
 bool range_ok_avx512(const uint8_t *b, size_t n, uint32_t Q) {
-    __m512i mn = _mm512_setzero_si512(), mx = mn, mn1 = mn, mx1 = mn;
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        const __m512i x = _mm512_loadu_si512(b + i), y = _mm512_loadu_si512(b + i + 64);
-        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
-        mn1 = _mm512_min_epi8(mn1, y), mx1 = _mm512_max_epi8(mx1, y);
+    if (n == 0) return true;
+    const size_t head = reinterpret_cast<uintptr_t>(b) & 63;  // b - head is 64-byte aligned
+    const uint8_t *const p = b - head;
+    const size_t end = head + n;                               // offsets from p
+    __mmask64 m = ~__mmask64(0) << head;
+    if (end < 64) m &= (__mmask64(1) << end) - 1;
+    __m512i m0 = _mm512_abs_epi8(_mm512_maskz_loadu_epi8(m, p)), m1 = _mm512_setzero_si512();
+    size_t i = 64;
+    for (; i + 128 <= end; i += 128) {
+        m0 = _mm512_max_epu8(m0, _mm512_abs_epi8(_mm512_load_si512(p + i)));
+        m1 = _mm512_max_epu8(m1, _mm512_abs_epi8(_mm512_load_si512(p + i + 64)));
     }
-    for (; i < n; i += 64) {  // zero-filled tail lanes are in range
-        const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
-        const __m512i x = _mm512_maskz_loadu_epi8(m, b + i);
-        mn = _mm512_min_epi8(mn, x), mx = _mm512_max_epi8(mx, x);
+    for (; i < end; i += 64) {
+        m = end - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (end - i)) - 1;
+        m0 = _mm512_max_epu8(m0, _mm512_abs_epi8(_mm512_maskz_loadu_epi8(m, p + i)));
     }
-    mn = _mm512_min_epi8(mn, mn1), mx = _mm512_max_epi8(mx, mx1);
-    return (_mm512_cmpgt_epi8_mask(mx, _mm512_set1_epi8(int8_t(Q))) |
-            _mm512_cmpgt_epi8_mask(_mm512_set1_epi8(int8_t(-int32_t(Q))), mn)) == 0;
+    return _mm512_cmpgt_epu8_mask(_mm512_max_epu8(m0, m1), _mm512_set1_epi8(char(Q))) == 0;
 }
 
 // §5/§6.0/§6.1 encoder side in 64-byte steps. Each vector is loaded exactly
@@ -488,7 +659,10 @@ inline void store16(__mmask16 m, __m512 f, int dtype, uint8_t *o) {
 void dequant_const_avx512(const int8_t *q, size_t n, uint16_t scale, int dtype, void *out) {
     auto o = static_cast<uint8_t *>(out);
     uint16_t s16;
-    if (dtype == SPECKV_DTYPE_FP16 && g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
+    if (dtype == SPECKV_DTYPE_FP16) {
+        if (g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
+        return deq_fp16(q, n, scale, o);
+    }
     const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
     const __m512 S = _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(scale) << 16)));
     for (size_t i = 0; i < n; i += 16) {
@@ -538,6 +712,206 @@ void dequant_row16_avx512(const int16_t *q, size_t C, const uint16_t *scale, int
     }
 }
 
+// ---- int8 records in one pass (codec_kernels.h: int8_decode_fp16,
+// int8_encode_fp16). The record's CRC32C is bound by VPCLMULQDQ, which on
+// Zen 4 issues once per 2 cycles at any width but on a unit of its own:
+// the quantiser's multiplies and shuffles, and the decoder's range check,
+// run beside it (measured: a 512-bit fold pair with vpermb, vpmulhuw,
+// vpsrlw or vpabsb takes the fold's 4 cycles). So the encoder folds each
+// 64-byte vector of q into the CRC as it leaves the quantiser, and the
+// decoder checks the range on the vectors the CRC loads; the decoder's
+// second pass, which writes dst, runs only when both checks pass. On Intel
+// (VPCLMULQDQ on port 5 with the shuffles) round 3 found no gain from this:
+// these entries are set on AMD only.
+//
+// The folding is lib/crc32c.cc's (its comment derives the conventions and
+// the constants): four 512-bit accumulators 256 bytes apart, or one when a
+// quantiser feeds it; then one 128-bit lane, crc32q of the lane from zero,
+// crc32q/crc32b of the tail. tests/codec checks every length and offset
+// against speckv::crc32c.
+#define SPECKV_CRC_TARGET "sse4.2,pclmul,vpclmulqdq,avx512vbmi,avx512bw,avx512vl,avx512f"
+
+constexpr uint32_t crc_xpow_mod_p(unsigned e) {  // x^e mod P, unreflected, P = 0x1_1EDC6F41
+    uint64_t r = 1;
+    for (unsigned i = 0; i < e; i++) {
+        r <<= 1;
+        if (r >> 32) r ^= 0x11EDC6F41ull;
+    }
+    return static_cast<uint32_t>(r);
+}
+constexpr uint32_t crc_bitrev32(uint32_t v) {
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++) r |= ((v >> i) & 1u) << (31 - i);
+    return r;
+}
+// {K_H, K_L} of a fold over D bits: K_H multiplies the lane's low qword.
+struct CrcK {
+    uint64_t kh, kl;
+};
+constexpr CrcK crc_fold_k(unsigned d) { return {crc_bitrev32(crc_xpow_mod_p(d + 31)), crc_bitrev32(crc_xpow_mod_p(d - 33))}; }
+static_assert(crc_bitrev32(crc_xpow_mod_p(32)) == 0x82F63B78u);
+constexpr CrcK kCrc128 = crc_fold_k(128), kCrc256 = crc_fold_k(256), kCrc384 = crc_fold_k(384),
+               kCrc512 = crc_fold_k(512), kCrc1024 = crc_fold_k(1024), kCrc1536 = crc_fold_k(1536),
+               kCrc2048 = crc_fold_k(2048);
+
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline __m512i crc_k512(CrcK k) {
+    const auto h = static_cast<long long>(k.kh), l = static_cast<long long>(k.kl);
+    return _mm512_set_epi64(l, h, l, h, l, h, l, h);
+}
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline __m512i crc_fold512(__m512i a, __m512i k, __m512i b) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), b,
+                                     0x96);
+}
+
+// The raw register after one 512-bit accumulator z that holds the message up
+// to p[i], then p[i..n) (n - i < 64 bytes, read from memory).
+__attribute__((target(SPECKV_CRC_TARGET), always_inline)) inline uint32_t crc_finish(__m512i z, const uint8_t *p,
+                                                                                       size_t i, size_t n) {
+    // Lanes 0..3 of z are 384, 256, 128, 0 bits before p[i]; lane 3's
+    // constant is 0, so it is xored in as it is.
+    const __m512i kl = _mm512_set_epi64(0, 0, static_cast<long long>(kCrc128.kl), static_cast<long long>(kCrc128.kh),
+                                        static_cast<long long>(kCrc256.kl), static_cast<long long>(kCrc256.kh),
+                                        static_cast<long long>(kCrc384.kl), static_cast<long long>(kCrc384.kh));
+    const __m512i f = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, kl, 0x00), _mm512_clmulepi64_epi128(z, kl, 0x11),
+                                                _mm512_maskz_mov_epi64(0xC0, z), 0x96);
+    const __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(f), _mm512_extracti64x4_epi64(f, 1));
+    __m128i x = _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kCrc128.kl), static_cast<long long>(kCrc128.kh));
+    for (; i + 16 <= n; i += 16)
+        x = _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k1, 0x00), _mm_clmulepi64_si128(x, k1, 0x11),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i)), 0x96);
+    // The folded lane is congruent to 16 message bytes: crc32q from zero.
+    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        std::memcpy(&v, p + i, 8);
+        r = _mm_crc32_u64(r, v);
+    }
+    for (; i < n; i++) r = _mm_crc32_u8(static_cast<uint32_t>(r), p[i]);
+    return static_cast<uint32_t>(r);
+}
+
+// A vector loaded once: without this GCC folds the load into both of its
+// uses (vpminsb/vpmaxsb and vpternlogq), loading each misaligned 64 bytes twice.
+#define SPECKV_IN_REG(v) asm("" : "+v"(v))
+
+// The raw register of q[0..n) after raw register c (n >= 256), and
+// *ok = every int8(q_i) in [-Q, Q] (signed byte min/max beside the folds).
+__attribute__((target(SPECKV_CRC_TARGET))) inline uint32_t crc_range(uint32_t c, const uint8_t *q, size_t n,
+                                                                     uint32_t Q, bool *ok) {
+    __m512i a0 = _mm512_loadu_si512(q), a1 = _mm512_loadu_si512(q + 64), a2 = _mm512_loadu_si512(q + 128),
+            a3 = _mm512_loadu_si512(q + 192);
+    SPECKV_IN_REG(a0);
+    SPECKV_IN_REG(a1);
+    SPECKV_IN_REG(a2);
+    SPECKV_IN_REG(a3);
+    __m512i mn0 = _mm512_min_epi8(a0, a1), mn1 = _mm512_min_epi8(a2, a3);
+    __m512i mx0 = _mm512_max_epi8(a0, a1), mx1 = _mm512_max_epi8(a2, a3);
+    __m512i z0 = _mm512_xor_si512(a0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
+    __m512i z1 = a1, z2 = a2, z3 = a3;
+    size_t i = 256;
+    const __m512i k4 = crc_k512(kCrc2048);
+    for (; i + 256 <= n; i += 256) {
+        a0 = _mm512_loadu_si512(q + i), a1 = _mm512_loadu_si512(q + i + 64);
+        a2 = _mm512_loadu_si512(q + i + 128), a3 = _mm512_loadu_si512(q + i + 192);
+        SPECKV_IN_REG(a0);
+        SPECKV_IN_REG(a1);
+        SPECKV_IN_REG(a2);
+        SPECKV_IN_REG(a3);
+        mn0 = _mm512_min_epi8(mn0, _mm512_min_epi8(a0, a1));
+        mn1 = _mm512_min_epi8(mn1, _mm512_min_epi8(a2, a3));
+        mx0 = _mm512_max_epi8(mx0, _mm512_max_epi8(a0, a1));
+        mx1 = _mm512_max_epi8(mx1, _mm512_max_epi8(a2, a3));
+        z0 = crc_fold512(z0, k4, a0);
+        z1 = crc_fold512(z1, k4, a1);
+        z2 = crc_fold512(z2, k4, a2);
+        z3 = crc_fold512(z3, k4, a3);
+    }
+    // z0 * x^1536 + z1 * x^1024 + z2 * x^512 + z3 (z3 xored in three times: once).
+    __m512i z = _mm512_ternarylogic_epi64(crc_fold512(z0, crc_k512(kCrc1536), z3), crc_fold512(z1, crc_k512(kCrc1024), z3),
+                                          crc_fold512(z2, crc_k512(kCrc512), z3), 0x96);
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_loadu_si512(q + i);
+        SPECKV_IN_REG(a0);
+        mn0 = _mm512_min_epi8(mn0, a0);
+        mx0 = _mm512_max_epi8(mx0, a0);
+        z = crc_fold512(z, crc_k512(kCrc512), a0);
+    }
+    if (i < n) {  // the range of the last n - i < 64 bytes (zero lanes past n)
+        const __m512i t = _mm512_maskz_loadu_epi8((__mmask64(1) << (n - i)) - 1, q + i);
+        mn1 = _mm512_min_epi8(mn1, t);
+        mx1 = _mm512_max_epi8(mx1, t);
+    }
+    const __m512i qv = _mm512_set1_epi8(int8_t(Q)), nq = _mm512_set1_epi8(int8_t(-int32_t(Q)));
+    *ok = (_mm512_cmpgt_epi8_mask(_mm512_max_epi8(mx0, mx1), qv) |
+           _mm512_cmpgt_epi8_mask(nq, _mm512_min_epi8(mn0, mn1))) == 0;
+    return crc_finish(z, q, i, n);
+}
+
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t int8_decode_fp16_avx512(uint32_t crc, const uint8_t *payload,
+                                                                              size_t n, uint32_t Q, uint32_t want,
+                                                                              void *dst, bool *written) {
+    *written = false;
+    const uint16_t scale = uint16_t(payload[0] | (payload[1] << 8));
+    const auto *q = reinterpret_cast<const int8_t *>(payload + 2);
+    uint32_t c;
+    bool ok;
+    if (n >= 256) {
+        c = ~crc_range(_mm_crc32_u16(~crc, scale), payload + 2, n, Q, &ok);
+    } else {  // short pages: the two passes
+        c = crc32c(crc, payload, 2 + n);
+        ok = range_ok_avx512(payload + 2, n, Q);
+    }
+    if (c != want || !ok) return c;
+    // (The table is made here, not during the folds: measured slower there.)
+    dequant_const_avx512(q, n, scale, SPECKV_DTYPE_FP16, dst);
+    *written = true;
+    return c;
+}
+
+// quant_fp16_fast_base with the CRC folded in (n >= 64), one accumulator:
+// a fold's latency (clmul + xor, ~5 cycles) is below the quantiser's ~10
+// cycles per 64 values. c: the raw register so far; returns the raw one.
+template <bool kQ127>
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t quant_crc_fast(const uint8_t *p, size_t n, __m512i P, __m512i rv,
+                                                                    __m512i Qv, int8_t *q, uint32_t c) {
+    const __m512i k1 = crc_k512(kCrc512);
+    __m512i ha = _mm512_loadu_si512(p), hb = _mm512_loadu_si512(p + 64);
+    __m512i v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+    _mm512_storeu_si512(q, v);
+    __m512i z = _mm512_xor_si512(v, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
+    size_t i = 64;
+    for (; i + 64 <= n; i += 64) {
+        ha = _mm512_loadu_si512(p + 2 * i), hb = _mm512_loadu_si512(p + 2 * i + 64);
+        v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+        _mm512_storeu_si512(q + i, v);
+        z = crc_fold512(z, k1, v);
+    }
+    if (i < n) {  // the last n - i < 64 values, CRC'd from memory by crc_finish
+        __mmask32 ma, mb;
+        tail64_masks(n - i, &ma, &mb);
+        ha = _mm512_maskz_loadu_epi16(ma, p + 2 * i), hb = _mm512_maskz_loadu_epi16(mb, p + 2 * i + 64);
+        v = quant64_fp16_core<kQ127>(ha, hb, _mm512_srli_epi16(ha, 10), _mm512_srli_epi16(hb, 10), P, rv, Qv);
+        _mm512_mask_storeu_epi8(q + i, (__mmask64(1) << (n - i)) - 1, v);
+    }
+    return crc_finish(z, reinterpret_cast<const uint8_t *>(q), i, n);
+}
+
+__attribute__((target(SPECKV_CRC_TARGET))) uint32_t int8_encode_fp16_avx512(const void *h, size_t n, uint32_t es,
+                                                                              uint32_t r, uint32_t Q, uint16_t field,
+                                                                              int8_t *q, uint32_t crc) {
+    const uint32_t c = _mm_crc32_u16(~crc, field);  // the raw register after the scale field
+    if (es < 114 || r == 0 || n < 64) {            // quant_const_fp16's other cases, then the CRC
+        quant_const_fp16_avx512(h, n, es, r, Q, q);
+        return crc32c(~c, q, n);
+    }
+    const __m512i P = fast_table(es);
+    const __m512i rv = _mm512_set1_epi16(short(r)), Qv = _mm512_set1_epi8(char(Q));
+    auto p = static_cast<const uint8_t *>(h);
+    return ~(Q == 127 ? quant_crc_fast<true>(p, n, P, rv, Qv, q, c) : quant_crc_fast<false>(p, n, P, rv, Qv, q, c));
+}
+
 const Kernels kAvx512 = {
     "avx512",          canon_avx512,      absmax_avx512,        colmax_avx512,
     quant_const_avx512, quant_row_avx512, dequant_const_avx512, dequant_row_avx512, undelta_avx512,
@@ -545,6 +919,7 @@ const Kernels kAvx512 = {
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
     srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
     dequant_const16_avx512, dequant_row16_avx512,
+    nullptr,           nullptr,  // int8_decode_fp16, int8_encode_fp16: set below on AMD
 };
 
 }  // namespace
@@ -560,6 +935,7 @@ const Kernels *avx512_kernels() {
                 g_has_vbmi = g_det_vbmi = (c >> 1) & 1u;
                 g_has_fp16 = g_det_fp16 = (d >> 23) & 1u;
             }
+            g_amd = __builtin_cpu_is("amd");
         }
         return base;
     }();
@@ -582,6 +958,11 @@ const Kernels *avx512_kernels() {
         } else if (const RiceKernels *r2 = srice_avx2_kernels()) {  // AVX-512 without VBMI2
             k.srice_decode8 = r2->decode8;
             k.srice_decode16 = r2->decode16;
+        }
+        if (g_amd && g_det_vbmi && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul") &&
+            __builtin_cpu_supports("sse4.2")) {
+            k.int8_decode_fp16 = int8_decode_fp16_avx512;
+            k.int8_encode_fp16 = int8_encode_fp16_avx512;
         }
         return k;
     }();

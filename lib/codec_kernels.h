@@ -73,6 +73,19 @@ struct Kernels {
     // dequant_const / dequant_row for int16 values (b 9..12, §13): |q| <= 2047.
     void (*dequant_const16)(const int16_t *q, size_t n, uint16_t scale, int dtype, void *out);
     void (*dequant_row16)(const int16_t *q, size_t C, const uint16_t *scale, int dtype, void *out);
+    // Optional, null where a table has none (the caller then takes its
+    // general path). The int8 record shape (FP16, b <= 8, one scale per
+    // page, bytes, no delta; payload = a valid scale field, then n values):
+    // int8_decode_fp16 continues `crc` (the header's CRC32C) over the payload
+    // and, only if that equals `want` and every int8(q_i) is in [-Q, Q],
+    // writes the n decoded values to dst and sets *written (else dst is
+    // untouched). Returns the payload's CRC. int8_encode_fp16 is
+    // quant_const_fp16 into q, returning the CRC32C continued from `crc` over
+    // the scale field (2 bytes, little-endian) and then those n bytes.
+    uint32_t (*int8_decode_fp16)(uint32_t crc, const uint8_t *payload, size_t n, uint32_t Q, uint32_t want, void *dst,
+                                 bool *written);
+    uint32_t (*int8_encode_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, uint16_t field, int8_t *q,
+                                 uint32_t crc);
 };
 
 extern const Kernels kScalarKernels;

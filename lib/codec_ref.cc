@@ -290,6 +290,7 @@ const Kernels kScalarKernels = {
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
     srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
     dequant_const16_scalar, dequant_row16_scalar,
+    nullptr,           nullptr,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -822,8 +823,8 @@ static void transpose16(const int16_t *in, size_t rows, size_t cols, int16_t *ou
         for (size_t c = 0; c < cols; c++) out[c * rows + r] = in[r * cols + c];
 }
 
-// Writes the header of a quantised record whose payload (plen bytes) is in place.
-static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
+// Writes the header of a quantised record but its CRC (bytes 0..19).
+static void write_header(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
     uint8_t *h = dst;
     put16(h, kMagic);
     h[2] = kFormatVersion;
@@ -836,9 +837,14 @@ static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, siz
     put16(h + 12, uint16_t(C));
     put16(h + 14, 0);
     put32(h + 16, plen);
-    uint32_t crc = crc32c(0, h, 20);
+}
+
+// Writes the header of a quantised record whose payload (plen bytes) is in place.
+static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, size_t C, uint32_t plen, uint8_t *dst) {
+    write_header(mode, dtype, P, n, C, plen, dst);
+    uint32_t crc = crc32c(0, dst, 20);
     crc = crc32c(crc, dst + kHeaderSize, plen);
-    put32(h + 20, crc);
+    put32(dst + 20, crc);
     return kHeaderSize + plen;
 }
 
@@ -930,7 +936,14 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
             return SPECKV_OK;
         }
         put16(dst + kHeaderSize, field);
-        K->quant_const_fp16(src, n, es, r, Q, reinterpret_cast<int8_t *>(dst + kHeaderSize + 2));
+        int8_t *q = reinterpret_cast<int8_t *>(dst + kHeaderSize + 2);
+        if (K->int8_encode_fp16) {  // the CRC rides on the quantiser (codec_kernels.h)
+            write_header(mode, dtype, P, n, C, uint32_t(2 + n), dst);
+            put32(dst + 20, K->int8_encode_fp16(src, n, es, r, Q, field, q, crc32c(0, dst, 20)));
+            *out_len = kHeaderSize + 2 + n;
+            return SPECKV_OK;
+        }
+        K->quant_const_fp16(src, n, es, r, Q, q);
         *out_len = finish_record(mode, dtype, P, n, C, uint32_t(2 + n), dst);
         return SPECKV_OK;
     }
@@ -1096,6 +1109,17 @@ int peek_header(const uint8_t *rec, size_t len, Header *out) {
     return SPECKV_OK;
 }
 
+// FP16, b <= 8, one scale per page, bytes, no delta, a payload of one scale
+// field and the values, and a valid scale field (§8): int8's checks in
+// decode() other than the CRC and the values' range.
+static bool int8_shape(const Header &h, const uint8_t *payload) {
+    if (h.mode == Mode::raw || h.dtype != SPECKV_DTYPE_FP16 || h.params.bits > 8 || h.params.group != kGroupPage ||
+        h.params.order != kOrderNone || h.params.entropy != kEntropyBytes || h.payload_len != 2 + size_t(h.count))
+        return false;
+    const uint16_t f = get16(payload);
+    return f == 0 || (!(f & 0x8000u) && (f >> 7) >= 20 && (f >> 7) <= 226);
+}
+
 int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_bytes, Impl impl) {
     if (!rec || !dst || !out_bytes) return fail(SPECKV_EINVAL, "codec: NULL argument to decode");
     Header h;
@@ -1103,8 +1127,17 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     if (h.record_len() != len)
         return fail(SPECKV_ECORRUPT, "codec: record length %zu != header's %zu", len, h.record_len());
     uint32_t crc = crc32c(0, rec, 20);
-    crc = crc32c(crc, rec + kHeaderSize, h.payload_len);
+    // An int8 record that passes every other check below may take the
+    // table's one-pass path; it writes dst only if the CRC and the values'
+    // range pass too, else the checks below report what failed, as before.
+    const Kernels *K8 = kernels_for(impl);
+    bool done = false;
+    if (K8 && K8->int8_decode_fp16 && int8_shape(h, rec + kHeaderSize) && cap >= h.decoded_bytes())
+        crc = K8->int8_decode_fp16(crc, rec + kHeaderSize, h.count, (1u << (h.params.bits - 1)) - 1, h.crc, dst, &done);
+    else
+        crc = crc32c(crc, rec + kHeaderSize, h.payload_len);
     if (crc != h.crc) return fail(SPECKV_ECORRUPT, "codec: CRC32C mismatch (stored %08x, computed %08x)", h.crc, crc);
+    if (done) return *out_bytes = h.decoded_bytes(), SPECKV_OK;
     const size_t out = h.decoded_bytes();
     if (cap < out) return fail(SPECKV_ERANGE, "codec: output capacity %zu < decoded size %zu", cap, out);
     const Kernels *K = kernels_for(impl);

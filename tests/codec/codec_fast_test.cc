@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codec.h"
@@ -14,6 +16,7 @@
 #include "codec_test_util.h"
 #include "crc32c.h"
 #include "speckv.h"
+#include "status.h"
 
 namespace c = speckv::codec;
 
@@ -495,6 +498,179 @@ TEST_CASE("codec fast: delta bytes and RLE run starts of every table equal the d
             std::vector<uint8_t> d2(n);
             K->delta_runs(s.data(), n, delta, d2.data(), nullptr);
             REQUIRE(d0 == d2);
+        }
+    }
+}
+
+// Every (q, scale) a decoder can meet: q in [-127, 127] (both signs, 0), every
+// valid scale field (0, and exponent 20..226 with each of the 128
+// significands), through every table's dequant_const, with and without the
+// AVX-512 extensions: the FP16 lookup table (pages of >= 256 values), the
+// FP32 route (shorter runs: token groups, tails) and the AVX512-FP16 path
+// where the CPU has it; BF16 and FP32 outputs too. The q of a page are the
+// 255 values in a different order per scale, at several lengths and offsets
+// (masked tails, unaligned q and output).
+TEST_CASE("codec fast: dequantiser on every q and every scale field, every table, FP16/BF16/FP32") {
+    ExtGuard guard;
+    std::mt19937_64 rng(5150);
+    std::vector<uint16_t> scales{0};
+    for (uint32_t e = 20; e <= 226; e++)
+        for (uint32_t m = 0; m < 128; m++) scales.push_back(uint16_t((e << 7) | m));
+    const size_t lens[] = {2048, 255, 256, 300, 64, 31, 1};
+    std::vector<int8_t> perm(255);
+    for (int i = 0; i < 255; i++) perm[size_t(i)] = int8_t(i - 127);
+    std::vector<int8_t> qbuf(2048 + 64);
+    std::vector<uint8_t> want(4 * 2048), got(4 * 2048 + 64);
+    size_t compared = 0;
+    for (int ext = 1; ext >= 0; ext--) {
+        c::avx512_extensions(ext);
+        for (const c::Kernels *K : tables()) {
+            INFO("table " << K->name << " ext " << ext);
+            for (const uint16_t scale : scales) {
+                std::shuffle(perm.begin(), perm.end(), rng);
+                const size_t off = rng() % 64;  // q and output at any alignment
+                for (size_t i = 0; i < 2048; i++) qbuf[off + i] = perm[i % 255];
+                for (const int dt : {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32}) {
+                    // BF16 and FP32 (kernels not specific to this CPU): two lengths.
+                    for (const size_t n : lens) {
+                        if (dt != SPECKV_DTYPE_FP16 && n != 2048 && n != 255) continue;
+                        const size_t esz = c::dtype_size(dt);
+                        c::dequant_const_scalar(qbuf.data() + off, n, scale, dt, want.data());
+                        std::memset(got.data(), 0xA5, got.size());
+                        K->dequant_const(qbuf.data() + off, n, scale, dt, got.data() + off);
+                        if (std::memcmp(want.data(), got.data() + off, n * esz) != 0) {
+                            for (size_t i = 0; i < n; i++) {
+                                char msg[160];
+                                std::snprintf(msg, sizeof msg, "table %s ext %d scale 0x%04x dtype %d n %zu q %d", K->name,
+                                              ext, unsigned(scale), dt, n, int(qbuf[off + i]));
+                                REQUIRE_MESSAGE(std::memcmp(want.data() + i * esz, got.data() + off + i * esz, esz) == 0,
+                                                msg);
+                            }
+                        }
+                        // nothing written outside [0, n)
+                        REQUIRE(std::count(got.begin(), got.begin() + long(off), uint8_t(0xA5)) == long(off));
+                        REQUIRE(got[off + n * esz] == 0xA5);
+                        compared += n;
+                    }
+                }
+            }
+        }
+    }
+    MESSAGE("dequantised values compared: " << compared);
+}
+
+// range_ok reads aligned vectors around [b, b + n): every start offset in a
+// 64-byte line, lengths that end inside the first line, on a line boundary or
+// past it, and an out-of-range byte at the first, the last or any position.
+TEST_CASE("codec fast: range_ok at every alignment and length, a bad byte anywhere") {
+    std::mt19937_64 rng(31337);
+    alignas(64) static uint8_t buf[64 * 40];
+    const size_t lens[] = {1, 2, 5, 63, 64, 65, 100, 127, 128, 129, 191, 192, 193, 1000, 2048};
+    for (const c::Kernels *K : tables()) {
+        INFO("table " << K->name);
+        for (size_t off = 0; off < 64; off++)
+            for (const size_t n : lens)
+                for (int it = 0; it < 8; it++) {
+                    const uint32_t Q = (it & 1) ? 127 : 3 + uint32_t(rng() % 125);
+                    // bytes just outside [off, off + n) are out of range: they must not count
+                    std::memset(buf, 0x80, sizeof buf);
+                    for (size_t i = 0; i < n; i++) buf[off + i] = uint8_t(int(rng() % (2 * Q + 1)) - int(Q));
+                    bool ok0 = true;
+                    if (it >= 2) {
+                        const size_t pos = it == 2 ? 0 : it == 3 ? n - 1 : rng() % n;
+                        const int v = (rng() & 1) ? int(Q) + 1 + int(rng() % (128 - Q)) : -int(Q) - 1 - int(rng() % (128 - Q));
+                        buf[off + pos] = uint8_t(int8_t(v));
+                        ok0 = false;
+                    }
+                    REQUIRE(c::range_ok_scalar(buf + off, n, Q) == ok0);
+                    REQUIRE(K->range_ok(buf + off, n, Q) == ok0);
+                }
+    }
+}
+
+// The one-pass int8 kernels (where a table has them) against the separate
+// steps: the CRC32C of every length and alignment against speckv::crc32c, the
+// values against the scalar quantiser and dequantiser, and the decoder's
+// "write only if the CRC and the range pass".
+TEST_CASE("codec fast: one-pass int8 encode/decode kernels equal the separate steps") {
+    std::mt19937_64 rng(8086);
+    int tested = 0;
+    for (const c::Kernels *K : tables()) {
+        if (!K->int8_decode_fp16 && !K->int8_encode_fp16) continue;
+        INFO("table " << K->name);
+        tested++;
+        std::vector<uint8_t> buf(2 + 5000 + 128), out(2 * 5000 + 128), want(2 * 5000);
+        const size_t lens[] = {1, 7, 63, 64, 65, 200, 255, 256, 257, 300, 511, 512, 513, 1000, 2047, 2048, 2049, 4096, 5000};
+        for (int it = 0; it < 3000; it++) {
+            const size_t n = it < 19 * 20 ? lens[it % 19] : 1 + rng() % 5000;
+            const size_t off = rng() % 64;  // the payload's alignment
+            const unsigned bits = 3 + unsigned(rng() % 6);
+            const uint32_t Q = (1u << (bits - 1)) - 1;
+            // encode: FP16 values of one kind, their scale as make_scale does it
+            auto h = fp16_page(rng, n, 1 + int(rng() % 5));
+            std::vector<uint32_t> u(n);
+            c::canon_scalar(SPECKV_DTYPE_FP16, h.data(), n, u.data());
+            uint32_t A = 0;
+            for (uint32_t x : u) A = std::max(A, x & 0x7FFFFF00u);
+            uint32_t es, r;
+            if (!scale_for(A, bits, &es, &r)) continue;
+            const uint32_t crc_in = uint32_t(rng());
+            std::vector<int8_t> q0(n);
+            c::quant_const_fp16_scalar(h.data(), n, es, r, Q, q0.data());
+            if (K->int8_encode_fp16) {
+                std::vector<int8_t> q1(n + 64, 0x55);
+                const uint16_t field = uint16_t(rng());
+                const uint8_t fb[2] = {uint8_t(field), uint8_t(field >> 8)};
+                REQUIRE(K->int8_encode_fp16(h.data(), n, es, r, Q, field, q1.data() + off % 8, crc_in) ==
+                        speckv::crc32c(speckv::crc32c(crc_in, fb, 2), q0.data(), n));
+                REQUIRE(std::memcmp(q0.data(), q1.data() + off % 8, n) == 0);
+                REQUIRE(q1[off % 8 + n] == 0x55);
+            }
+            if (!K->int8_decode_fp16) continue;
+            // decode: a valid payload, one with a value out of range, one with a wrong CRC
+            uint8_t *pl = buf.data() + off;
+            const uint16_t scale = (it % 41 == 0) ? 0 : uint16_t(((es & 0xFF) << 7) | (rng() & 0x7F));
+            pl[0] = uint8_t(scale), pl[1] = uint8_t(scale >> 8);
+            std::memcpy(pl + 2, q0.data(), n);
+            const int kind = it % 3;  // 0 valid, 1 out of range, 2 CRC mismatch
+            if (kind == 1) pl[2 + rng() % n] = uint8_t(int8_t((rng() & 1) ? int(Q) + 1 + int(rng() % (128 - Q)) : -int(Q) - 1 - int(rng() % (128 - Q))));
+            const uint32_t c0 = speckv::crc32c(crc_in, pl, 2 + n);
+            const uint32_t stored = kind == 2 ? c0 ^ (1u << (rng() % 32)) : c0;
+            const size_t ooff = rng() % 64;
+            std::memset(out.data(), 0xCD, out.size());
+            bool written = true;
+            REQUIRE(K->int8_decode_fp16(crc_in, pl, n, Q, stored, out.data() + ooff, &written) == c0);
+            REQUIRE(written == (kind == 0));
+            if (!written) {
+                REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == long(out.size()));
+                continue;
+            }
+            c::dequant_const_scalar(reinterpret_cast<const int8_t *>(pl + 2), n, scale, SPECKV_DTYPE_FP16, want.data());
+            REQUIRE(std::memcmp(want.data(), out.data() + ooff, 2 * n) == 0);
+            REQUIRE(std::count(out.begin(), out.begin() + long(ooff), uint8_t(0xCD)) == long(ooff));
+            REQUIRE(out[ooff + 2 * n] == 0xCD);
+        }
+    }
+    MESSAGE("tables with one-pass int8 kernels: " << tested);
+}
+
+TEST_CASE("codec fast: int8 decode with a bad CRC leaves dst untouched on every path") {
+    std::mt19937_64 rng(4040);
+    std::vector<uint16_t> h = fp16_page(rng, 2048, 1);
+    std::vector<uint8_t> rec(c::max_record_size(4096));
+    size_t len = 0;
+    REQUIRE(c::encode(c::Mode::int8, SPECKV_DTYPE_FP16, h.data(), 4096, {32}, rec.data(), rec.size(), &len) == SPECKV_OK);
+    rec.resize(len);
+    for (size_t pos : {size_t(20), size_t(24), size_t(25), size_t(26), size_t(1000), len - 1}) {
+        std::vector<uint8_t> bad = rec;
+        bad[pos] ^= 0x10;
+        for (c::Impl impl : {c::Impl::scalar, c::Impl::avx2, c::Impl::avx512, c::Impl::best}) {
+            if (!c::impl_available(impl)) continue;
+            std::vector<uint8_t> out(4096, 0xCD);
+            size_t n = 0;
+            REQUIRE(c::decode(bad.data(), bad.size(), out.data(), out.size(), &n, impl) == SPECKV_ECORRUPT);
+            REQUIRE(std::string(speckv::last_error()).find("CRC32C mismatch") != std::string::npos);
+            REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == 4096);
         }
     }
 }
