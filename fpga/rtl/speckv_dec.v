@@ -511,8 +511,6 @@ module speckv_dec #(
   wire [31:0]    h_ue = h_bank ? r_ue1 : r_ue0;
   wire           h_rdone = h_bank ? r_done[1] : r_done[0];
   wire           h_rbad = h_bank ? r_bad[1] : r_bad[0];
-  wire [NBW6-1:0] h_nbl = (h_n[NBW6+5:0] + 63) >> 6;
-  wire [31:0]    h_lo = 32'd26 + {{(32-NBW6){1'b0}}, (h_nbl + 1'b1) >> 1};
   wire [31:0]    h_rend = h_plen + 32'd24;
 
   reg  [EMAX*8-1:0] sp_sym;
@@ -631,23 +629,6 @@ module speckv_dec #(
     end
   end
 
-  wire          sp_st = x_v && h_split && h_rdone && !h_rbad && !lenbad && !crcbad && err == 4'd0 && !unsup && !sp_on;
-  wire [31:0]   sp_lw = h_lo / BB, sp_uw = h_us / BB, sp_ew = h_ue / BB;
-  wire [31:0]   sp_lb = h_lo % BB, sp_ub = h_us % BB, sp_eb = h_ue % BB;
-  wire [RAW:0]  b_wa = {b_bank, b_beat[RAW-1:0]};
-  speckv_dec_rd #(.DW(DW), .WB(WBL), .RAW(RAW)) u_rl (
-    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
-    .st(sp_st), .sbank(h_bank), .sw(sp_lw[RAW-1:0]), .sskip({sp_lb[9:0], 3'b000}),
-    .win(lwin), .avail(lav), .cn(sp_go ? sp_lc : 14'd0), .dl(1'b0), .dp(14'd0), .dn(5'd0));
-  speckv_dec_rd #(.DW(DW), .WB(WBU), .RAW(RAW)) u_ru (
-    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
-    .st(sp_st), .sbank(h_bank), .sw(sp_uw[RAW-1:0]), .sskip({sp_ub[9:0], 3'b000}),
-    .win(uwin), .avail(uav), .cn(sp_go ? sp_uc : 14'd0), .dl(sp_del), .dp(sp_dp), .dn(sp_dn));
-  speckv_dec_rd #(.DW(DW), .WB(WBE), .RAW(RAW)) u_re (
-    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
-    .st(sp_st), .sbank(h_bank), .sw(sp_ew[RAW-1:0]), .sskip({sp_eb[9:0], 3'b000}),
-    .win(ewin), .avail(eav), .cn(sp_go ? sp_ec : 14'd0), .dl(1'b0), .dp(14'd0), .dn(5'd0));
-
   // ---------------------------------------------------------------- end of X
   // X ends once its input has ended and it is decoded, rejected or UNSUP; its
   // status goes out the same cycle as its last beat is registered.
@@ -668,6 +649,34 @@ module speckv_dec #(
     else if (cc_now != {1'b0, h_plen} + 33'd24 - {27'd0, h_soff}) fin_code = ST_STREAM;
     else fin_code = ST_OK;
   end
+
+  // X's readers start once its bounds are found and its length and CRC are
+  // good; or, in the cycle X ends, for N if N is ready by then (N's first
+  // beat then follows X's last one at once when its first words hold it)
+  wire          sp_stx = x_v && h_split && h_rdone && !h_rbad && !lenbad && !crcbad && err == 4'd0 && !unsup && !sp_on;
+  wire          sp_stn = x_fin && n_v && n_split && (n_bank ? r_done[1] && !r_bad[1] : r_done[0] && !r_bad[0]) &&
+                         n_err == 4'd0 && !n_unsup && rx == rec_end && ~crc == i_crcf;
+  wire          sp_st = sp_stx || sp_stn;
+  wire          s_bank = sp_stn ? n_bank : h_bank;
+  wire [NBW6-1:0] s_nbl = ((sp_stn ? n_n[NBW6+5:0] : h_n[NBW6+5:0]) + 63) >> 6;
+  wire [31:0]   s_lo = 32'd26 + {{(32-NBW6){1'b0}}, (s_nbl + 1'b1) >> 1};
+  wire [31:0]   s_us = s_bank ? r_us1 : r_us0;
+  wire [31:0]   s_ue = s_bank ? r_ue1 : r_ue0;
+  wire [31:0]   sp_lw = s_lo / BB, sp_uw = s_us / BB, sp_ew = s_ue / BB;
+  wire [31:0]   sp_lb = s_lo % BB, sp_ub = s_us % BB, sp_eb = s_ue % BB;
+  wire [RAW:0]  b_wa = {b_bank, b_beat[RAW-1:0]};
+  speckv_dec_rd #(.DW(DW), .WB(WBL), .RAW(RAW)) u_rl (
+    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
+    .st(sp_st), .sbank(s_bank), .sw(sp_lw[RAW-1:0]), .sskip({sp_lb[9:0], 3'b000}),
+    .win(lwin), .avail(lav), .cn(sp_go ? sp_lc : 14'd0), .dl(1'b0), .dp(14'd0), .dn(5'd0));
+  speckv_dec_rd #(.DW(DW), .WB(WBU), .RAW(RAW)) u_ru (
+    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
+    .st(sp_st), .sbank(s_bank), .sw(sp_uw[RAW-1:0]), .sskip({sp_ub[9:0], 3'b000}),
+    .win(uwin), .avail(uav), .cn(sp_go ? sp_uc : 14'd0), .dl(sp_del), .dp(sp_dp), .dn(sp_dn));
+  speckv_dec_rd #(.DW(DW), .WB(WBE), .RAW(RAW)) u_re (
+    .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),
+    .st(sp_st), .sbank(s_bank), .sw(sp_ew[RAW-1:0]), .sskip({sp_eb[9:0], 3'b000}),
+    .win(ewin), .avail(eav), .cn(sp_go ? sp_ec : 14'd0), .dl(1'b0), .dp(14'd0), .dn(5'd0));
 
   // ---------------------------------------------------------------- window update
   reg [WC*8-1:0]  wn_win;
@@ -770,10 +779,6 @@ module speckv_dec #(
       end
 
       // decode side: X
-      if (sp_st) begin
-        sp_on <= 1'b1;
-        sp_eabs <= {h_ue[28:0], 3'b000};
-      end
       if (h_split && ds_go) sp_eabs <= sp_epos;
       if (ds_err != 4'd0) err <= ds_err;
       if (ds_go) begin
@@ -796,6 +801,12 @@ module speckv_dec #(
         st_valid <= 1'b1;
         st_code <= fin_code;
         sp_on <= 1'b0;
+      end
+      if (sp_st) begin
+        sp_on <= 1'b1;
+        sp_eabs <= {s_ue[28:0], 3'b000};
+      end
+      if (x_fin) begin
         x_chk <= 1'b0;
         x_v <= n_v || hdr_fire;
         n_v <= 1'b0;
@@ -885,8 +896,9 @@ endmodule
 // of the record buffer (every beat of a buffered record is written to each
 // reader's copy, so the three sections are read at once, one word per cycle
 // each) and a bit window over the section from a start byte on. win holds
-// avail bits (zeros above); cn bits are consumed per cycle; dl deletes dn
-// bits at bit dp of the window (the Unary reader's collapse of a zero run).
+// avail bits (zeros above), the word the buffer returns this cycle included;
+// cn bits are consumed per cycle; dl deletes dn bits at bit dp of the window
+// (the Unary reader's collapse of a zero run).
 // Words are requested while the window has room for them; a start drops
 // whatever the window held and reads from the start byte's word, skipping
 // the bytes before it. Reads past the record's words return what the buffer
@@ -908,8 +920,8 @@ module speckv_dec_rd #(
   input  wire              sbank,
   input  wire [RAW-1:0]    sw,         // start word
   input  wire [12:0]       sskip,      // start bit in that word (byte offset * 8)
-  output reg  [WB-1:0]     win,
-  output reg  [13:0]       avail,
+  output wire [WB-1:0]     win,
+  output wire [13:0]       avail,
   input  wire [13:0]       cn,
   input  wire              dl,
   input  wire [13:0]       dp,
@@ -918,36 +930,39 @@ module speckv_dec_rd #(
   reg            bank, infl, first;
   reg  [RAW-1:0] wp;
   reg  [12:0]    skip;
+  reg  [WB-1:0]  w_r;                 // the window before this cycle's word
+  reg  [13:0]    a_r;
   wire [DW-1:0]  rd;
-  // this cycle: consume / delete, then append the word that arrives
-  wire [13:0]    a1 = avail - cn - (dl ? {9'd0, dn} : 14'd0);
-  wire [WB-1:0]  lowm = ~({WB{1'b1}} << dp);
-  wire [WB-1:0]  w1 = dl ? ((win & lowm) | ((win >> dn) & ~lowm)) : (win >> cn);
+  // this cycle: the word that arrives is appended, then bits are consumed or deleted
   wire [12:0]    sk = first ? skip : 13'd0;
   wire [DW-1:0]  rds = rd >> sk;
-  wire [13:0]    a2 = a1 + (infl ? (DW - {1'b0, sk}) : 14'd0);
-  // room after this cycle for the word in flight and one more
+  assign win = infl ? (w_r | ({{(WB-DW){1'b0}}, rds} << a_r)) : w_r;
+  assign avail = a_r + (infl ? (DW - {1'b0, sk}) : 14'd0);
+  wire [13:0]    a2 = avail - cn - (dl ? {9'd0, dn} : 14'd0);
+  wire [WB-1:0]  lowm = ~({WB{1'b1}} << dp);
+  wire [WB-1:0]  w2 = dl ? ((win & lowm) | ((win >> dn) & ~lowm)) : (win >> cn);
+  // room for the word requested now, whatever the next cycle consumes
   wire           iss = !st && ({1'b0, a2} + DW <= WB);
   speckv_sdp_ram #(.W(DW), .D(2 << RAW), .AW(RAW + 1)) u_buf (
     .clk(clk), .we(we), .wa(wa), .wd(wd), .re(st || iss), .ra(st ? {sbank, sw} : {bank, wp}), .rd(rd));
 
   always @(posedge clk) begin
     if (rst) begin
-      win <= {WB{1'b0}};
-      avail <= 14'd0;
+      w_r <= {WB{1'b0}};
+      a_r <= 14'd0;
       infl <= 1'b0;
       first <= 1'b0;
     end else if (st) begin
-      win <= {WB{1'b0}};
-      avail <= 14'd0;
+      w_r <= {WB{1'b0}};
+      a_r <= 14'd0;
       bank <= sbank;
       wp <= sw + 1'b1;
       skip <= sskip;
       first <= 1'b1;
       infl <= 1'b1;
     end else begin
-      win <= infl ? (w1 | ({{(WB-DW){1'b0}}, rds} << a1)) : w1;
-      avail <= a2;
+      w_r <= w2;
+      a_r <= a2;
       if (infl) first <= 1'b0;
       infl <= iss;
       if (iss) wp <= wp + 1'b1;
