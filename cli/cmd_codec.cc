@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -30,9 +31,15 @@ namespace {
 namespace cdc = speckv::codec;
 using cdc::Mode;
 
-const Mode kPresets[] = {Mode::raw, Mode::paper, Mode::int8, Mode::k8, Mode::v8, Mode::k6,
-                         Mode::v6,  Mode::k5,    Mode::v5,   Mode::p8r, Mode::k4, Mode::v4,
-                         Mode::k9,  Mode::k10,   Mode::k12, Mode::vp8, Mode::vp6, Mode::vp5};
+const Mode kPresets[] = {Mode::raw,  Mode::paper, Mode::int8, Mode::k8,   Mode::v8,   Mode::k6,  Mode::v6,
+                         Mode::k5,   Mode::v5,    Mode::p8r,  Mode::k4,   Mode::v4,   Mode::k9,  Mode::k10,
+                         Mode::k12,  Mode::vp8,   Mode::vp6,  Mode::vp5,  Mode::k8s,  Mode::v8s, Mode::k6s,
+                         Mode::v6s,  Mode::k5s,   Mode::v5s,  Mode::p8rs, Mode::k4s,  Mode::v4s, Mode::k9s,
+                         Mode::k10s, Mode::k12s,  Mode::vp8s, Mode::vp6s, Mode::vp5s};
+static_assert(std::size(kPresets) == size_t(cdc::kModeCount), "every preset, in id order");
+// The presets before §18: `codec vectors` writes their vectors first, exactly
+// as before split Rice existed, and the §18 ones after them (docs §12).
+constexpr size_t kPresetsV1 = 18;
 
 std::string dirname_of(const std::string &p) {
     auto s = p.find_last_of('/');
@@ -546,6 +553,18 @@ bool write_file(const std::string &path, const void *p, size_t n) {
     return std::fclose(f) == 0 && ok;
 }
 
+// The §18 worked example: 16 FP16 values, the largest 3.0 (the scale of §11),
+// then -S and 3S alternating (S = 194 * 2^-13, q = -1 and 3): one block, k = 1,
+// low bits, unary codes, one escape and the K padding nibble.
+std::vector<uint8_t> srice_example_page() {
+    std::vector<uint16_t> h(16);
+    h[0] = 0x4200;  // 3.0
+    for (size_t i = 1; i < 16; i++) h[i] = (i & 1) ? 0xA610 : 0x2C8C;  // -S, 3S
+    std::vector<uint8_t> src(32);
+    std::memcpy(src.data(), h.data(), 32);
+    return src;
+}
+
 void run_vectors(const std::string &out, const std::string &model_path, uint64_t seed) {
     ::mkdir(out.c_str(), 0755);
     std::string idx = "# id\tmode\tdtype\tcount\tchannels\tinput_bytes\trecord_bytes\tdecoded_bytes\tstored_mode\tnote\n";
@@ -570,6 +589,45 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
                cdc::mode_name(Mode(rec[3])) + "\t" + note + "\n";
         id++;
     };
+    // One point of the parameter space (docs §4-§6, §13, §18) on the sweep
+    // page, recorded under mode id 2 (ids are informational, §8).
+    auto emit_sweep = [&](const std::vector<uint8_t> &src, unsigned b, unsigned g, unsigned ord, unsigned e) {
+        std::vector<uint8_t> rec(cdc::max_record_size(src.size())), dec(src.size());
+        size_t len = 0, n = 0;
+        const cdc::Params prm{uint8_t(b), uint8_t(g), uint8_t(ord), uint8_t(e)};
+        if (cdc::encode_params(Mode::int8, prm, SPECKV_DTYPE_FP16, src.data(), src.size(), {32}, rec.data(), rec.size(),
+                               &len, cdc::Impl::scalar) ||
+            cdc::decode(rec.data(), len, dec.data(), dec.size(), &n, cdc::Impl::scalar)) {
+            ok = false;
+            return;
+        }
+        char base[64], note[96];
+        std::snprintf(base, sizeof base, "%04d", id);
+        std::snprintf(note, sizeof note, "sweep b=%u group=%u order=%u entropy=%u", b, g, ord, e);
+        std::string bp = out + "/" + base;
+        ok &= write_file(bp + ".in", src.data(), src.size()) && write_file(bp + ".rec", rec.data(), len) &&
+              write_file(bp + ".out", dec.data(), n);
+        idx += std::string(base) + "\tsweep\t1\t2048\t32\t" + std::to_string(src.size()) + "\t" + std::to_string(len) +
+               "\t" + std::to_string(n) + "\t" + (rec[3] == 0 ? "raw" : "sweep") + "\t" + note + "\n";
+        id++;
+    };
+    // Random pages of every preset in [first, last) x dtype x kind, then the FP16 extremes.
+    auto emit_presets = [&](std::mt19937_64 &rng, size_t first, size_t last) {
+        for (size_t pi = first; pi < last; pi++)
+            for (int dt : {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32})
+                for (int kind = 0; kind < 5; kind++) {
+                    const size_t n = kind == 2 ? 999 : 4096 / cdc::dtype_size(dt);
+                    emit(kPresets[pi], dt, gen_page(rng, dt, n, kind), kind == 2 ? 1 : 32,
+                         kind == 0 ? "gaussian" : kind == 1 ? "outlier-channels" : kind == 2 ? "runs-odd-size"
+                                                : kind == 3 ? "random-bits" : "subnormals");
+                }
+        // FP16 extremes: max, min subnormal, -0, saturation path
+        std::vector<uint16_t> h(2048);
+        for (size_t i = 0; i < h.size(); i++) h[i] = uint16_t(i % 4 == 0 ? 0x7BFF : i % 4 == 1 ? 0x0001 : i % 4 == 2 ? 0x8000 : 0xFBFF);
+        std::vector<uint8_t> src(4096);
+        std::memcpy(src.data(), h.data(), 4096);
+        for (size_t pi = first; pi < last; pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, 32, "fp16-extremes");
+    };
     // 1. the worked example of docs §11
     {
         uint16_t h[4] = {0x3C00, 0xB800, 0x3400, 0x4200};  // 1.0 -0.5 0.25 3.0
@@ -578,62 +636,29 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
         emit(Mode::int8, SPECKV_DTYPE_FP16, src, 4, "worked-example");
         emit(Mode::paper, SPECKV_DTYPE_FP16, src, 4, "worked-example");
     }
-    // 2. edge cases and random pages, every preset x dtype
+    // 2. edge cases and random pages, every preset of §9-§16 x dtype
     std::mt19937_64 rng(seed);
-    for (Mode m : kPresets)
-        for (int dt : {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32})
-            for (int kind = 0; kind < 5; kind++) {
-                const size_t n = kind == 2 ? 999 : 4096 / cdc::dtype_size(dt);
-                emit(m, dt, gen_page(rng, dt, n, kind), kind == 2 ? 1 : 32,
-                     kind == 0 ? "gaussian" : kind == 1 ? "outlier-channels" : kind == 2 ? "runs-odd-size"
-                                            : kind == 3 ? "random-bits" : "subnormals");
-            }
+    emit_presets(rng, 0, kPresetsV1);
+    // 3. the whole parameter space of §4-§6 and §13 (entropy 0..2) on one page
+    //    with outlier channels: 64 tokens x 32 channels, smooth per channel +
+    //    noise, channel 5 x16 (all finite)
+    std::vector<uint8_t> sweep(4096);
     {
-        // FP16 extremes: max, min subnormal, -0, saturation path
-        std::vector<uint16_t> h(2048);
-        for (size_t i = 0; i < h.size(); i++) h[i] = uint16_t(i % 4 == 0 ? 0x7BFF : i % 4 == 1 ? 0x0001 : i % 4 == 2 ? 0x8000 : 0xFBFF);
-        std::vector<uint8_t> src(4096);
-        std::memcpy(src.data(), h.data(), 4096);
-        for (Mode m : kPresets) emit(m, SPECKV_DTYPE_FP16, src, 32, "fp16-extremes");
-    }
-    // 3. the whole parameter space (docs §4-§6, §13) on one page with outlier
-    //    channels, recorded under mode id 2 (ids are informational, §8)
-    {
-        // 64 tokens x 32 channels, smooth per channel + noise, channel 5 x16 (all finite)
-        std::vector<uint8_t> src(4096);
         std::normal_distribution<float> nd(0.f, 1.f);
         for (size_t i = 0; i < 2048; i++) {
             float v = 0.3f * nd(rng) + float(i / 32 % 16) / 8.0f - float(i % 32) / 16.0f;
             uint16_t h = cdc::fp32_to_fp16_rne(i % 32 == 5 ? 16.0f * v : v);
-            std::memcpy(&src[2 * i], &h, 2);
+            std::memcpy(&sweep[2 * i], &h, 2);
         }
         for (unsigned b = 3; b <= 12; b++)
             for (unsigned g = 0; g < 3; g++)
                 for (unsigned ord = 0; ord < 3; ord++)
-                    for (unsigned e = 0; e < 3; e++) {
-                        if (b > 8 && e != cdc::kEntropyRice) continue;
-                        std::vector<uint8_t> rec(cdc::max_record_size(src.size())), dec(src.size());
-                        size_t len = 0, n = 0;
-                        const cdc::Params prm{uint8_t(b), uint8_t(g), uint8_t(ord), uint8_t(e)};
-                        if (cdc::encode_params(Mode::int8, prm, SPECKV_DTYPE_FP16, src.data(), src.size(), {32},
-                                               rec.data(), rec.size(), &len, cdc::Impl::scalar) ||
-                            cdc::decode(rec.data(), len, dec.data(), dec.size(), &n, cdc::Impl::scalar)) {
-                            ok = false;
-                            continue;
-                        }
-                        char base[64], note[96];
-                        std::snprintf(base, sizeof base, "%04d", id);
-                        std::snprintf(note, sizeof note, "sweep b=%u group=%u order=%u entropy=%u", b, g, ord, e);
-                        std::string bp = out + "/" + base;
-                        ok &= write_file(bp + ".in", src.data(), src.size()) && write_file(bp + ".rec", rec.data(), len) &&
-                              write_file(bp + ".out", dec.data(), n);
-                        idx += std::string(base) + "\tsweep\t1\t2048\t32\t" + std::to_string(src.size()) + "\t" +
-                               std::to_string(len) + "\t" + std::to_string(n) + "\t" +
-                               (rec[3] == 0 ? "raw" : "sweep") + "\t" + note + "\n";
-                        id++;
-                    }
+                    for (unsigned e = 0; e < 3; e++)
+                        if (b <= 8 || e == cdc::kEntropyRice) emit_sweep(sweep, b, g, ord, e);
     }
     // 4. real K/V pages
+    std::vector<std::pair<std::vector<uint8_t>, std::string>> real;  // (page, note)
+    uint32_t real_c = 1;
     if (!model_path.empty()) {
         llama2::Model model;
         std::string err;
@@ -645,6 +670,7 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
         g.insert(g.begin(), 1);
         auto cap = llama2::capture_kv(model, g);
         const int pt = std::max(1, 2048 / cap.kv_dim);
+        real_c = uint32_t(cap.kv_dim);
         for (int l = 0; l < cap.n_layers; l++)
             for (int v = 0; v < 2; v++) {
                 size_t np;
@@ -652,11 +678,23 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
                 if (!np) continue;
                 std::vector<uint8_t> src(size_t(pt) * cap.kv_dim * 2);
                 std::memcpy(src.data(), pages.data(), src.size());
-                for (Mode m : kPresets)
-                    emit(m, SPECKV_DTYPE_FP16, src, uint32_t(cap.kv_dim),
-                         std::string(v ? "real-V" : "real-K") + "-layer" + std::to_string(l));
+                real.emplace_back(src, std::string(v ? "real-V" : "real-K") + "-layer" + std::to_string(l));
             }
+        for (const auto &[src, note] : real)
+            for (size_t pi = 0; pi < kPresetsV1; pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
     }
+    // 5. split Rice (§18), after everything above so that its vectors keep
+    //    their ids and bytes: the worked example, every §18 preset on random
+    //    and edge pages (its own random stream), the parameter space with
+    //    entropy 3, the real K/V pages.
+    emit(Mode::vp8s, SPECKV_DTYPE_FP16, srice_example_page(), 16, "worked-example-srice");
+    std::mt19937_64 rng18(seed ^ 0x5352494345ull);
+    emit_presets(rng18, kPresetsV1, std::size(kPresets));
+    for (unsigned b = 3; b <= 12; b++)
+        for (unsigned g = 0; g < 3; g++)
+            for (unsigned ord = 0; ord < 3; ord++) emit_sweep(sweep, b, g, ord, cdc::kEntropySplitRice);
+    for (const auto &[src, note] : real)
+        for (size_t pi = kPresetsV1; pi < std::size(kPresets); pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
     ok &= write_file(out + "/index.tsv", idx.data(), idx.size());
     if (!ok) {
         error("could not write vectors to " + out);
@@ -676,7 +714,7 @@ void register_codec_commands(CLI::App &app) {
     auto *bench = codec->add_subcommand("bench", "Ratio, speed and end-to-end quality per mode on real K/V");
     bench->add_option("--model", bo.model, "llama2.c checkpoint: its K/V on --text are the data");
     bench->add_option("--input", bo.input, "raw FP16 file (4096-byte pages) instead of a model");
-    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4) or adaptive");
+    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...) or adaptive");
     bench->add_flag("--json", bo.json, "one JSON object on stdout");
     bench->add_option("--text", bo.text, "English text for perplexity (default /usr/share/common-licenses/GPL-3)");
     bench->add_option("--tokenizer", bo.tokenizer, "tokenizer .bin (default: tok512.bin beside the model)");

@@ -28,12 +28,27 @@ enum class Mode : uint8_t {
     vp8 = 15,  // §16: page scale, no delta, Rice
     vp6 = 16,
     vp5 = 17,
+    k8s = 18,  // §18: split Rice, the Rice preset of the same name without `s`
+    v8s = 19,
+    k6s = 20,
+    v6s = 21,
+    k5s = 22,
+    v5s = 23,
+    p8rs = 24,
+    k4s = 25,
+    v4s = 26,
+    k9s = 27,
+    k10s = 28,
+    k12s = 29,
+    vp8s = 30,
+    vp6s = 31,
+    vp5s = 32,
 };
-constexpr int kModeCount = 18;
+constexpr int kModeCount = 33;
 
 enum Group : uint8_t { kGroupPage = 0, kGroupChannel = 1, kGroupToken = 2 };
 enum Order : uint8_t { kOrderNone = 0, kOrderLinear = 1, kOrderColumnar = 2 };
-enum Entropy : uint8_t { kEntropyBytes = 0, kEntropyRle = 1, kEntropyRice = 2 };
+enum Entropy : uint8_t { kEntropyBytes = 0, kEntropyRle = 1, kEntropyRice = 2, kEntropySplitRice = 3 };
 
 // The parameters a mode id stands for (bits == 0 for raw).
 struct Params {

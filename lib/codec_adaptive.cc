@@ -38,7 +38,9 @@ Mode choose_mode(int dtype, const void *pages, size_t npages, size_t page_elems,
                  size_t *nscores) {
     static const Mode kAll[] = {Mode::paper, Mode::int8, Mode::k8, Mode::v8, Mode::k6, Mode::v6,
                                 Mode::k5,    Mode::v5,   Mode::p8r, Mode::k4, Mode::v4, Mode::k9, Mode::k10, Mode::k12,
-                                Mode::vp8, Mode::vp6, Mode::vp5};
+                                Mode::vp8, Mode::vp6, Mode::vp5, Mode::k8s, Mode::v8s, Mode::k6s, Mode::v6s,
+                                Mode::k5s, Mode::v5s, Mode::p8rs, Mode::k4s, Mode::v4s, Mode::k9s, Mode::k10s,
+                                Mode::k12s, Mode::vp8s, Mode::vp6s, Mode::vp5s};
     if (!candidates) {
         candidates = kAll;
         ncandidates = sizeof(kAll) / sizeof(kAll[0]);

@@ -248,6 +248,7 @@ const Kernels kAvx2 = {
     quant_const_avx2, quant_row_avx2, dequant_const_avx2, dequant_row_avx2, undelta_sse,
     absmax_fp16_avx2, quant_const_fp16_avx2, range_ok_avx2, delta_runs_scalar,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
 };
 
 }  // namespace

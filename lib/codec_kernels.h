@@ -3,7 +3,8 @@
 // results to the scalar one; tests/codec/codec_simd_test.cc checks it.
 // The serial steps (RLE, delta, layout) live in codec_ref.cc and are shared
 // by all implementations; the Rice stage is a table entry (the reference in
-// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc).
+// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc), and so is the
+// split Rice stage of §18 (the reference in codec_srice.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,14 @@ struct Kernels {
     // The same for b 9..12 (§13: int16 symbols).
     size_t (*rice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
     int (*rice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+    // §18 split Rice stage, the same contract as the four above (int8
+    // symbols for b <= 8, int16 for b 9..12). The reference is
+    // lib/codec_srice.cc; a fast table may hand a stream it does not accept
+    // outright to the reference, which then decides.
+    size_t (*srice_encode8)(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*srice_decode8)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+    size_t (*srice_encode16)(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+    int (*srice_decode16)(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 };
 
 extern const Kernels kScalarKernels;
@@ -88,6 +97,10 @@ size_t rice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits,
 int rice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
 size_t rice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
 int rice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
+size_t srice_encode8_scalar(const int8_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int srice_decode8_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int8_t *s);
+size_t srice_encode16_scalar(const int16_t *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap);
+int srice_decode16_scalar(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s);
 // The AVX-512BW + BMI2 Rice stage (lib/codec_rice_avx512.cc), b <= 8 and 9..12; null when not
 // built for x86-64 or the CPU lacks AVX-512BW/VL or BMI2.
 struct RiceKernels {

@@ -47,6 +47,22 @@ constexpr Preset kPresets[kModeCount] = {
     {"vp8", {8, kGroupPage, kOrderNone, kEntropyRice}},
     {"vp6", {6, kGroupPage, kOrderNone, kEntropyRice}},
     {"vp5", {5, kGroupPage, kOrderNone, kEntropyRice}},
+    // §18 (split Rice: the Rice presets above with entropy 3)
+    {"k8s", {8, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v8s", {8, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k6s", {6, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v6s", {6, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k5s", {5, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v5s", {5, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"p8rs", {8, kGroupPage, kOrderLinear, kEntropySplitRice}},
+    {"k4s", {4, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"v4s", {4, kGroupToken, kOrderLinear, kEntropySplitRice}},
+    {"k9s", {9, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"k10s", {10, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"k12s", {12, kGroupChannel, kOrderColumnar, kEntropySplitRice}},
+    {"vp8s", {8, kGroupPage, kOrderNone, kEntropySplitRice}},
+    {"vp6s", {6, kGroupPage, kOrderNone, kEntropySplitRice}},
+    {"vp5s", {5, kGroupPage, kOrderNone, kEntropySplitRice}},
 };
 
 inline void put16(uint8_t *p, uint16_t v) {
@@ -264,6 +280,7 @@ const Kernels kScalarKernels = {
     quant_row_scalar, dequant_const_scalar, dequant_row_scalar, undelta_scalar,
     absmax_fp16_scalar, quant_const_fp16_scalar, range_ok_scalar,      delta_runs_scalar,
     rice_encode8_scalar, rice_decode8_scalar, rice_encode16_scalar, rice_decode16_scalar,
+    srice_encode8_scalar, srice_decode8_scalar, srice_encode16_scalar, srice_decode16_scalar,
 };
 
 // ------------------------------------------------------------ dispatch
@@ -784,7 +801,7 @@ static size_t finish_record(Mode mode, int dtype, const Params &P, size_t n, siz
     return kHeaderSize + plen;
 }
 
-// §13: b = 9..12, 16-bit quantised values, Rice only. Scalar on every
+// §13: b = 9..12, 16-bit quantised values, Rice or split Rice (§18) only. Scalar on every
 // implementation but the Rice stage (the table's rice_encode16; the scales,
 // canonical values and group data are already in scratch, made by the
 // implementation's kernels, which are bit-identical).
@@ -811,7 +828,8 @@ static int encode_wide(const Kernels *K, Mode mode, int dtype, const void *src, 
     uint8_t *payload = dst + kHeaderSize;
     for (size_t g = 0; g < G; g++) put16(payload + 2 * g, S.scales[g]);
     const size_t budget = src_bytes - 1 - 2 * G;
-    const size_t slen = K->rice_encode16(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
+    const auto enc16 = P.entropy == kEntropySplitRice ? K->srice_encode16 : K->rice_encode16;
+    const size_t slen = enc16(s, n, P.order != kOrderNone, P.bits, payload + 2 * G, budget);
     if (slen == 0) {
         *out_len = write_raw(dtype, src, src_bytes, dst);
         return SPECKV_OK;
@@ -847,9 +865,9 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         *out_len = write_raw(dtype, src, src_bytes, dst);
         return SPECKV_OK;
     }
-    const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice;
+    const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice || P.entropy == kEntropySplitRice;
     if (P.bits < 3 || P.bits > 12 || !wide_ok || P.group > kGroupToken || P.order > kOrderColumnar ||
-        P.entropy > kEntropyRice)
+        P.entropy > kEntropySplitRice)
         return fail(SPECKV_EINVAL, "codec: invalid parameters b=%u group=%u order=%u entropy=%u", P.bits, P.group,
                     P.order, P.entropy);
     const uint32_t Q = (1u << (P.bits - 1)) - 1;
@@ -965,6 +983,8 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
     size_t slen = 0;
     if (P.entropy == kEntropyRice) {
         slen = K->rice_encode8(s, n, delta, P.bits, stream, budget);
+    } else if (P.entropy == kEntropySplitRice) {
+        slen = K->srice_encode8(s, n, delta, P.bits, stream, budget);
     } else if (in_place) {
         slen = n;
     } else {
@@ -1019,10 +1039,11 @@ int peek_header(const uint8_t *rec, size_t len, Header *out) {
     } else {
         if (h.dtype == SPECKV_DTYPE_OPAQUE) return fail(SPECKV_ECORRUPT, "codec: opaque dtype in a quantised record");
         if (h.params.bits < 3 || h.params.bits > 12) return fail(SPECKV_ECORRUPT, "codec: quantiser bits %u out of 3..12", h.params.bits);
-        if (h.params.bits > 8 && ((rec[7] >> 2) & 3) != kEntropyRice)
+        if (h.params.bits > 8 && h.params.entropy != kEntropyRice && h.params.entropy != kEntropySplitRice)
             return fail(SPECKV_ECORRUPT, "codec: %u-bit values need the Rice stage", h.params.bits);
         if (h.params.group > kGroupToken) return fail(SPECKV_ECORRUPT, "codec: unknown group kind %u", h.params.group);
-        if ((rec[7] & 3) == 3 || ((rec[7] >> 2) & 3) == 3 || (rec[7] >> 4))
+        // §18: entropy 3 (split Rice) is valid; scan order 3 and bits 4-7 are not.
+        if ((rec[7] & 3) == 3 || (rec[7] >> 4))
             return fail(SPECKV_ECORRUPT, "codec: unknown flags 0x%02x", rec[7]);
         size_t G = h.params.group == kGroupPage ? 1 : h.params.group == kGroupChannel ? h.channels : h.count / h.channels;
         if (h.payload_len < 2 * G || h.payload_len > raw)
@@ -1073,7 +1094,8 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     const size_t esz = dtype_size(h.dtype);
     if (P.bits > 8) {  // §13, scalar on every implementation but the Rice stage
         S.ws.resize(n);
-        if (int rc = K->rice_decode16(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
+        const auto dec16 = P.entropy == kEntropySplitRice ? K->srice_decode16 : K->rice_decode16;
+        if (int rc = dec16(stream, slen, n, P.order != kOrderNone, P.bits, S.ws.data())) return rc;
         const int16_t *q = S.ws.data();
         if (P.order == kOrderColumnar && C > 1) {
             S.wq.resize(n);
@@ -1101,8 +1123,9 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
             return fail(SPECKV_ECORRUPT, "codec: value outside [-%d, %d]", Q, Q);
         }
         s = reinterpret_cast<const int8_t *>(stream);
-    } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy == kEntropyRice) {  // +128: RLE literal slack
-        if (int rc = K->rice_decode8(stream, slen, n, delta, P.bits, S.s.data())) return rc;
+    } else if (S.s.resize(n + 128), s = S.s.data(), P.entropy >= kEntropyRice) {  // +128: RLE literal slack
+        const auto dec8 = P.entropy == kEntropySplitRice ? K->srice_decode8 : K->rice_decode8;
+        if (int rc = dec8(stream, slen, n, delta, P.bits, S.s.data())) return rc;
     } else {
         const uint8_t *bytes = stream;
         if (P.entropy == kEntropyRle) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "codec.h"
 #include "status.h"
 #include "uri.h"
 
@@ -11,7 +12,8 @@ namespace speckv {
 // In the order of codec::Mode ids (a test checks it against codec::mode_name),
 // then `adaptive` (= codec::kModeCount): a preset per layer and K/V, chosen by
 // the pool from the first page it stores of each (docs/codec.md §17.1).
-const char *const kCodecChoices = "raw|paper|int8|k8|v8|k6|v6|k5|v5|p8r|k4|v4|k9|k10|k12|vp8|vp6|vp5|adaptive";
+const char *const kCodecChoices = "raw|paper|int8|k8|v8|k6|v6|k5|v5|p8r|k4|v4|k9|k10|k12|vp8|vp6|vp5|"
+                                   "k8s|v8s|k6s|v6s|k5s|v5s|p8rs|k4s|v4s|k9s|k10s|k12s|vp8s|vp6s|vp5s|adaptive";
 
 const std::vector<KeySpec> &config_keys() {
     static const std::vector<KeySpec> keys = {
@@ -54,11 +56,11 @@ const std::vector<KeySpec> &config_keys() {
         {"tlb.entries", 64, 1 << 20, 4096, "per-process translation cache entries (a power of two)"},
         {"share.flush", 0, 1, 0,
          "explicit cache-line write-back at publish and invalidation at lookup, for hosts sharing a pool without hardware coherence"},
-        {"codec.mode", 0, 18, 0,
+        {"codec.mode", 0, codec::kModeCount, 0,
          "codec preset for the pages of FP16/BF16/FP32 blocks; raw stores them in clear (docs/codec.md)",
          kCodecChoices},
-        {"codec.key_mode", 0, 18, 0, "preset for blocks hinted SPECKV_HINT_KEYS (unset: codec.mode)", kCodecChoices},
-        {"codec.value_mode", 0, 18, 0, "preset for blocks hinted SPECKV_HINT_VALUES (unset: codec.mode)", kCodecChoices},
+        {"codec.key_mode", 0, codec::kModeCount, 0, "preset for blocks hinted SPECKV_HINT_KEYS (unset: codec.mode)", kCodecChoices},
+        {"codec.value_mode", 0, codec::kModeCount, 0, "preset for blocks hinted SPECKV_HINT_VALUES (unset: codec.mode)", kCodecChoices},
         {"codec.max_err_milli", 0, 1000, 50,
          "adaptive: largest relative RMS error of a V (or unhinted) page's preset, in thousandths"},
         {"codec.max_err_k_milli", 0, 1000, 5,
