@@ -662,8 +662,25 @@ module speckv_dec #(
   wire [31:0]   s_lo = 32'd26 + {{(32-NBW6){1'b0}}, (s_nbl + 1'b1) >> 1};
   wire [31:0]   s_us = s_bank ? r_us1 : r_us0;
   wire [31:0]   s_ue = s_bank ? r_ue1 : r_ue0;
-  wire [31:0]   sp_lw = s_lo / BB, sp_uw = s_us / BB, sp_ew = s_ue / BB;
-  wire [31:0]   sp_lb = s_lo % BB, sp_ub = s_us % BB, sp_eb = s_ue % BB;
+  // start word and byte of each section (shifts when BB is a power of two)
+  wire [31:0]   sp_lw, sp_uw, sp_ew, sp_lb, sp_ub, sp_eb;
+  generate
+    if ((BB & (BB - 1)) == 0) begin : g_bbp2
+      assign sp_lw = s_lo >> $clog2(BB);
+      assign sp_uw = s_us >> $clog2(BB);
+      assign sp_ew = s_ue >> $clog2(BB);
+      assign sp_lb = s_lo & (BB - 1);
+      assign sp_ub = s_us & (BB - 1);
+      assign sp_eb = s_ue & (BB - 1);
+    end else begin : g_bbdiv
+      assign sp_lw = s_lo / BB;
+      assign sp_uw = s_us / BB;
+      assign sp_ew = s_ue / BB;
+      assign sp_lb = s_lo % BB;
+      assign sp_ub = s_us % BB;
+      assign sp_eb = s_ue % BB;
+    end
+  endgenerate
   wire [RAW:0]  b_wa = {b_bank, b_beat[RAW-1:0]};
   speckv_dec_rd #(.DW(DW), .WB(WBL), .RAW(RAW)) u_rl (
     .clk(clk), .rst(rst), .we(b_we), .wa(b_wa), .wd(in_data),

@@ -1,7 +1,8 @@
 // Writes the hex vectors of the iverilog testbench (fpga/sim/tb_codec.v):
 // one page of every generator kind (the spec's edge cases, random mode), the
-// same kinds again in the Rice modes (vp8, vp6, vp5 in turn), then random
-// pages, then hostile records; expectations come from the C++ reference.
+// same kinds again in the Rice modes (vp8, vp6, vp5 in turn), again in the
+// split-Rice modes (vp8s, vp6s, vp5s), then random pages, then hostile
+// records; expectations come from the C++ reference.
 //   fpga_vecgen DIR [--pages N] [--fuzz N] [--seed S] [--bytes PAGE_BYTES] [--beat BYTES]
 #include <cstdio>
 #include <cstdlib>
@@ -37,11 +38,12 @@ int main(int argc, char **argv) {
     std::vector<EncVec> ev;
     std::vector<DecVec> dv;
     for (uint64_t k = 0; k < pages; k++) {
-        Page p = g.page(page_bytes, k < uint64_t(2 * kKinds) ? int(k % kKinds) : -1);
-        if (k >= uint64_t(kKinds) && k < uint64_t(2 * kKinds)) {
-            static const int rice[3] = {15, 16, 17};
+        Page p = g.page(page_bytes, k < uint64_t(3 * kKinds) ? int(k % kKinds) : -1);
+        if (k >= uint64_t(kKinds) && k < uint64_t(3 * kKinds)) {
+            static const int rice[2][3] = {{15, 16, 17}, {30, 31, 32}};
+            const int s = k >= uint64_t(2 * kKinds);  // third pass: split Rice
             while (p.dtype == SPECKV_DTYPE_OPAQUE) p = g.page(page_bytes, int(k % kKinds));
-            p.mode = p.kind == kKinds - 1 ? 15 : rice[k % 3];  // burst: vp8, the longest escapes
+            p.mode = p.kind == kKinds - 1 ? rice[s][0] : rice[s][k % 3];  // burst: vp8 / vp8s, the longest escapes
         }
         auto rec = ref_encode(p);
         DecJob j = ref_decode(rec, false);
