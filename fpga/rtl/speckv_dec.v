@@ -370,7 +370,6 @@ module speckv_dec #(
         // (split Rice: as soon as the three section windows hold its bits)
         begin
           ds_go = h_split ? sp_go : 1'b1;
-          if (h_split) ds_err = sp_err;
           if (h_rice) begin
             rw = {32'd0, win & ~({WC*8{1'b1}} << {wk, 3'b000})} >> bo;
             ra = {{(10-WFW){1'b0}}, wk, 3'b000} - {10'd0, bo};
@@ -450,7 +449,7 @@ module speckv_dec #(
                 if (ds_sym == 8'h80 || ds_mag > h_qmax) ds_err = ST_VALUE;
               end
               if (ds_err == 4'd0) begin
-                ds_ps = ds_sym;
+                if (!h_split) ds_ps = ds_sym;       // split Rice: sp_ps (kept off the Rice chain)
                 ds_bits = dequant_bits(ds_sym, h_scale);
                 if (h_dtype == 8'd3)
                   ds_word[(dj % (BB / 4))*32 +: 32] = ds_bits;
@@ -474,6 +473,7 @@ module speckv_dec #(
               bo_n = re[2:0];
             end
           end
+          if (h_split) begin ds_err = sp_err; ds_ps = sp_ps; end
           if (ds_err != 4'd0) ds_go = 1'b0;
           // out of bytes: wait for more, or a truncated stream once the input has ended
           if (ds_err == ST_SHORT) ds_err = ended ? ST_STREAM : 4'd0;
@@ -488,24 +488,34 @@ module speckv_dec #(
 
   // ---------------------------------------------------------------- split Rice (§18): decode of X
   // Three readers over X's buffer bank: Low from byte 26 + K bytes, Unary
-  // from us, Escape from ue. A beat's E symbols: each k from the K
-  // registers (a beat spans at most two blocks: kA, then kB from symbol
-  // sp_bnd on); the Low fields are fixed-width, at offsets t·kA (then
-  // sp_bnd·kA + (t - sp_bnd)·kB); the unary counts are found one after the
-  // other (16-bit leading-zero counts); an escape (v >= 15) takes its
-  // W - k bits from Escape in order. The beat goes when all its bits are in
-  // the three windows. A run of 16 zero-bits in Unary (no valid stream
-  // has one) is shortened by a cycle that deletes up to 16 of its zeros
-  // after the 15th: v >= 15 reads as an escape whatever the run's length.
+  // from us, Escape from ue. A beat's E symbols are decoded in parallel,
+  // none waits for the one before it (the point of §18):
+  // * k: from the K registers (a beat spans at most two blocks: kA, then kB
+  //   from symbol sp_bnd on); Low fields at fixed offsets t·kA (then
+  //   sp_bnd·kA + (t - sp_bnd)·kB).
+  // * Unary: symbol t ends at the (t+1)-th one-bit of the window's first UW
+  //   bits: chunk popcounts, their prefix sums (log depth), the chunk that
+  //   holds it, the bit inside that chunk; v_t = the distance from the
+  //   previous one-bit, minus one (v >= 15: an escape, however long).
+  // * Escape: W - k bits for each escape, at a prefix sum of the widths.
+  // * delta (order linear): a prefix sum of the values; z <= 4Q, |s| <= Q.
+  // The beat goes when all its bits are in the three windows. If the
+  // Unary view is full without E one-bits, it has a run of 16 zero-bits (no
+  // valid stream has one): a cycle deletes up to 16 of its zeros after the
+  // 15th, which reads the same (v >= 15), until the symbols fit the view.
   localparam integer WBU = 3 * DW;                 // Unary: up to 16 bits per symbol, DW per beat
   localparam integer WBL = DW + 14 * EMAX;         // Low: up to 7 bits per symbol
   localparam integer WBE = DW + 18 * EMAX;         // Escape: up to 9 bits per symbol
+  localparam integer UW = EMAX * 16;               // the Unary bits a beat decodes from (= DW)
+  localparam integer NCK = EMAX;                   // their 16-bit chunks
+  localparam integer CKW = (NCK > 1) ? $clog2(NCK) : 1;
   wire [WBU-1:0] uwin;
   wire [WBL-1:0] lwin;
   wire [WBE-1:0] ewin;
   wire [13:0]    uav, lav, eav;
   reg            sp_on;                // X's readers are started
   reg  [31:0]    sp_eabs;              // record bit position of X's next Escape bit
+  reg  [31:0]    sp_urem;              // bits of X's Unary section not consumed yet
   wire [NKB*8-1:0] h_k = h_bank ? kreg1 : kreg0;
   wire [31:0]    h_us = h_bank ? r_us1 : r_us0;
   wire [31:0]    h_ue = h_bank ? r_ue1 : r_ue0;
@@ -520,18 +530,37 @@ module speckv_dec #(
   reg  [4:0]     sp_dn;
   reg  [7:0]     sp_ps;
   reg  [31:0]    sp_m, sp_j0, sp_epos;
-  reg  [3:0]     sp_ka, sp_kb, sp_k, sp_w, sp_pad;
+  reg  [3:0]     sp_ka, sp_kb, sp_k, sp_pad, sp_wa, sp_wb;
   reg  [6:0]     sp_bnd;
-  reg  [13:0]    sp_lo, sp_up, sp_ep;
-  reg  [15:0]    sp_s16, sp_t16;
-  reg  [4:0]     sp_v, sp_z5;
-  reg  [6:0]     sp_low;
-  reg  [8:0]     sp_e;
-  reg  [15:0]    sp_z;
-  reg  [11:0]    sp_rv, sp_mag;
-  reg            sp_wait, sp_long, sp_bad, sp_verr, sp_esc;
-  reg  [13:0]    sp_lpos;
-  integer        sj, sb;
+  reg  [13:0]    sp_lo;
+  reg            sp_full, sp_bad, sp_verr, sp_last;
+  // Unary view
+  reg  [UW-1:0]      su;
+  reg  [NCK*5-1:0]   su_pc;            // one-bits per chunk
+  reg  [NCK*14-1:0]  su_pi;            // their inclusive prefix sums
+  reg  [13:0]        su_tot;
+  reg  [CKW:0]       su_c;             // chunk of a symbol's one-bit
+  reg  [13:0]        su_vis;           // view bits: min(avail, the section's bits left)
+  reg  [15:0]        su_x;
+  reg  [3:0]         su_p8;
+  reg  [15:0]        su_cb;
+  reg  [13:0]        su_pe;
+  reg  [4:0]         su_r;
+  reg  [3:0]         su_bp;
+  reg  [EMAX*14-1:0] su_pos, su_v;     // per symbol: its one-bit, its zero-bits
+  reg  [EMAX-1:0]    su_found, su_long, su_lf;
+  reg  [13:0]        su_a, su_b;
+  // per symbol fields
+  reg  [EMAX*4-1:0]  sp_w;             // escape widths
+  reg  [EMAX*14-1:0] sp_wp;            // their inclusive prefix sums
+  reg  [EMAX*16-1:0] sp_sv;            // delta prefix sums / values
+  reg  [13:0]        sp_ept;
+  reg  [8:0]         sp_e;
+  reg  [6:0]         sp_low;
+  reg  [15:0]        sp_z;
+  reg  [15:0]        sp_d, sp_s, sp_mag;
+  reg  [EMAX*16-1:0] sp_zv;
+  integer            sj, sc, sb, sd;
   always @(*) begin
     sp_sym = {EMAX*8{1'b0}};
     sp_go = 1'b0;
@@ -544,84 +573,157 @@ module speckv_dec #(
     sp_dn = 5'd0;
     sp_ps = prev_s;
     sp_m = (h_n - oc < h_ebeat) ? h_n - oc : {24'd0, h_ebeat};
+    sp_last = (oc + sp_m == h_n);
     sp_j0 = oc >> 6;
     sp_ka = h_k[sp_j0*4 +: 4];
     sp_kb = h_k[(sp_j0 + 1)*4 +: 4];
     sp_bnd = 7'd64 - {1'b0, oc[5:0]};
+    // escape field widths of the two blocks: max(W - k, 0)
+    sp_wa = ({1'b0, h_w} > sp_ka) ? {1'b0, h_w} - sp_ka : 4'd0;
+    sp_wb = ({1'b0, h_w} > sp_kb) ? {1'b0, h_w} - sp_kb : 4'd0;
     sp_k = 4'd0;
-    sp_w = 4'd0;
     sp_lo = 14'd0;
-    sp_up = 14'd0;
-    sp_ep = 14'd0;
-    sp_s16 = 16'd0;
-    sp_t16 = 16'd0;
-    sp_v = 5'd0;
-    sp_z5 = 5'd0;
-    sp_low = 7'd0;
-    sp_e = 9'd0;
-    sp_z = 16'd0;
-    sp_rv = 12'd0;
-    sp_mag = 12'd0;
-    sp_wait = 1'b0;
-    sp_long = 1'b0;
+    sp_full = 1'b0;
     sp_bad = 1'b0;
     sp_verr = 1'b0;
-    sp_esc = 1'b0;
-    sp_lpos = 14'd0;
     sp_epos = 32'd0;
     sp_pad = 4'd0;
+    sp_ept = 14'd0;
+    sp_e = 9'd0;
+    sp_low = 7'd0;
+    sp_z = 16'd0;
+    sp_d = 16'd0;
+    sp_s = 16'd0;
+    sp_mag = 16'd0;
+    sp_zv = {EMAX*16{1'b0}};
+    sp_w = {EMAX*4{1'b0}};
+    sp_wp = {EMAX*14{1'b0}};
+    sp_sv = {EMAX*16{1'b0}};
+    su = uwin[UW-1:0];
+    su_pc = {NCK*5{1'b0}};
+    su_pi = {NCK*14{1'b0}};
+    su_c = {(CKW+1){1'b0}};
+    su_vis = 14'd0;
+    su_x = 16'd0;
+    su_p8 = 4'd0;
+    su_cb = 16'd0;
+    su_pe = 14'd0;
+    su_r = 5'd0;
+    su_bp = 4'd0;
+    su_pos = {EMAX*14{1'b0}};
+    su_v = {EMAX*14{1'b0}};
+    su_found = {EMAX{1'b0}};
+    su_long = {EMAX{1'b0}};
+    su_lf = {EMAX{1'b0}};
+    su_a = 14'd0;
+    su_b = 14'd0;
     sj = 0;
+    sc = 0;
     sb = 0;
+    sd = 0;
+    // ---- Unary: where each symbol's one-bit is, in the view (the section's bits in the window)
+    su_vis = ({18'd0, uav} < sp_urem) ? uav : sp_urem[13:0];
+    su = uwin[UW-1:0] & ~({UW{1'b1}} << su_vis);
+    for (sc = 0; sc < NCK; sc = sc + 1) begin
+      su_pc[sc*5 +: 5] = (({4'd0, su[sc*16]} + su[sc*16+1]) + (su[sc*16+2] + su[sc*16+3])) +
+                         ((su[sc*16+4] + su[sc*16+5]) + (su[sc*16+6] + su[sc*16+7])) +
+                         (((su[sc*16+8] + su[sc*16+9]) + (su[sc*16+10] + su[sc*16+11])) +
+                          ((su[sc*16+12] + su[sc*16+13]) + (su[sc*16+14] + su[sc*16+15])));
+      su_pi[sc*14 +: 14] = {9'd0, su_pc[sc*5 +: 5]};
+    end
+    for (sd = 1; sd < NCK; sd = sd * 2)              // Kogge-Stone: log2(NCK) levels
+      for (sc = NCK - 1; sc >= sd; sc = sc - 1)
+        su_pi[sc*14 +: 14] = su_pi[sc*14 +: 14] + su_pi[(sc - sd)*14 +: 14];
+    su_tot = su_pi[(NCK-1)*14 +: 14];
+    for (sj = 0; sj < EMAX; sj = sj + 1) begin
+      // its chunk: the chunks whose prefix sum is <= sj come before it (binary search, the sums rise)
+      su_c = {(CKW+1){1'b0}};
+      for (sd = 1 << (CKW - 1); sd >= 1; sd = sd / 2)
+        if (su_c + sd <= NCK && su_pi[(su_c + sd - 1)*14 +: 14] <= sj) su_c = su_c + sd;
+      su_cb = su >> (su_c * 16);
+      su_pe = (su_c == 0) ? 14'd0 : su_pi[(su_c - 1)*14 +: 14];
+      su_r = sj - su_pe[4:0];                          // rank of the one-bit in the chunk
+      // the (su_r+1)-th one-bit of the chunk: halves, quarters, ... by their popcounts
+      su_bp = 4'd0;
+      su_x = su_cb;
+      su_p8 = ((su_x[0] + su_x[1]) + (su_x[2] + su_x[3])) + ((su_x[4] + su_x[5]) + (su_x[6] + su_x[7]));
+      if ({1'b0, su_p8} <= su_r) begin su_r = su_r - {1'b0, su_p8}; su_bp = su_bp + 4'd8; su_x = su_x >> 8; end
+      su_p8 = (su_x[0] + su_x[1]) + (su_x[2] + su_x[3]);
+      if ({1'b0, su_p8} <= su_r) begin su_r = su_r - {1'b0, su_p8}; su_bp = su_bp + 4'd4; su_x = su_x >> 4; end
+      su_p8 = su_x[0] + su_x[1];
+      if ({1'b0, su_p8} <= su_r) begin su_r = su_r - {1'b0, su_p8}; su_bp = su_bp + 4'd2; su_x = su_x >> 2; end
+      if ({4'd0, su_x[0]} <= su_r) su_bp = su_bp + 4'd1;
+      su_pos[sj*14 +: 14] = {su_c[CKW-1:0], 4'b0000} + {10'd0, su_bp};
+      su_found[sj] = su_tot > sj;
+      su_v[sj*14 +: 14] = (sj == 0) ? su_pos[13:0] : su_pos[sj*14 +: 14] - su_pos[(sj-1)*14 +: 14] - 14'd1;
+      su_long[sj] = su_found[sj] && su_v[sj*14 +: 14] >= 14'd16;
+    end
+    // ---- Escape widths and offsets, values
+    for (sj = 0; sj < EMAX; sj = sj + 1) begin
+      if (sj < sp_m && su_v[sj*14 +: 14] >= 14'd15) sp_w[sj*4 +: 4] = (sj < sp_bnd) ? sp_wa : sp_wb;
+      sp_wp[sj*14 +: 14] = {10'd0, sp_w[sj*4 +: 4]};
+    end
+    for (sd = 1; sd < EMAX; sd = sd * 2)
+      for (sj = EMAX - 1; sj >= sd; sj = sj - 1) sp_wp[sj*14 +: 14] = sp_wp[sj*14 +: 14] + sp_wp[(sj - sd)*14 +: 14];
+    for (sj = 0; sj < EMAX; sj = sj + 1) begin
+      sp_k = (sj < sp_bnd) ? sp_ka : sp_kb;
+      sp_lo = (sj < sp_bnd) ? sj * sp_ka : sp_bnd * sp_ka + (sj - sp_bnd) * sp_kb;
+      sp_low = lwin[sp_lo +: 7] & ((7'd1 << sp_k[2:0]) - 7'd1);
+      sp_ept = sp_wp[sj*14 +: 14] - {10'd0, sp_w[sj*4 +: 4]};
+      sp_e = ewin[sp_ept +: 9] & ((9'd1 << sp_w[sj*4 +: 4]) - 9'd1);
+      sp_z = ((su_v[sj*14 +: 14] >= 14'd15) ? {7'd0, sp_e} : {12'd0, su_v[sj*14 +: 4]}) << sp_k[2:0];
+      sp_z = sp_z | {9'd0, sp_low};
+      sp_zv[sj*16 +: 16] = sp_z;
+      sp_d = sp_z[0] ? ~{1'b0, sp_z[15:1]} : {1'b0, sp_z[15:1]};   // unzigzag
+      sp_sv[sj*16 +: 16] = sp_d;
+    end
+    if (h_delta) begin
+      // s_t = prev + d_0 + ... + d_t (16-bit: exact up to the first symbol out of range)
+      sp_sv[15:0] = sp_sv[15:0] + {{8{prev_s[7]}}, prev_s};
+      for (sd = 1; sd < EMAX; sd = sd * 2)
+        for (sj = EMAX - 1; sj >= sd; sj = sj - 1) sp_sv[sj*16 +: 16] = sp_sv[sj*16 +: 16] + sp_sv[(sj - sd)*16 +: 16];
+    end
+    for (sj = 0; sj < EMAX; sj = sj + 1) begin
+      sp_s = sp_sv[sj*16 +: 16];
+      sp_mag = sp_s[15] ? 16'd0 - sp_s : sp_s;
+      if (sj < sp_m && (sp_zv[sj*16 +: 16] > {6'd0, h_qmax, 2'b00} || sp_mag > {8'd0, h_qmax})) sp_verr = 1'b1;
+      sp_sym[sj*8 +: 8] = sp_s[7:0];
+    end
+    sp_ps = sp_sym >> ((sp_m[6:0] - 7'd1) * 8);
+    sp_lc = (sp_m <= sp_bnd) ? sp_m[6:0] * sp_ka : sp_bnd * sp_ka + (sp_m[6:0] - sp_bnd) * sp_kb;
+    sp_uc = (su_pos >> ((sp_m[6:0] - 7'd1) * 14)) + 14'd1;
+    sp_ec = sp_wp >> ((sp_m[6:0] - 7'd1) * 14);
+    sp_epos = sp_eabs + {18'd0, sp_ec};
+    sp_pad = {1'b0, 3'd0 - sp_epos[2:0]};
     if (sp_on && x_v && h_split && err == 4'd0 && !out_done && (!out_valid || out_ready) && st_free) begin
-      for (sj = 0; sj < EMAX; sj = sj + 1)
-        if (sj < sp_m && !sp_wait && !sp_long) begin
-          sp_k = (sj < sp_bnd) ? sp_ka : sp_kb;
-          sp_lo = (sj < sp_bnd) ? sj * sp_ka : sp_bnd * sp_ka + (sj - sp_bnd) * sp_kb;
-          sp_low = lwin[sp_lo +: 7] & ((7'd1 << sp_k[2:0]) - 7'd1);
-          // unary: zero-bits before the next one-bit (bits past avail are zero)
-          sp_s16 = uwin[sp_up +: 16];
-          if (sp_s16 == 16'd0) begin
-            if (sp_up + 14'd16 <= uav) begin sp_long = 1'b1; sp_lpos = sp_up; end
-            else sp_wait = 1'b1;
+      if (su_tot < sp_m) begin
+        // fewer one-bits than symbols in the view: wait, or shorten a zero run
+        if (su_vis >= UW) begin
+          sp_del = 1'b1;
+          su_lf = su_long & (~su_long + 1'b1);         // the first found symbol with v >= 16
+          su_a = 14'd0;
+          su_b = 14'd0;
+          for (sj = 0; sj < EMAX; sj = sj + 1)
+            if (su_lf[sj]) begin
+              su_a = su_pos[sj*14 +: 14];
+              su_b = su_v[sj*14 +: 14];
+            end
+          if (su_long != {EMAX{1'b0}}) begin
+            sp_dp = su_a - su_b + 14'd15;
+            sp_dn = (su_b >= 14'd31) ? 5'd16 : su_b[4:0] - 5'd15;
           end else begin
-            sp_v = 5'd0;
-            for (sb = 15; sb >= 0; sb = sb - 1)
-              if (sp_s16[sb]) sp_v = sb;
-            sp_up = sp_up + {9'd0, sp_v} + 14'd1;
-            sp_esc = (sp_v >= 5'd15);
-            // escape: W - k bits (none when k >= W: no valid stream escapes there)
-            sp_w = (sp_esc && {1'b0, h_w} > sp_k) ? {1'b0, h_w} - sp_k : 4'd0;
-            sp_e = ewin[sp_ep +: 9] & ((9'd1 << sp_w) - 9'd1);
-            sp_ep = sp_ep + {10'd0, sp_w};
-            sp_z = ((sp_esc ? {7'd0, sp_e} : {11'd0, sp_v}) << sp_k[2:0]) | {9'd0, sp_low};
-            sp_rv = sp_z[0] ? ~{1'b0, sp_z[11:1]} : {1'b0, sp_z[11:1]};   // unzigzag
-            if (h_delta) sp_rv = sp_rv + {{4{sp_ps[7]}}, sp_ps};
-            sp_mag = sp_rv[11] ? 12'd0 - sp_rv : sp_rv;
-            if (sp_z > {6'd0, h_qmax, 2'b00} || sp_mag > {4'd0, h_qmax}) sp_verr = 1'b1;
-            sp_ps = sp_rv[7:0];
-            sp_sym[sj*8 +: 8] = sp_rv[7:0];
+            // the zero-bits after the last one-bit fill the rest of the view
+            su_a = (su_tot == 14'd0) ? 14'd0 : (su_pos >> ((su_tot - 14'd1) * 14)) + 14'd1;
+            sp_dp = su_a + 14'd15;
+            sp_dn = (UW - sp_dp >= 16) ? 5'd16 : UW - sp_dp;
           end
         end
-      sp_lc = (sp_m <= sp_bnd) ? sp_m[6:0] * sp_ka : sp_bnd * sp_ka + (sp_m[6:0] - sp_bnd) * sp_kb;
-      sp_uc = sp_up;
-      sp_ec = sp_ep;
-      sp_epos = sp_eabs + {18'd0, sp_ep};
-      sp_pad = {1'b0, 3'd0 - sp_epos[2:0]};
-      if (sp_long) begin
-        // keep 15 zero-bits of the run, delete up to 16 of the next ones (at least one: bit 15 is zero)
-        sp_dp = sp_lpos + 14'd15;
-        sp_t16 = uwin[sp_dp +: 16];
-        sp_dn = 5'd16;
-        for (sb = 15; sb >= 0; sb = sb - 1)
-          if (sp_t16[sb]) sp_dn = sb;
-        if ({9'd0, sp_dn} > uav - sp_dp) sp_dn = uav - sp_dp;
-        sp_del = 1'b1;
-      end else if (!sp_wait && sp_lc <= lav && sp_ec + ((oc + sp_m == h_n) ? {10'd0, sp_pad} : 14'd0) <= eav) begin
+      end else if (sp_lc <= lav && sp_ec + (sp_last ? {10'd0, sp_pad} : 14'd0) <= eav) begin
         // every bit of the beat is here
         sp_bad = sp_epos > {h_rend[28:0], 3'b000};                    // Escape runs past the payload
-        if (oc + sp_m == h_n)                                         // padding, nothing left over
+        if (sp_last)                                                  // padding, nothing left over
           sp_bad = sp_bad || ((sp_epos + 32'd7) >> 3) != h_rend ||
-                   ((ewin[sp_ep +: 8] & ((8'd1 << sp_pad) - 8'd1)) != 8'd0);
+                   ((ewin[sp_ec +: 8] & ((8'd1 << sp_pad) - 8'd1)) != 8'd0);
         if (sp_verr) sp_err = ST_VALUE;
         else if (sp_bad) sp_err = ST_STREAM;
         else sp_go = 1'b1;
@@ -796,7 +898,11 @@ module speckv_dec #(
       end
 
       // decode side: X
-      if (h_split && ds_go) sp_eabs <= sp_epos;
+      if (h_split && ds_go) begin
+        sp_eabs <= sp_epos;
+        sp_urem <= sp_urem - {18'd0, sp_uc};
+      end
+      if (sp_del) sp_urem <= sp_urem - {27'd0, sp_dn};
       if (ds_err != 4'd0) err <= ds_err;
       if (ds_go) begin
         cc <= cc + {{(32-WFW){1'b0}}, ds_p};
@@ -822,6 +928,7 @@ module speckv_dec #(
       if (sp_st) begin
         sp_on <= 1'b1;
         sp_eabs <= {s_ue[28:0], 3'b000};
+        sp_urem <= (s_ue - s_us) << 3;
       end
       if (x_fin) begin
         x_chk <= 1'b0;

@@ -51,14 +51,17 @@ if ! yosys -q -l "$work/yosys.log" "$work/synth.ys" >"$work/stdout.txt" 2>&1; th
 fi
 end=$(date +%s)
 echo "yosys $mode check, DW=$dw MAX_BYTES=$maxb: $((end - start)) s (RAMs black-boxed)"
-# per module: cells and flip-flop bits (stat -width lists FF cells as $dff_<width> <count>)
+# per module: cells and flip-flop bits (stat -width lists FF cells as $dff_<width> <count>);
+# the parameter variants of one module (each instantiated once) are added up
 awk '
-  /^=== /{mod=$2; sub(/.*\\/, "", mod); if (mod == "design") mod = "total"; order[++n] = mod}
-  /Number of cells:/{cells[mod] = $4}
+  /^=== /{mod=$2; sub(/.*\\/, "", mod); if (mod == "design") mod = "total";
+          if (!(mod in nv)) order[++n] = mod; nv[mod]++}
+  /Number of cells:/{cells[mod] += $4}
   $1 ~ /^\$_?(a|s|al)?dff(e|sr|ce)?_[0-9]+$/ || $1 ~ /^\$_(S|A)?DFF/ {
      w = $1; sub(/.*_/, "", w); if (w !~ /^[0-9]+$/) w = 1; ff[mod] += w * $2 }
   END{ for (i = 1; i <= n; i++) { m = order[i]; if (m == "speckv_codec_top") continue;
-       printf "  %-12s %8d cells %8d flip-flop bits\n", m ":", cells[m], ff[m] } }' "$work/stat.txt"
+       name = (nv[m] > 1) ? m " x" nv[m] : m;
+       printf "  %-18s %8d cells %8d flip-flop bits\n", name ":", cells[m], ff[m] } }' "$work/stat.txt"
 # logic depth, register to register (an estimate: no placement, routing or vendor timing)
 if command -v python3 >/dev/null 2>&1; then
     echo "logic depth of the word-level netlist (flattened, before optimisation):"
