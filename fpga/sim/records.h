@@ -37,6 +37,7 @@ struct SplitSyms {
     std::vector<unsigned> k;
     std::vector<uint32_t> z;
     size_t lo = 0, un = 0, es = 0, end = 0;
+    uint32_t maxrun = 0;  // longest run of zero-bits before a one-bit in Unary
 };
 
 // Parses the stream of a record with one scale as §18 says; false if it is
@@ -68,6 +69,7 @@ inline bool split_parse(const std::vector<uint8_t> &r, SplitSyms *o) {
         if (up >= slen * 8) return false;
         up++;
         v[i] = c;
+        o->maxrun = std::max(o->maxrun, c);
     }
     o->es = size_t((up + 7) / 8);
     ep = uint64_t(o->es) * 8;
@@ -169,7 +171,7 @@ inline std::vector<uint8_t> mutate_split(Gen &g, const std::vector<uint8_t> &rec
             for (uint32_t t = 0, m = 1 + g.below(8); t < m; t++) {
                 size_t i = g.below(uint32_t(n));
                 force[i] = 1;
-                extra[i] = g.below(4) == 0 ? 0 : g.below(8) == 0 ? 200 + g.below(3000) : g.below(40);
+                extra[i] = g.below(4) == 0 ? 0 : g.below(3) == 0 ? 200 + g.below(3000) : g.below(40);
             }
             split_replace(r, split_write(s, force, extra));
             break;

@@ -66,6 +66,7 @@ struct Stats {
     uint64_t dec_records = 0, dec_ok = 0, dec_mismatch = 0, dec_rejected = 0, dec_unsup = 0;
     uint64_t dec_missed_reject = 0, dec_false_reject = 0, hostile = 0;
     uint64_t enc_split = 0, dec_split = 0, dec_split_ok = 0, dec_split_rejected = 0, dec_split_unsup = 0;
+    uint64_t dec_split_run = 0;  // split records decoded equal with a zero run longer than a beat's Unary view (DW bits)
     uint64_t kinds[kKinds] = {};
     uint64_t status_hist[16] = {};
 };
@@ -272,7 +273,11 @@ private:
         if (split) {
             st.dec_split++;
             if (j.ref_rc != SPECKV_OK && code != 0) st.dec_split_rejected++;
-            if (j.ref_rc == SPECKV_OK && code == 0) st.dec_split_ok++;
+            if (j.ref_rc == SPECKV_OK && code == 0) {
+                st.dec_split_ok++;
+                SplitSyms sy;
+                if (split_parse(j.rec, &sy) && sy.maxrun >= uint32_t(SPECKV_DW)) st.dec_split_run++;
+            }
             if (j.ref_rc == SPECKV_OK && code == 7) st.dec_split_unsup++;
         }
         bool bad = false;
@@ -437,8 +442,9 @@ int main(int argc, char **argv) {
                     s.dec_records, s.hostile, corpus_n, s.dec_ok, s.dec_rejected, s.dec_unsup, s.dec_mismatch,
                     s.dec_missed_reject, s.dec_false_reject);
         std::printf("  split-Rice records to the decoder: %" PRIu64 " (%" PRIu64 " decoded equal, %" PRIu64
-                    " rejected as the C++ does, %" PRIu64 " valid but UNSUP)\n",
-                    s.dec_split, s.dec_split_ok, s.dec_split_rejected, s.dec_split_unsup);
+                    " of them with a zero run of >= %d bits in Unary; %" PRIu64 " rejected as the C++ does, %" PRIu64
+                    " valid but UNSUP)\n",
+                    s.dec_split, s.dec_split_ok, s.dec_split_run, SPECKV_DW, s.dec_split_rejected, s.dec_split_unsup);
         std::printf("  decoder status histogram:");
         for (int c = 0; c < 8; c++) std::printf(" %d:%" PRIu64, c, s.status_hist[c]);
         std::printf("\n");
