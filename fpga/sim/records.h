@@ -155,7 +155,7 @@ inline std::vector<uint8_t> mutate_split(Gen &g, const std::vector<uint8_t> &rec
     };
     std::vector<uint8_t> force(n, 0);
     std::vector<uint32_t> extra(n, 0);
-    switch (g.below(12)) {
+    switch (g.below(13)) {
         case 0: flip_in(0, sl); break;                                            // any bit
         case 1: r[26 + g.below(uint32_t(s.lo))] ^= uint8_t(1u << g.below(8)); break;  // a K field, or its padding
         case 2: flip_in(s.lo, s.un); break;                                       // Low bits / padding
@@ -190,6 +190,17 @@ inline std::vector<uint8_t> mutate_split(Gen &g, const std::vector<uint8_t> &rec
             break;
         }
         case 10: r[7] ^= 1; break;                                                // order none <-> linear
+        case 11: {  // escapes with runs of 60..450 zero-bits among a few neighbours: the symbols of
+                    // one decoder beat need more bits than its Unary view holds, each one-bit still in it
+            size_t i0 = g.below(uint32_t(n));
+            for (uint32_t t = 0, m = 2 + g.below(6); t < m; t++) {
+                size_t i = std::min(n - 1, i0 + g.below(24));
+                force[i] = 1;
+                extra[i] = 60 + g.below(390);
+            }
+            split_replace(r, split_write(s, force, extra));
+            break;
+        }
         default:                                                                  // a byte short / more
             if (g.below(2)) r.pop_back();
             else r.push_back(g.below(2) ? 0 : uint8_t(g.u32()));
