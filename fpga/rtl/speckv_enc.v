@@ -558,7 +558,9 @@ module speckv_enc #(
   // dropped: Low never is (<= 7 bits per symbol); an Escape section past
   // PDL words (> 3.5·MAX_BYTES bits) comes with >= 16/9 as many Unary bits,
   // so the record is longer than raw and bypassed.
-  localparam integer PDK = ((MAX_BYTES / 2 + 63) / 64 * 4 + DW - 1) / DW;   // K words per bank
+  localparam integer KBITS = (MAX_BYTES / 2 + 63) / 64 * 4;                 // most K bits of a page
+  localparam integer PDK = (KBITS + DW - 1) / DW;                           // K words per bank
+  localparam integer KACC = (KBITS < DW) ? ((KBITS + 7) / 8) * 8 : DW;      // K accumulator bits
   localparam integer PDL = (7 * (MAX_BYTES / 2) + DW - 1) / DW;             // Low / Escape words per bank
   localparam integer SCW = AW + 3;
   wire           sp_go = c_split && c_go && !c_mark;
@@ -566,7 +568,7 @@ module speckv_enc #(
   reg            sk_re, sl_re, se_re;
   reg  [SCW-1:0] s_ra;
   wire [DW-1:0]  sk_rd, sl_rd, se_rd;
-  speckv_enc_sec #(.DW(DW), .IW(4), .PDW(PDK), .CW(SCW)) u_sk (
+  speckv_enc_sec #(.DW(DW), .IW(4), .PDW(PDK), .CW(SCW), .ACCW(KACC)) u_sk (
     .clk(clk), .rst(rst), .go(sp_go), .in_bits({1'b0, rc_kb}), .in_n(rc_blk ? 13'd4 : 13'd0),
     .bank(c_bank), .fin(c_end), .f_bytes(sk_bytes), .f_crc(sk_crc),
     .re(sk_re), .rbank(e_bank), .ra(s_ra), .rd(sk_rd));
@@ -999,13 +1001,16 @@ endmodule
 // f_crc (CRC32C register from 0 over the section's bytes) are valid and the
 // last partial word is written. No conflict between COMP's and FIN's writes:
 // one beat is less than a word, so the next page's first word is completed
-// at its second beat at the earliest, one cycle after FIN's write.
+// at its second beat at the earliest, one cycle after FIN's write. A
+// section that never fills a word (ACCW < DW: K at MAX_BYTES <= 32·DW) keeps
+// an ACCW-bit accumulator and is written by FIN only.
 `default_nettype none
 module speckv_enc_sec #(
   parameter integer DW = 512,
   parameter integer IW = 224,          // most bits appended per beat, < DW
   parameter integer PDW = 28,          // words kept per bank
-  parameter integer CW = 13            // width of the word counter (counts past PDW)
+  parameter integer CW = 13,           // width of the word counter (counts past PDW)
+  parameter integer ACCW = DW          // accumulator bits: DW, or the section's most bits if fewer
 ) (
   input  wire                       clk,
   input  wire                       rst,
@@ -1026,7 +1031,8 @@ module speckv_enc_sec #(
 
   `include "speckv_codec_fn.vh"
 
-  reg  [DW-1:0]   acc, f_acc, w_d;
+  reg  [ACCW-1:0] acc, f_acc;
+  reg  [DW-1:0]   w_d;
   reg  [12:0]     fill, f_fill;
   reg  [CW-1:0]   wa, f_wa;
   reg  [31:0]     crc, f_crc_r;
@@ -1034,10 +1040,10 @@ module speckv_enc_sec #(
   reg             f_v, w_we;
   reg  [PAW+1:0]  w_a;
 
-  wire [2*DW-1:0] tmp = {{DW{1'b0}}, acc} | ({{(2*DW-IW){1'b0}}, in_bits} << fill);
+  wire [2*DW-1:0] tmp = {{(2*DW-ACCW){1'b0}}, acc} | ({{(2*DW-IW){1'b0}}, in_bits} << fill);
   wire [13:0]     nf = {1'b0, fill} + {1'b0, in_n};
-  wire            full = go && nf >= DW;
-  wire [DW-1:0]   accn = !go ? acc : full ? tmp[2*DW-1:DW] : tmp[DW-1:0];
+  wire            full = (ACCW == DW) && go && nf >= DW;
+  wire [ACCW-1:0] accn = !go ? acc : full ? tmp[DW +: ACCW] : tmp[ACCW-1:0];
   wire [12:0]     filln = !go ? fill : full ? nf[12:0] - DW : nf[12:0];
   wire [31:0]     crcn = full ? crc_upd(crc, tmp[DW-1:0], BB) : crc;
   wire [CW-1:0]   wan = wa + {{(CW-1){1'b0}}, full};
@@ -1045,12 +1051,12 @@ module speckv_enc_sec #(
   wire [7:0]      f_nb = f_nb13[7:0];                   // bytes in the last (partial) word
 
   assign f_bytes = f_wa * BB + {24'd0, f_nb};
-  assign f_crc = (f_nb != 8'd0) ? crc_upd(f_crc_r, f_acc, f_nb) : f_crc_r;
+  assign f_crc = (f_nb != 8'd0) ? crc_upd(f_crc_r, {{(DW-ACCW){1'b0}}, f_acc}, f_nb) : f_crc_r;
 
   always @(posedge clk) begin
     w_we <= 1'b0;
     if (rst) begin
-      acc <= {DW{1'b0}};
+      acc <= {ACCW{1'b0}};
       fill <= 13'd0;
       wa <= {CW{1'b0}};
       crc <= 32'd0;
@@ -1068,7 +1074,7 @@ module speckv_enc_sec #(
         f_crc_r <= crcn;
         f_wa <= wan;
         f_bank <= bank;
-        acc <= {DW{1'b0}};
+        acc <= {ACCW{1'b0}};
         fill <= 13'd0;
         wa <= {CW{1'b0}};
         crc <= 32'd0;
@@ -1082,7 +1088,7 @@ module speckv_enc_sec #(
       if (f_v && f_fill != 13'd0 && f_wa < PDW) begin
         w_we <= 1'b1;
         w_a <= {f_bank, f_wa[PAW-1:0]};
-        w_d <= f_acc;
+        w_d <= {{(DW-ACCW){1'b0}}, f_acc};
       end
     end
   end
