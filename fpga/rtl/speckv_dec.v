@@ -243,6 +243,9 @@ module speckv_dec #(
   reg  [31:0]    rs_us, rs_rend;
   reg  [NBW+1:0] rs_ulo, rs_uhi;      // Unary bytes of this beat: [rs_ulo, rs_uhi)
   reg  [15:0]    rs_rem, rs_acc;
+  reg  [BB*16-1:0] rs_pp;
+  reg  [BB-1:0]  rs_in, rs_hit, rs_hit1, rs_msk;
+  reg  [NBW-1:0] rs_hi;
   reg            rs_f, rs_x, rs_lpbad;
   reg  [31:0]    rs_fpos, rs_lp;
   reg  [7:0]     rs_byte;
@@ -278,18 +281,30 @@ module speckv_dec #(
     rs_fpos = rs_first ? 32'd0 : rs_ue;
     rs_pc = 4'd0;
     rs_byte = 8'd0;
-    for (ri = 0; ri < BB; ri = ri + 1)
-      if (!rs_f && ri >= rs_ulo && ri < rs_uhi) begin
-        rs_byte = rs_d[ri*8 +: 8];
-        rs_pc = 4'd0;
-        for (rb = 0; rb < 8; rb = rb + 1) rs_pc = rs_pc + {3'd0, rs_byte[rb]};
-        rs_acc = rs_acc + {12'd0, rs_pc};
-        if (rs_acc >= rs_rem) begin
-          rs_f = 1'b1;
-          rs_fpos = rs_base + ri + 1;                 // Escape starts after this byte
-          rs_x = (rs_acc != rs_rem);                  // a one-bit after the n-th in its byte
-        end
-      end
+    // byte popcounts of the beat's Unary bytes and their prefix sums (log depth);
+    // the first byte whose running count reaches the n-th one-bit ends Unary
+    rs_pp = {BB*16{1'b0}};
+    for (ri = 0; ri < BB; ri = ri + 1) begin
+      rs_byte = rs_d[ri*8 +: 8];
+      rs_pc = ((rs_byte[0] + rs_byte[1]) + (rs_byte[2] + rs_byte[3])) + ((rs_byte[4] + rs_byte[5]) + (rs_byte[6] + rs_byte[7]));
+      rs_in[ri] = !rs_f && ri >= rs_ulo && ri < rs_uhi;
+      if (rs_in[ri]) rs_pp[ri*16 +: 16] = {12'd0, rs_pc};
+    end
+    for (rb = 1; rb < BB; rb = rb * 2)
+      for (ri = BB - 1; ri >= rb; ri = ri - 1) rs_pp[ri*16 +: 16] = rs_pp[ri*16 +: 16] + rs_pp[(ri - rb)*16 +: 16];
+    for (ri = 0; ri < BB; ri = ri + 1) rs_hit[ri] = rs_in[ri] && rs_pp[ri*16 +: 16] >= rs_rem;
+    rs_hit1 = rs_hit & (~rs_hit + 1'b1);
+    for (rb = 0; rb < NBW; rb = rb + 1) begin
+      for (ri = 0; ri < BB; ri = ri + 1) rs_msk[ri] = (ri >> rb) & 1;
+      rs_hi[rb] = |(rs_hit1 & rs_msk);
+    end
+    rs_acc = rs_pp[(BB-1)*16 +: 16];
+    if (rs_hit != {BB{1'b0}}) begin
+      rs_f = 1'b1;
+      rs_acc = rs_pp >> (rs_hi * 16);
+      rs_fpos = rs_base + rs_hi + 1;                  // Escape starts after this byte
+      rs_x = (rs_acc != rs_rem);                      // a one-bit after the n-th in its byte
+    end
     // the last Low byte: bits past the Low bits are zero
     rs_lp = rs_us - 32'd1 - rs_base;
     rs_lpbad = 1'b0;
@@ -311,6 +326,7 @@ module speckv_dec #(
   reg         ds_lit;
   reg  [31:0] ds_bits, ds_l, ds_left;
   reg  [DW-1:0] ds_word;
+  reg  [EMAX*8-1:0] ds_sv;      // the beat's symbols
   // Rice (§6.2)
   reg  [WC*8+31:0] rw;         // X's window bits from the read position, zero past X's bytes
   reg  [12:0] ra, rp, re;      // bits available, bits read by this beat, window bit where it ends
@@ -339,6 +355,7 @@ module speckv_dec #(
     ds_l = 32'd0;
     ds_left = 32'd0;
     ds_word = {DW{1'b0}};
+    ds_sv = {EMAX*8{1'b0}};
     rw = {(WC*8+32){1'b0}};
     ra = 13'd0;
     rp = 13'd0;
@@ -377,9 +394,7 @@ module speckv_dec #(
           for (dj = 0; dj < EMAX; dj = dj + 1)
             if (dj < ds_m && ds_err == 4'd0) begin
               ds_left = h_n - oc - dj;
-              if (h_split) begin
-                ds_sym = sp_sym[dj*8 +: 8];
-              end else if (h_rice) begin
+              if (h_rice) begin
                 // a block of 64 symbols starts with its k
                 if (((oc + dj) & 32'd63) == 32'd0) begin
                   if (rp + 13'd3 > ra) ds_err = ST_SHORT;
@@ -443,22 +458,28 @@ module speckv_dec #(
                   ds_rem = ds_rem - 8'd1;
                 end
               end
-              if (ds_err == 4'd0 && !h_rice && !h_split) begin
+              if (ds_err == 4'd0 && !h_rice) begin
                 ds_sym = h_delta ? ds_ps + ds_sym : ds_sym;    // §6.0, wrapping
                 ds_mag = ds_sym[7] ? 8'd0 - ds_sym : ds_sym;    // 0x80 -> 0x80 = 128
                 if (ds_sym == 8'h80 || ds_mag > h_qmax) ds_err = ST_VALUE;
               end
               if (ds_err == 4'd0) begin
-                if (!h_split) ds_ps = ds_sym;       // split Rice: sp_ps (kept off the Rice chain)
-                ds_bits = dequant_bits(ds_sym, h_scale);
-                if (h_dtype == 8'd3)
-                  ds_word[(dj % (BB / 4))*32 +: 32] = ds_bits;
-                else if (h_dtype == 8'd2)
-                  ds_word[dj*16 +: 16] = fp32_to_bf16(ds_bits);
-                else
-                  ds_word[dj*16 +: 16] = fp32_to_fp16_sat(ds_bits);
+                ds_ps = ds_sym;
+                ds_sv[dj*8 +: 8] = ds_sym;
               end
             end
+          // dequantise: this beat's symbols, or the split-Rice decode's (kept off
+          // the chain above: the two are never used together)
+          for (dj = 0; dj < EMAX; dj = dj + 1) begin
+            ds_bits = dequant_bits(h_split ? sp_sym[dj*8 +: 8] : ds_sv[dj*8 +: 8], h_scale);
+            if (h_dtype == 8'd3) begin
+              if (dj < BB / 4) ds_word[dj*32 +: 32] = ds_bits;
+            end else if (h_dtype == 8'd2)
+              ds_word[dj*16 +: 16] = fp32_to_bf16(ds_bits);
+            else
+              ds_word[dj*16 +: 16] = fp32_to_fp16_sat(ds_bits);
+          end
+          ds_word = ds_word & ~({DW{1'b1}} << (ds_m[NBW-1:0] * h_esz * 8));
           if (h_rice && ds_err == 4'd0) begin
             // bytes consumed; the last beat also takes the padding byte, whose
             // bits past the stream must be zero
@@ -473,7 +494,7 @@ module speckv_dec #(
               bo_n = re[2:0];
             end
           end
-          if (h_split) begin ds_err = sp_err; ds_ps = sp_ps; end
+          if (h_split) begin ds_err = sp_err; ds_ps = sp_ps; ds_p = {(WFW+1){1'b0}}; end
           if (ds_err != 4'd0) ds_go = 1'b0;
           // out of bytes: wait for more, or a truncated stream once the input has ended
           if (ds_err == ST_SHORT) ds_err = ended ? ST_STREAM : 4'd0;

@@ -9,6 +9,8 @@
 # full (long: did not finish on the shared 2-core machine, > 13 min and 8 GB at
 #   DW=256): also map to 6-input LUTs with ABC and print LUT count and the
 #   longest path in LUTs (real LUT levels of the mapped netlist, no routing).
+# DEPTH_THROUGH="FILE:A-B ..." also prints the longest path through those source
+# lines (synth/depth.py --through); KEEP_JSON=1 keeps the flattened netlists.
 # Exit: 0 clean, 1 latch / loop / error, 77 yosys not installed (CTest: skipped).
 set -eu
 fpga=$1 work=$2 mode=${3:-quick} dw=${4:-256} maxb=${5:-4096}
@@ -65,7 +67,9 @@ awk '
 # logic depth, register to register (an estimate: no placement, routing or vendor timing)
 if command -v python3 >/dev/null 2>&1; then
     echo "logic depth of the word-level netlist (flattened, before optimisation):"
-    python3 "$fpga/synth/depth.py" "$work/flat.json" || exit 1
+    thr=""
+    for t in ${DEPTH_THROUGH:-}; do thr="$thr --through $t"; done
+    python3 "$fpga/synth/depth.py" "$work/flat.json" $thr || exit 1
     if [ "$mode" = full ]; then
         awk '/Number of cells:/{print "  LUT-mapped (abc -lut 6): " $4 " cells"} $1 == "$lut" {print "  6-input LUTs: " $2}' "$work/stat_lut.txt"
         echo "logic depth of the LUT netlist (each cell one level):"
@@ -74,5 +78,5 @@ if command -v python3 >/dev/null 2>&1; then
 else
     echo "python3 not found: no depth figure"
 fi
-rm -f "$work/flat.json" "$work/lut.json"
+[ "${KEEP_JSON:-0}" = 1 ] || rm -f "$work/flat.json" "$work/lut.json"
 echo "FPGA-SYNTH PASS (no latches, no combinational loops)"
