@@ -48,6 +48,20 @@ int main(int argc, char **argv) {
         auto rec = ref_encode(p);
         DecJob j = ref_decode(rec, false);
         dv.push_back({j.rec, j.ref_rc, j.expect});
+        // every fifth split-Rice page also as a record with an escape after a zero run longer than
+        // the decoder's Unary view (its run-shortening path; valid: the C++ decoder accepts it)
+        SplitSyms sy;
+        if (k >= uint64_t(2 * kKinds) && k < uint64_t(3 * kKinds) && k % 5 == 0 && split_parse(rec, &sy)) {
+            std::vector<uint8_t> force(sy.z.size(), 0);
+            std::vector<uint32_t> extra(sy.z.size(), 0);
+            size_t i = g.below(uint32_t(sy.z.size()));
+            force[i] = 1;
+            extra[i] = 600 + g.below(600);
+            auto r2 = rec;
+            split_replace(r2, split_write(sy, force, extra));
+            DecJob j2 = ref_decode(r2, true);
+            dv.push_back({j2.rec, j2.ref_rc, j2.expect});
+        }
         ev.push_back({std::move(p), std::move(rec)});
     }
     for (uint64_t k = 0; k < fuzz; k++) {
