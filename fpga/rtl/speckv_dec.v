@@ -1,12 +1,17 @@
-// speckv KV codec: record decoder (docs/codec.md §1-§9).
+// speckv KV codec: record decoder (docs/codec.md §1-§9, §18).
 //
 // Decodes raw records (mode 0) and quantised records with one page scale
 // (group 0), scan order none/linear (or columnar with C = 1, the same
-// thing), entropy bytes, RLE or Rice (§6.2), any b in 3..8 and any dtype:
-// this covers the presets paper (1), int8 (2), p8r (9), vp8/vp6/vp5 (15-17).
-// Other valid records (channel/token scales, b 9..12 of §13, columnar with
-// C > 1) end with status UNSUP; the decoder still checks their header,
-// length and CRC and never hangs on them.
+// thing), entropy bytes, RLE, Rice (§6.2) or split Rice (§18), any b in
+// 3..8 and any dtype: this covers the presets paper (1), int8 (2), p8r (9),
+// vp8/vp6/vp5 (15-17), p8rs (24), vp8s/vp6s/vp5s (30-32). Other valid
+// records (channel/token scales, b 9..12 of §13, columnar with C > 1, split
+// Rice of a page larger than MAX_BYTES) end with status UNSUP; the decoder
+// still checks their header, length and CRC and never hangs on them.
+//
+// Split Rice is decoded from a buffer of the whole record (its last section
+// is needed by the first symbol), once its length and CRC are known good,
+// a beat of E symbols per cycle in parallel; see the section further down.
 //
 // Rice: the window is read at a bit offset (bo); one beat decodes its E
 // symbols serially (a 3-bit k at every 64th symbol), reading bits past the

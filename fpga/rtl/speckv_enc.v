@@ -1,14 +1,15 @@
-// speckv KV codec: page encoder (docs/codec.md §1-§9, §16).
+// speckv KV codec: page encoder (docs/codec.md §1-§9, §16, §18).
 //
 // Implements record modes 0 (raw), 1 (paper: b=8, page scale, linear
-// delta, RLE), 2 (int8: b=8, page scale, no delta, bytes) and 15/16/17
-// (vp8/vp6/vp5: b=8/6/5, page scale, no delta, Rice of §6.2), with the
-// bypass rule of §7, for dtypes 0..3. A page arrives as DW-bit beats
-// (in_nbytes valid bytes per beat, BB on every beat but the last; in_last on
-// the last). cfg_* are sampled with the first beat of a page. The record
-// leaves as DW-bit beats of record bytes, out_nbytes valid, out_last on the
-// last one. Any other known cfg_mode (3..14: channel/token scales, delta
-// with Rice, b > 8) is not implemented here and is stored raw.
+// delta, RLE), 2 (int8: b=8, page scale, no delta, bytes), 15/16/17
+// (vp8/vp6/vp5: b=8/6/5, page scale, no delta, Rice of §6.2) and 30/31/32
+// (vp8s/vp6s/vp5s: the same with split Rice of §18), with the bypass rule
+// of §7, for dtypes 0..3. A page arrives as DW-bit beats (in_nbytes valid
+// bytes per beat, BB on every beat but the last; in_last on the last).
+// cfg_* are sampled with the first beat of a page. The record leaves as
+// DW-bit beats of record bytes, out_nbytes valid, out_last on the last one.
+// Any other known cfg_mode (3..14, 18..29: channel/token scales, delta with
+// Rice or split Rice, b > 8) is not implemented here and is stored raw.
 //
 // Preconditions (the C++ encode() returns SPECKV_EINVAL for these):
 // 1 <= page bytes <= MAX_BYTES, a whole number of elements, a known mode id.
@@ -28,11 +29,15 @@
 //         end. Rice: a block's k (argmin of the 8 block costs) is computed
 //         from the 64 window slots of the block when its first symbol is in
 //         the oldest beat; a beat's codes (up to 1.5 DW bits) go to a bit
-//         packer that writes up to two payload words per cycle.
+//         packer that writes up to two payload words per cycle. Split
+//         Rice: the same k; the codes' parts go to four section packers
+//         (K, Low, Unary = the payload packer, Escape), each to its RAM.
 //   FIN   last payload word, its CRC, the bypass decision (§7), the header.
-//   HCRC  header CRC: x^(8·len) by square-and-multiply (LB cycles), overlapped
-//         with the previous record's EMIT.
-//   EMIT  24-byte realignment of header + payload (or raw page), II=1.
+//   HCRC  header CRC: each part's CRC register from 0 advanced over the
+//         bytes after it (x^(8·len), square-and-multiply, LB cycles) and
+//         XORed, overlapped with the previous record's EMIT.
+//   EMIT  header (+ scale), then the record's RAM sections (K, Low,
+//         Unary / payload / raw page, Escape) through a byte realigner, II=1.
 // Stages never stall each other mid-page: a page enters LOAD only when fewer
 // than NPG pages are between LOAD and the end of EMIT, which bounds every
 // queue and RAM bank below. Output back-pressure backs up to in_ready.
