@@ -45,7 +45,7 @@ module speckv_codec_top #(
     .out_valid(enc_out_valid), .out_ready(enc_out_ready), .out_data(enc_out_data),
     .out_nbytes(enc_out_nbytes), .out_last(enc_out_last));
 
-  speckv_dec #(.DW(DW), .MODES(MODES)) u_dec (
+  speckv_dec #(.DW(DW), .MODES(MODES), .MAX_BYTES(MAX_BYTES)) u_dec (
     .clk(clk), .rst(rst),
     .in_valid(dec_in_valid), .in_ready(dec_in_ready), .in_data(dec_in_data),
     .in_nbytes(dec_in_nbytes), .in_last(dec_in_last),

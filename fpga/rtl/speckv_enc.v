@@ -1,14 +1,15 @@
-// speckv KV codec: page encoder (docs/codec.md §1-§9, §16).
+// speckv KV codec: page encoder (docs/codec.md §1-§9, §16, §18).
 //
 // Implements record modes 0 (raw), 1 (paper: b=8, page scale, linear
-// delta, RLE), 2 (int8: b=8, page scale, no delta, bytes) and 15/16/17
-// (vp8/vp6/vp5: b=8/6/5, page scale, no delta, Rice of §6.2), with the
-// bypass rule of §7, for dtypes 0..3. A page arrives as DW-bit beats
-// (in_nbytes valid bytes per beat, BB on every beat but the last; in_last on
-// the last). cfg_* are sampled with the first beat of a page. The record
-// leaves as DW-bit beats of record bytes, out_nbytes valid, out_last on the
-// last one. Any other known cfg_mode (3..14: channel/token scales, delta
-// with Rice, b > 8) is not implemented here and is stored raw.
+// delta, RLE), 2 (int8: b=8, page scale, no delta, bytes), 15/16/17
+// (vp8/vp6/vp5: b=8/6/5, page scale, no delta, Rice of §6.2) and 30/31/32
+// (vp8s/vp6s/vp5s: the same with split Rice of §18), with the bypass rule
+// of §7, for dtypes 0..3. A page arrives as DW-bit beats (in_nbytes valid
+// bytes per beat, BB on every beat but the last; in_last on the last).
+// cfg_* are sampled with the first beat of a page. The record leaves as
+// DW-bit beats of record bytes, out_nbytes valid, out_last on the last one.
+// Any other known cfg_mode (3..14, 18..29: channel/token scales, delta with
+// Rice or split Rice, b > 8) is not implemented here and is stored raw.
 //
 // Preconditions (the C++ encode() returns SPECKV_EINVAL for these):
 // 1 <= page bytes <= MAX_BYTES, a whole number of elements, a known mode id.
@@ -28,11 +29,15 @@
 //         end. Rice: a block's k (argmin of the 8 block costs) is computed
 //         from the 64 window slots of the block when its first symbol is in
 //         the oldest beat; a beat's codes (up to 1.5 DW bits) go to a bit
-//         packer that writes up to two payload words per cycle.
+//         packer that writes up to two payload words per cycle. Split
+//         Rice: the same k; the codes' parts go to four section packers
+//         (K, Low, Unary = the payload packer, Escape), each to its RAM.
 //   FIN   last payload word, its CRC, the bypass decision (§7), the header.
-//   HCRC  header CRC: x^(8·len) by square-and-multiply (LB cycles), overlapped
-//         with the previous record's EMIT.
-//   EMIT  24-byte realignment of header + payload (or raw page), II=1.
+//   HCRC  header CRC: each part's CRC register from 0 advanced over the
+//         bytes after it (x^(8·len), square-and-multiply, LB cycles) and
+//         XORed, overlapped with the previous record's EMIT.
+//   EMIT  header (+ scale), then the record's RAM sections (K, Low,
+//         Unary / payload / raw page, Escape) through a byte realigner, II=1.
 // Stages never stall each other mid-page: a page enters LOAD only when fewer
 // than NPG pages are between LOAD and the end of EMIT, which bounds every
 // queue and RAM bank below. Output back-pressure backs up to in_ready.
@@ -89,8 +94,9 @@ module speckv_enc #(
   reg  [AW:0] d_nbeats;
   reg         d_nonfin;
   reg  [2:0]  alive;                   // pages between LOAD (first beat) and the end of EMIT
-  // quantiser bits of the loaded page's mode (§9, §16): 6 vp6, 5 vp5, else 8
-  wire [3:0]  d_bits = (d_mode == 8'd16) ? 4'd6 : (d_mode == 8'd17) ? 4'd5 : 4'd8;
+  // quantiser bits of the loaded page's mode (§9, §16, §18): 6 vp6/vp6s, 5 vp5/vp5s, else 8
+  wire [3:0]  d_bits = (d_mode == 8'd16 || d_mode == 8'd31) ? 4'd6 :
+                       (d_mode == 8'd17 || d_mode == 8'd32) ? 4'd5 : 4'd8;
   wire [7:0]  d_qmax = (8'd1 << (d_bits - 4'd1)) - 8'd1;
 
   wire        r_take;                  // READ takes the loaded page this cycle
@@ -165,7 +171,9 @@ module speckv_enc #(
   wire [15:0] d_scale = d_zero ? 16'd0 : {1'b0, pr_em - pr_j, pr_ms[6:0]};
   wire [7:0]  d_es = d_zero ? 8'd0 : pr_em - pr_j;
   wire [15:0] d_rr = d_zero ? 16'd0 : pr_r[15:0];
-  wire        d_rice = (d_mode == 8'd15 || d_mode == 8'd16 || d_mode == 8'd17);
+  // Rice (vp8/vp6/vp5) and split Rice (vp8s/vp6s/vp5s): the window holds q itself (no delta)
+  wire        d_rice = (d_mode == 8'd15 || d_mode == 8'd16 || d_mode == 8'd17 ||
+                        d_mode == 8'd30 || d_mode == 8'd31 || d_mode == 8'd32);
   wire        d_raw = (d_mode != 8'd1 && d_mode != 8'd2 && !d_rice) || d_dtype == 8'd0 || d_nonfin || pr_range_bad;
   wire        d_e32 = (d_dtype == 8'd3);
   wire [15:0] d_layc = (d_ch != 16'd0 && (pr_n % {16'd0, d_ch}) == 32'd0) ? d_ch : 16'd1;
@@ -395,8 +403,13 @@ module speckv_enc #(
   // A block of 64 symbols starts at most once per beat (E <= 64), at slot rc_s;
   // its k is the argmin (ties to the smallest) of the 8 block costs over
   // window slots rc_s .. rc_s + 63 (WS >= E + 130 > rc_s + 63).
-  wire       c_rice = (c_mode == 8'd15 || c_mode == 8'd16 || c_mode == 8'd17);
-  wire [4:0] c_w = (c_mode == 8'd16) ? 5'd7 : (c_mode == 8'd17) ? 5'd6 : 5'd9;   // escape width b + 1
+  // split Rice (§18, vp8s/vp6s/vp5s): the same symbols and block k (its escape
+  // costs one bit more), the code parts go to four sections (see below)
+  wire       c_split = (c_mode == 8'd30 || c_mode == 8'd31 || c_mode == 8'd32);
+  wire       c_rice = (c_mode == 8'd15 || c_mode == 8'd16 || c_mode == 8'd17) || c_split;
+  wire [4:0] c_w = (c_mode == 8'd16 || c_mode == 8'd31) ? 5'd7 :
+                   (c_mode == 8'd17 || c_mode == 8'd32) ? 5'd6 : 5'd9;   // escape width b + 1
+  wire [11:0] c_esc = {7'd0, c_w} + (c_split ? 12'd16 : 12'd15);       // bit cost of an escape
   reg [2*DW-1:0]   rc_bits;            // this beat's codes, LSB first
   reg [11:0]       rc_n;               // their bit count (<= E * 24 + 3)
   reg [8*12-1:0]   rc_cost;
@@ -432,7 +445,7 @@ module speckv_enc #(
             for (rk_ = 0; rk_ < 8; rk_ = rk_ + 1) begin
               rc_u = rc_z >> rk_;
               rc_cost[rk_*12 +: 12] = rc_cost[rk_*12 +: 12] +
-                  ((rc_u < 9'd15) ? {3'd0, rc_u} + 12'd1 + rk_ : 12'd15 + {7'd0, c_w});
+                  ((rc_u < 9'd15) ? {3'd0, rc_u} + 12'd1 + rk_ : c_esc);
             end
           end
         rc_ck = rc_cost[11:0];
@@ -466,9 +479,62 @@ module speckv_enc #(
     end
   end
 
+  // Split Rice codes of the oldest beat (§18): position i of the beat, with
+  // its block's k (the new block's from slot rc_s on), gives k low bits of z
+  // (section Low), v = min(z >> k, 15) zero-bits and a one-bit (Unary) and,
+  // when z >> k >= 15, z >> k in W - k bits (Escape); a block start gives
+  // its 4-bit k (section K). Each section has its own bit packer; Unary uses
+  // the payload packer below, the others speckv_enc_sec. The offsets are
+  // running sums over the positions, like rc_n.
+  localparam integer SLW = EMAX * 7;              // most Low bits per beat
+  localparam integer SEW = EMAX * 9;              // most Escape bits per beat (W - k <= 9)
+  reg [SLW+6:0]    sl_bits;
+  reg [DW+15:0]    su_bits;            // <= 16 bits per position: EMAX * 16 = DW
+  reg [SEW+8:0]    se_bits;
+  reg [12:0]       sl_n, su_n, se_n;
+  reg [2:0]        sp_k;
+  reg [8:0]        sp_z, sp_u;
+  reg [3:0]        sp_v;
+  integer          si_;
+  always @(*) begin
+    sl_bits = {(SLW+7){1'b0}};
+    su_bits = {(DW+16){1'b0}};
+    se_bits = {(SEW+9){1'b0}};
+    sl_n = 13'd0;
+    su_n = 13'd0;
+    se_n = 13'd0;
+    sp_k = rk;
+    sp_z = 9'd0;
+    sp_u = 9'd0;
+    sp_v = 4'd0;
+    si_ = 0;
+    if (c_split && c_go && !c_mark)
+      for (si_ = 0; si_ < EMAX; si_ = si_ + 1)
+        if (si_ < ebeat && (pbase + si_) < c_n) begin
+          sp_k = (rc_blk && si_ >= rc_s) ? rc_kb : rk;
+          sp_z = {win[si_*8 +: 8], 1'b0} ^ {9{win[si_*8 + 7]}};
+          sp_u = sp_z >> sp_k;
+          sp_v = (sp_u < 9'd15) ? sp_u[3:0] : 4'd15;
+          // fields are placed in increasing order: each overwrites the zero tail of the previous one
+          sl_bits[sl_n +: 7] = sp_z[6:0] & ((7'd1 << sp_k) - 7'd1);
+          sl_n = sl_n + {10'd0, sp_k};
+          su_bits[su_n +: 16] = 16'd1 << sp_v;
+          su_n = su_n + {9'd0, sp_v} + 13'd1;
+          if (sp_u >= 9'd15) begin
+            se_bits[se_n +: 9] = sp_u;
+            se_n = se_n + {8'd0, c_w} - {10'd0, sp_k};
+          end
+        end
+  end
+
   // packer (bits): append this beat's RLE bytes or Rice codes at fill; a
   // page's packer starts with its scale field (§8: payload = scales, then the
   // stream), put in at its first beat. Up to two payload words per cycle.
+  // Split Rice: the packer takes the Unary section and starts empty (the
+  // scale goes out with the header, the K and Low sections precede Unary).
+  wire             pk_sp0 = c_split && pbase == 32'd0;    // first beat of a split page
+  wire [12:0]      fill_e = pk_sp0 ? 13'd0 : fill;
+  wire [31:0]      plen_e = pk_sp0 ? 32'd0 : plen;
   reg [3*DW-1:0]   pk_tmp, pk_acc, pk_sh;
   reg [2*DW-1:0]   pk_in;
   reg [12:0]       pk_nin, pk_nf;
@@ -477,11 +543,11 @@ module speckv_enc #(
   reg [12:0]       pk_filln;
   reg [31:0]       pk_ccmpn;
   always @(*) begin
-    pk_acc = {{(2*DW){1'b0}}, acc[DW-1:16], (pbase == 32'd0) ? c_scale : acc[15:0]};
-    pk_in = c_rice ? rc_bits : {{DW{1'b0}}, ebuf};
-    pk_nin = c_rice ? {1'b0, rc_n} : {{(9-NBW){1'b0}}, ec, 3'b000};
-    pk_tmp = pk_acc | ({{DW{1'b0}}, pk_in} << fill);
-    pk_nf = fill + pk_nin;
+    pk_acc = {{(2*DW){1'b0}}, acc[DW-1:16], (pbase == 32'd0) ? (c_split ? 16'd0 : c_scale) : acc[15:0]};
+    pk_in = c_split ? {{(DW-16){1'b0}}, su_bits} : c_rice ? rc_bits : {{DW{1'b0}}, ebuf};
+    pk_nin = c_split ? su_n : c_rice ? {1'b0, rc_n} : {{(9-NBW){1'b0}}, ec, 3'b000};
+    pk_tmp = pk_acc | ({{DW{1'b0}}, pk_in} << fill_e);
+    pk_nf = fill_e + pk_nin;
     pk_nw = (pk_nf >= 2 * DW) ? 2'd2 : (pk_nf >= DW) ? 2'd1 : 2'd0;
     pk_sh = pk_tmp >> (pk_nw * DW);
     pk_accn = pk_sh[DW-1:0];
@@ -491,96 +557,159 @@ module speckv_enc #(
     if (pk_nw == 2'd2) pk_ccmpn = crc_upd(pk_ccmpn, pk_tmp[2*DW-1:DW], BB);
   end
 
+  // ================================================================ split-Rice section packers (§18)
+  // K (4 bits per block start), Low (<= 7 bits per position) and Escape
+  // (<= 9); Unary is the payload packer above. Sections past their RAM are
+  // dropped: Low never is (<= 7 bits per symbol); an Escape section past
+  // PDL words (> 3.5·MAX_BYTES bits) comes with >= 16/9 as many Unary bits,
+  // so the record is longer than raw and bypassed.
+  localparam integer KBITS = (MAX_BYTES / 2 + 63) / 64 * 4;                 // most K bits of a page
+  localparam integer PDK = (KBITS + DW - 1) / DW;                           // K words per bank
+  localparam integer KACC = (KBITS < DW) ? ((KBITS + 7) / 8) * 8 : DW;      // K accumulator bits
+  localparam integer PDL = (7 * (MAX_BYTES / 2) + DW - 1) / DW;             // Low / Escape words per bank
+  localparam integer SCW = AW + 3;
+  wire           sp_go = c_split && c_go && !c_mark;
+  wire [31:0]    sk_bytes, sk_crc, sl_bytes, sl_crc, se_bytes, se_crc;
+  reg            sk_re, sl_re, se_re;
+  reg  [SCW-1:0] s_ra;
+  wire [DW-1:0]  sk_rd, sl_rd, se_rd;
+  speckv_enc_sec #(.DW(DW), .IW(4), .PDW(PDK), .CW(SCW), .ACCW(KACC)) u_sk (
+    .clk(clk), .rst(rst), .go(sp_go), .in_bits({1'b0, rc_kb}), .in_n(rc_blk ? 13'd4 : 13'd0),
+    .bank(c_bank), .fin(c_end), .f_bytes(sk_bytes), .f_crc(sk_crc),
+    .re(sk_re), .rbank(e_bank), .ra(s_ra), .rd(sk_rd));
+  speckv_enc_sec #(.DW(DW), .IW(SLW), .PDW(PDL), .CW(SCW)) u_sl (
+    .clk(clk), .rst(rst), .go(sp_go), .in_bits(sl_bits[SLW-1:0]), .in_n(sl_n),
+    .bank(c_bank), .fin(c_end), .f_bytes(sl_bytes), .f_crc(sl_crc),
+    .re(sl_re), .rbank(e_bank), .ra(s_ra), .rd(sl_rd));
+  speckv_enc_sec #(.DW(DW), .IW(SEW), .PDW(PDL), .CW(SCW)) u_se (
+    .clk(clk), .rst(rst), .go(sp_go), .in_bits(se_bits[SEW-1:0]), .in_n(se_n),
+    .bank(c_bank), .fin(c_end), .f_bytes(se_bytes), .f_crc(se_crc),
+    .re(se_re), .rbank(e_bank), .ra(s_ra), .rd(se_rd));
+
   // ================================================================ FIN
-  reg              fn_v, fn_raw;
+  reg              fn_v, fn_raw, fn_split;
   reg [BB*8-1:0]   fn_acc;
   reg [NBW:0]      fn_fill;
   reg [31:0]       fn_ccmp, fn_plen, fn_tot, fn_craw, fn_n;
   reg [AW:0]       fn_pwa;
-  reg [15:0]       fn_layc;
+  reg [15:0]       fn_layc, fn_scale;
   reg [7:0]        fn_mode, fn_dtype;
   wire [31:0]      fn_cbase = (fn_fill != 0) ? crc_upd(fn_ccmp, fn_acc, fn_fill) : fn_ccmp;
-  // header bytes 5 (b) and 7 (flags: order | entropy << 2) of the mode (§9, §16)
-  wire [7:0]       fn_bits = (fn_mode == 8'd16) ? 8'd6 : (fn_mode == 8'd17) ? 8'd5 : 8'd8;
-  wire [7:0]       fn_flags = (fn_mode == 8'd1) ? 8'h05 : (fn_mode == 8'd2) ? 8'h00 : 8'h08;
+  // header bytes 5 (b) and 7 (flags: order | entropy << 2) of the mode (§9, §16, §18)
+  wire [7:0]       fn_bits = (fn_mode == 8'd16 || fn_mode == 8'd31) ? 8'd6 :
+                             (fn_mode == 8'd17 || fn_mode == 8'd32) ? 8'd5 : 8'd8;
+  wire [7:0]       fn_flags = (fn_mode == 8'd1) ? 8'h05 : (fn_mode == 8'd2) ? 8'h00 : fn_split ? 8'h0C : 8'h08;
+  // payload length: split Rice = scale, K, Low, Unary (fn_plen), Escape
+  wire [31:0]      fn_len = fn_split ? 32'd2 + sk_bytes + sl_bytes + fn_plen + se_bytes : fn_plen;
   // §7: bypass when the quantised record is not shorter than the raw one
-  wire             fn_byp = fn_raw || fn_plen >= fn_tot;
+  wire             fn_byp = fn_raw || fn_len >= fn_tot;
 
-  // record queue FIN -> HCRC: {bank, raw, payload length, payload CRC from 0, header bytes 0..19}
-  localparam integer RQW = 2 + 1 + 32 + 32 + 160;
-  wire [RQW-1:0] rq_in = fn_byp ?
-      {fn_bank, 1'b1, fn_tot, fn_craw,
-       fn_tot, 16'd0, 16'd1, fn_n, 8'd0, 8'd0, 8'd0, fn_dtype, 8'd0, 8'd1, 16'h4B53} :
-      {fn_bank, 1'b0, fn_plen, fn_cbase,
-       fn_plen, 16'd0, fn_layc, fn_n, fn_flags, 8'd0, fn_bits, fn_dtype, fn_mode,
-       8'd1, 16'h4B53};
+  // record queue FIN -> HCRC, one entry per record (LSB first): the CRC
+  // registers from 0 of Unary, Low, K; the byte counts of Escape, Unary, Low,
+  // K (EMIT reads these sections in the order K, Low, Unary, Escape; a record
+  // that is not split Rice has its whole payload, or the raw page, as "Unary");
+  // the scale (split Rice: sent after the header); header bytes 0..19; the
+  // CRC of the last section; payload length; split; raw; bank.
+  localparam integer Q_CU = 0, Q_CL = 32, Q_CK = 64, Q_EB = 96, Q_UB = Q_EB + LB, Q_LB = Q_UB + LB,
+                     Q_KB = Q_LB + LB, Q_SC = Q_KB + LB, Q_HD = Q_SC + 16, Q_CF = Q_HD + 160,
+                     Q_PL = Q_CF + 32, Q_SP = Q_PL + 32, Q_RW = Q_SP + 1, Q_BK = Q_RW + 1, RQW = Q_BK + 2;
+  wire [159:0]   fn_hdr = fn_byp ?
+      {fn_tot, 16'd0, 16'd1, fn_n, 8'd0, 8'd0, 8'd0, fn_dtype, 8'd0, 8'd1, 16'h4B53} :
+      {fn_len, 16'd0, fn_layc, fn_n, fn_flags, 8'd0, fn_bits, fn_dtype, fn_mode, 8'd1, 16'h4B53};
+  wire           fn_sp = fn_split && !fn_byp;
+  wire [RQW-1:0] rq_in = {fn_bank, fn_byp, fn_sp, fn_byp ? fn_tot : fn_len,
+                          fn_byp ? fn_craw : fn_sp ? se_crc : fn_cbase, fn_hdr,
+                          fn_sp ? fn_scale : 16'd0,
+                          fn_sp ? sk_bytes[LB-1:0] : {LB{1'b0}}, fn_sp ? sl_bytes[LB-1:0] : {LB{1'b0}},
+                          fn_byp ? fn_tot[LB-1:0] : fn_plen[LB-1:0], fn_sp ? se_bytes[LB-1:0] : {LB{1'b0}},
+                          fn_sp ? sk_crc : 32'd0, fn_sp ? sl_crc : 32'd0, fn_sp ? fn_cbase : 32'd0};
   reg  [4*RQW-1:0] rq;
   reg  [1:0]       rq_wp, rq_rp;
   reg  [2:0]       rq_n;
   wire [RQW-1:0]   rqh = rq[rq_rp*RQW +: RQW];
 
   // ================================================================ HCRC: header CRC
-  reg  [1:0]   h_st;                   // 0 idle, 1 shifting, 2 done
+  // The record's CRC register is the XOR of each part's register from 0
+  // advanced over the bytes that follow it (multiplication by x^(8·len)):
+  // header 0..19 (+ scale), then K, Low, Unary (or the whole payload) and the
+  // last part's register as it is. One squaring chain x^(8·2^i) serves the
+  // four exponents, one bit of each per cycle (LB cycles).
+  reg  [1:0]     h_st;                 // 0 idle, 1 shifting, 2 done
   reg  [RQW-1:0] h_r;
-  reg  [31:0]  pw, kk;                 // x^(8*len) accumulation, x^(8*2^i)
-  reg  [7:0]   ci;
-  wire [31:0]  h_plen = h_r[RQW-4 -: 32];
-  wire [31:0]  h_cbase = h_r[RQW-36 -: 32];
-  // register after bytes 0..19 of the header, advanced over the payload, xor the payload's CRC
-  wire [31:0]  hdr_crc = ~(gf_mul(crc_upd(32'hFFFFFFFF, {{(BB*8-160){1'b0}}, h_r[159:0]}, 8'd20), pw) ^ h_cbase);
+  reg  [31:0]    pw0, pw1, pw2, pw3, kk;
+  reg  [LB+1:0]  hx0, hx1, hx2, hx3;   // bytes after each part
+  reg  [7:0]     ci;
+  wire [31:0]    hdr_crc = ~(pw0 ^ pw1 ^ pw2 ^ pw3 ^ h_r[Q_CF +: 32]);
+  wire [LB+1:0]  rq_eb = {2'b00, rqh[Q_EB +: LB]};
+  wire [LB+1:0]  rq_ueb = rq_eb + {2'b00, rqh[Q_UB +: LB]};
+  wire [LB+1:0]  rq_lueb = rq_ueb + {2'b00, rqh[Q_LB +: LB]};
 
   // ================================================================ EMIT
+  // The record is the header (24 bytes; + the scale for split Rice), then up
+  // to four RAM sections, each read from word 0 of the page's bank: K, Low,
+  // Unary (the payload RAM, or the page RAM for a raw record), Escape. A
+  // read side issues one word per cycle (the next section's first word
+  // follows a section's last one) into a FIFO with its valid-byte count; an
+  // output side appends the FIFO head at afill bytes of a 2-word
+  // accumulator and sends a beat whenever it holds one (II = 1).
   reg              e_act;
   reg              e_raw;
-  reg [191:0]      hdr;
-  reg [31:0]       rlen;      // record bytes
-  reg [AW+1:0]     np;        // payload words
-  reg [31:0]       nw;        // record words
-  reg [AW+1:0]     ri;        // next payload word to read
-  reg              infl;      // a read was issued last cycle
+  reg [2*DW-1:0]   eacc;               // record bytes not sent yet (afill of them)
+  reg [NBW:0]      afill;
+  reg [LB-1:0]     e_kb, e_lb, e_ub, e_eb;
+  reg [1:0]        isec;               // section being read: 0 K, 1 Low, 2 Unary / payload / raw, 3 Escape
+  reg [LB-1:0]     irb;                // its bytes not read yet
+  reg [SCW-1:0]    iwi;                // its next word
+  reg              idone;              // every word of the record issued
+  reg              infl;               // a read was issued last cycle
+  reg [1:0]        e_rsec;             // ... from this section
+  reg [NBW-1:0]    e_rvb;              // ... with this many valid bytes
   reg [DW*FD-1:0]  fifo;
+  reg [NBW*FD-1:0] fvb;
   reg [1:0]        fh, ft;
   reg [2:0]        fcnt;
-  reg [DW-1:0]     prevw;
-  reg [31:0]       ow;        // next record word to send
   assign e_done = out_valid && out_ready && out_last;
 
-  wire [DW-1:0] src_rd = e_raw ? pr_rd : pl_rdv[{e_par, e_bank[0]}*DW +: DW];
-  wire          em_need = (ow < {{(32-AW-2){1'b0}}, np});
-  wire          em_can = e_act && (ow < nw) && (!out_valid || out_ready) &&
-                         (!em_need || fcnt != 3'd0);
-  wire          em_issue = e_act && (ri < np) && ({1'b0, fcnt} + {3'd0, infl} < FD - 1);
-  wire [DW-1:0] fifo_head = fifo[fh*DW +: DW];
+  wire [DW-1:0]  src_rd = (e_rsec == 2'd0) ? sk_rd : (e_rsec == 2'd1) ? sl_rd : (e_rsec == 2'd3) ? se_rd :
+                          e_raw ? pr_rd : pl_rdv[{e_par, e_bank[0]}*DW +: DW];
+  wire           em_issue = e_act && !idone && ({1'b0, fcnt} + {3'd0, infl} < FD - 1);
+  wire [NBW-1:0] i_vb = (irb > BB) ? BB : irb[NBW-1:0];
+  wire [LB-1:0]  irb_n = irb - {{(LB-NBW){1'b0}}, i_vb};
+  // the section after isec that has bytes
+  wire [1:0]     i_nsec = (isec == 2'd0 && e_lb != 0) ? 2'd1 : (!isec[1] && e_ub != 0) ? 2'd2 : 2'd3;
+  wire           i_nv = (isec == 2'd0 && e_lb != 0) || (!isec[1] && e_ub != 0) || (isec != 2'd3 && e_eb != 0);
+  wire [LB-1:0]  i_nb = (i_nsec == 2'd1) ? e_lb : (i_nsec == 2'd2) ? e_ub : e_eb;
+  wire [DW-1:0]  fifo_head = fifo[fh*DW +: DW];
+  wire [NBW-1:0] fifo_hvb = fvb[fh*NBW +: NBW];
+  // output side: take the head while there is room for a whole word, send a
+  // beat when one is complete or the record's last bytes are in
+  wire           em_take = e_act && fcnt != 3'd0 && afill < BB;
+  wire [2*DW-1:0] em_tmp = eacc | (em_take ? ({{DW{1'b0}}, fifo_head} << (afill * 8)) : {(2*DW){1'b0}});
+  wire [NBW+1:0] em_tf = {1'b0, afill} + (em_take ? {2'b00, fifo_hvb} : {(NBW+2){1'b0}});
+  wire           em_allin = idone && !infl && fcnt == {2'b00, em_take};
+  wire           em_out = e_act && (!out_valid || out_ready) && (em_tf >= BB || (em_allin && em_tf != 0));
 
-  reg [AW+1:0] em_rh;
-  reg [DW-1:0] em_word;
-  reg [31:0]   em_g;
-  integer      ei;
-  always @(*) begin
-    em_word = {DW{1'b0}};
-    ei = 0;
-    em_g = 32'd0;
-    for (ei = 0; ei < BB; ei = ei + 1) begin
-      em_g = ow * BB + ei;
-      if (em_g < rlen) begin
-        if (ei < 24)
-          em_word[ei*8 +: 8] = (ow == 32'd0) ? hdr[ei*8 +: 8] : prevw[(ei + BB - 24)*8 +: 8];
-        else if (em_need)
-          em_word[ei*8 +: 8] = fifo_head[(ei - 24)*8 +: 8];
-      end
-    end
-  end
-
+  reg [SCW-1:0] em_rh;
   always @(*) begin
     pr_re = 1'b0;
     pr_ra = {(AW+2){1'b0}};
     pl_re = 1'b0;
     pl_par = 1'b0;
     pl_ra = {AH{1'b0}};
-    em_rh = {(AW+2){1'b0}};
+    sk_re = 1'b0;
+    sl_re = 1'b0;
+    se_re = 1'b0;
+    s_ra = iwi;
+    em_rh = iwi >> 1;
     if (em_issue) begin
-      if (e_raw) begin pr_re = 1'b1; pr_ra = {e_bank, ri[AW-1:0]}; end
-      else begin pl_re = 1'b1; pl_par = ri[0]; em_rh = ri >> 1; pl_ra = em_rh[AH-1:0]; end
+      case (isec)
+        2'd0: sk_re = 1'b1;
+        2'd1: sl_re = 1'b1;
+        2'd3: se_re = 1'b1;
+        default:
+          if (e_raw) begin pr_re = 1'b1; pr_ra = {e_bank, iwi[AW-1:0]}; end
+          else begin pl_re = 1'b1; pl_par = iwi[0]; pl_ra = em_rh[AH-1:0]; end
+      endcase
     end
   end
 
@@ -713,7 +842,7 @@ module speckv_enc #(
         rem <= rem_n;
         lit <= lit_n;
         pbase <= pbase + ebeat;
-        plen <= plen + {19'd0, pk_nin};
+        plen <= plen_e + {19'd0, pk_nin};
         acc <= pk_accn;
         fill <= pk_filln;
         rk <= rc_k;
@@ -724,10 +853,12 @@ module speckv_enc #(
       if (c_end) begin
         // hand the page to FIN, reset for the next one
         fn_raw <= c_mark;
+        fn_split <= c_split;
+        fn_scale <= c_scale;
         fn_acc <= pk_accn;
         fn_fill <= c_mark ? {(NBW+1){1'b0}} : pk_filln[NBW+2:3] + {{NBW{1'b0}}, pk_filln[2:0] != 3'd0};
         fn_ccmp <= pk_ccmpn;
-        fn_plen <= (plen + {19'd0, pk_nin} + 32'd7) >> 3;   // bytes: the stream is padded with zero bits
+        fn_plen <= (plen_e + {19'd0, pk_nin} + 32'd7) >> 3;   // bytes: the stream is padded with zero bits
         fn_pwa <= pwa + {{(AW-1){1'b0}}, pk_nw};
         fn_tot <= c_tot;
         fn_craw <= c_craw;
@@ -765,28 +896,46 @@ module speckv_enc #(
         2'd0: if (rq_n != 3'd0) begin
           h_r <= rqh;
           rq_rp <= rq_rp + 2'd1;
-          pw <= 32'h80000000;
+          // register over header bytes 0..19 (+ the scale when it is sent with the header)
+          pw0 <= crc_upd(32'hFFFFFFFF, {{(BB*8-176){1'b0}}, rqh[Q_SC +: 16], rqh[Q_HD +: 160]},
+                         rqh[Q_SP] ? 8'd22 : 8'd20);
+          pw1 <= rqh[Q_CK +: 32];
+          pw2 <= rqh[Q_CL +: 32];
+          pw3 <= rqh[Q_CU +: 32];
+          hx0 <= rqh[Q_SP] ? rq_lueb + {2'b00, rqh[Q_KB +: LB]} : rqh[Q_PL +: LB+2];
+          hx1 <= rq_lueb;
+          hx2 <= rq_ueb;
+          hx3 <= rq_eb;
           kk <= 32'h00800000;
           ci <= 8'd0;
           h_st <= 2'd1;
         end
         2'd1: begin
-          if (h_plen[ci]) pw <= gf_mul(pw, kk);
+          if (hx0[ci]) pw0 <= gf_mul(pw0, kk);
+          if (hx1[ci]) pw1 <= gf_mul(pw1, kk);
+          if (hx2[ci]) pw2 <= gf_mul(pw2, kk);
+          if (hx3[ci]) pw3 <= gf_mul(pw3, kk);
           kk <= gf_mul(kk, kk);
           ci <= ci + 8'd1;
           if (ci == LB - 1) h_st <= 2'd2;
         end
         default: if (!e_act) begin
-          // EMIT takes the record
+          // EMIT takes the record: the header (+ scale) is the accumulator's first bytes
           e_act <= 1'b1;
-          e_raw <= h_r[RQW-3];
-          e_bank <= h_r[RQW-1 -: 2];
-          hdr <= {hdr_crc, h_r[159:0]};
-          rlen <= h_plen + 32'd24;
-          nw <= (h_plen + 32'd24 + BB - 1) / BB;
-          np <= (h_plen + BB - 1) / BB;
-          ri <= {(AW+2){1'b0}};
-          ow <= 32'd0;
+          e_raw <= h_r[Q_RW];
+          e_bank <= h_r[Q_BK +: 2];
+          eacc <= {{(2*DW-208){1'b0}}, h_r[Q_SC +: 16], hdr_crc, h_r[Q_HD +: 160]};
+          afill <= h_r[Q_SP] ? 26 : 24;
+          e_kb <= h_r[Q_KB +: LB];
+          e_lb <= h_r[Q_LB +: LB];
+          e_ub <= h_r[Q_UB +: LB];
+          e_eb <= h_r[Q_EB +: LB];
+          // the first section with bytes
+          isec <= (h_r[Q_KB +: LB] != 0) ? 2'd0 : (h_r[Q_LB +: LB] != 0) ? 2'd1 : (h_r[Q_UB +: LB] != 0) ? 2'd2 : 2'd3;
+          irb <= (h_r[Q_KB +: LB] != 0) ? h_r[Q_KB +: LB] : (h_r[Q_LB +: LB] != 0) ? h_r[Q_LB +: LB] :
+                 (h_r[Q_UB +: LB] != 0) ? h_r[Q_UB +: LB] : h_r[Q_EB +: LB];
+          iwi <= {SCW{1'b0}};
+          idone <= 1'b0;
           infl <= 1'b0;
           fcnt <= 3'd0;
           fh <= 2'd0;
@@ -801,25 +950,42 @@ module speckv_enc #(
         if (out_valid && out_ready) out_valid <= 1'b0;
         infl <= em_issue;
         if (em_issue) begin
-          ri <= ri + 1'b1;
-          e_par <= ri[0];
-        end
-        if (infl) begin
-          fifo[ft*DW +: DW] <= src_rd;
-          ft <= ft + 2'd1;
-        end
-        if (em_can) begin
-          out_valid <= 1'b1;
-          out_data <= em_word;
-          out_last <= (ow + 32'd1 == nw);
-          out_nbytes <= (ow + 32'd1 == nw) ? (rlen - ow * BB) : BB;
-          ow <= ow + 32'd1;
-          if (em_need) begin
-            prevw <= fifo_head;
-            fh <= fh + 2'd1;
+          e_rsec <= isec;
+          e_rvb <= i_vb;
+          e_par <= iwi[0];
+          if (irb_n == {LB{1'b0}}) begin
+            // next section (from its word 0), or the record is issued
+            if (i_nv) begin
+              isec <= i_nsec;
+              irb <= i_nb;
+            end else begin
+              idone <= 1'b1;
+            end
+            iwi <= {SCW{1'b0}};
+          end else begin
+            irb <= irb_n;
+            iwi <= iwi + 1'b1;
           end
         end
-        fcnt <= fcnt + {2'd0, infl} - {2'd0, em_can && em_need};
+        if (infl) begin
+          // bytes past the section's end are masked off: the next section follows at once
+          fifo[ft*DW +: DW] <= src_rd & ~({DW{1'b1}} << (e_rvb * 8));
+          fvb[ft*NBW +: NBW] <= e_rvb;
+          ft <= ft + 2'd1;
+        end
+        if (em_take) fh <= fh + 2'd1;
+        fcnt <= fcnt + {2'd0, infl} - {2'd0, em_take};
+        if (em_out) begin
+          out_valid <= 1'b1;
+          out_data <= em_tmp[DW-1:0];
+          out_nbytes <= (em_tf >= BB) ? BB : em_tf[NBW-1:0];
+          out_last <= em_allin && em_tf <= BB;
+          eacc <= em_tmp >> DW;
+          afill <= (em_tf >= BB) ? em_tf - BB : {(NBW+1){1'b0}};
+        end else begin
+          eacc <= em_tmp;
+          afill <= em_tf[NBW:0];
+        end
         if (e_done) begin
           out_last <= 1'b0;
           e_act <= 1'b0;
@@ -827,5 +993,112 @@ module speckv_enc #(
       end
     end
   end
+endmodule
+`default_nettype wire
+
+// One section packer of a split-Rice page (docs/codec.md §18: K, Low or
+// Escape; the Unary section uses the encoder's payload packer). COMP appends
+// up to IW < DW bits per beat (go); a whole DW-bit word goes to this
+// section's RAM (one bank per page in flight, words past PDW are dropped: a
+// section that long makes the record longer than raw, so the page is
+// bypassed). fin (the page's last beat, after its bits) hands the state to
+// FIN and starts the next page empty; in the next cycle (FIN) f_bytes and
+// f_crc (CRC32C register from 0 over the section's bytes) are valid and the
+// last partial word is written. No conflict between COMP's and FIN's writes:
+// one beat is less than a word, so the next page's first word is completed
+// at its second beat at the earliest, one cycle after FIN's write. A
+// section that never fills a word (ACCW < DW: K at MAX_BYTES <= 32·DW) keeps
+// an ACCW-bit accumulator and is written by FIN only.
+`default_nettype none
+module speckv_enc_sec #(
+  parameter integer DW = 512,
+  parameter integer IW = 224,          // most bits appended per beat, < DW
+  parameter integer PDW = 28,          // words kept per bank
+  parameter integer CW = 13,           // width of the word counter (counts past PDW)
+  parameter integer ACCW = DW          // accumulator bits: DW, or the section's most bits if fewer
+) (
+  input  wire                       clk,
+  input  wire                       rst,
+  input  wire                       go,
+  input  wire [IW-1:0]              in_bits,   // LSB first; zero above in_n
+  input  wire [12:0]                in_n,
+  input  wire [1:0]                 bank,
+  input  wire                       fin,
+  output wire [31:0]                f_bytes,
+  output wire [31:0]                f_crc,
+  input  wire                       re,
+  input  wire [1:0]                 rbank,
+  input  wire [CW-1:0]              ra,
+  output wire [DW-1:0]              rd
+);
+  localparam integer BB = DW / 8;
+  localparam integer PAW = (PDW > 1) ? $clog2(PDW) : 1;
+
+  `include "speckv_codec_fn.vh"
+
+  reg  [ACCW-1:0] acc, f_acc;
+  reg  [DW-1:0]   w_d;
+  reg  [12:0]     fill, f_fill;
+  reg  [CW-1:0]   wa, f_wa;
+  reg  [31:0]     crc, f_crc_r;
+  reg  [1:0]      f_bank;
+  reg             f_v, w_we;
+  reg  [PAW+1:0]  w_a;
+
+  wire [2*DW-1:0] tmp = {{(2*DW-ACCW){1'b0}}, acc} | ({{(2*DW-IW){1'b0}}, in_bits} << fill);
+  wire [13:0]     nf = {1'b0, fill} + {1'b0, in_n};
+  wire            full = (ACCW == DW) && go && nf >= DW;
+  wire [ACCW-1:0] accn = !go ? acc : full ? tmp[DW +: ACCW] : tmp[ACCW-1:0];
+  wire [12:0]     filln = !go ? fill : full ? nf[12:0] - DW : nf[12:0];
+  wire [31:0]     crcn = full ? crc_upd(crc, tmp[DW-1:0], BB) : crc;
+  wire [CW-1:0]   wan = wa + {{(CW-1){1'b0}}, full};
+  wire [12:0]     f_nb13 = (f_fill + 13'd7) >> 3;
+  wire [7:0]      f_nb = f_nb13[7:0];                   // bytes in the last (partial) word
+
+  assign f_bytes = f_wa * BB + {24'd0, f_nb};
+  assign f_crc = (f_nb != 8'd0) ? crc_upd(f_crc_r, {{(DW-ACCW){1'b0}}, f_acc}, f_nb) : f_crc_r;
+
+  always @(posedge clk) begin
+    w_we <= 1'b0;
+    if (rst) begin
+      acc <= {ACCW{1'b0}};
+      fill <= 13'd0;
+      wa <= {CW{1'b0}};
+      crc <= 32'd0;
+      f_v <= 1'b0;
+    end else begin
+      if (full && wa < PDW) begin
+        w_we <= 1'b1;
+        w_a <= {bank, wa[PAW-1:0]};
+        w_d <= tmp[DW-1:0];
+      end
+      f_v <= fin;
+      if (fin) begin
+        f_acc <= accn;
+        f_fill <= filln;
+        f_crc_r <= crcn;
+        f_wa <= wan;
+        f_bank <= bank;
+        acc <= {ACCW{1'b0}};
+        fill <= 13'd0;
+        wa <= {CW{1'b0}};
+        crc <= 32'd0;
+      end else begin
+        acc <= accn;
+        fill <= filln;
+        wa <= wan;
+        crc <= crcn;
+      end
+      // FIN: the last partial word (COMP cannot write in this cycle, see above)
+      if (f_v && f_fill != 13'd0 && f_wa < PDW) begin
+        w_we <= 1'b1;
+        w_a <= {f_bank, f_wa[PAW-1:0]};
+        w_d <= {{(DW-ACCW){1'b0}}, f_acc};
+      end
+    end
+  end
+
+  speckv_sdp_ram #(.W(DW), .D(4 << PAW), .AW(PAW + 2)) u_ram (
+    .clk(clk), .we(w_we), .wa(w_a), .wd(w_d), .re(re), .ra({rbank, ra[PAW-1:0]}), .rd(rd));
 endmodule
 `default_nettype wire

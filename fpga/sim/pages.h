@@ -16,7 +16,7 @@
 namespace fpga_sim {
 
 struct Page {
-    int mode;          // 0 raw, 1 paper, 2 int8, 15 vp8, 16 vp6, 17 vp5 (the modes the RTL encodes)
+    int mode;          // 0 raw, 1 paper, 2 int8, 15/16/17 vp8/vp6/vp5, 30/31/32 vp8s/vp6s/vp5s (the modes the RTL encodes)
     int dtype;         // SPECKV_DTYPE_*
     uint32_t channels; // layout C asked for (may be invalid: the encoder then uses 1)
     int kind;          // generator id (for reports)
@@ -45,7 +45,8 @@ public:
         int r = int(below(100));
         p.dtype = r < 70 ? SPECKV_DTYPE_FP16 : r < 84 ? SPECKV_DTYPE_BF16 : r < 97 ? SPECKV_DTYPE_FP32 : SPECKV_DTYPE_OPAQUE;
         r = int(below(100));
-        p.mode = r < 42 ? 1 : r < 52 ? 2 : r < 76 ? 16 : r < 84 ? 15 : r < 92 ? 17 : 0;
+        // paper 34 %, int8 8 %, vp6 16 %, vp8 6 %, vp5 6 %, vp6s 12 %, vp8s 5 %, vp5s 5 %, raw 8 %
+        p.mode = r < 34 ? 1 : r < 42 ? 2 : r < 58 ? 16 : r < 64 ? 15 : r < 70 ? 17 : r < 82 ? 31 : r < 87 ? 30 : r < 92 ? 32 : 0;
         static const uint32_t chs[] = {1, 64, 128, 0, 3, 4096, 7, 65535, 2048, 32, 65536, 1024};
         p.channels = chs[below(sizeof chs / sizeof chs[0])];
         size_t es = speckv::codec::dtype_size(p.dtype);

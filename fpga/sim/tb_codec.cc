@@ -2,7 +2,9 @@
 // encoder emits and every page byte the decoder emits is compared with the C++
 // reference (lib/codec_ref.cc), with random valid/ready stalls on all sides;
 // hostile records must be rejected whenever the C++ decoder rejects them.
-// A second run without stalls measures cycles per page.
+// Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice)
+// from the page generator, every other preset in the decoder's records.
+// Runs without stalls measure cycles per page (paper, vp6, vp6s).
 //
 //   tb_codec [--pages N] [--fuzz N] [--seed S] [--stall PCT] [--perf N] [--corpus DIR]
 //            [--vectors DIR]   the triples of `speckv codec vectors --out DIR` (docs/codec.md §12)
@@ -48,8 +50,12 @@ void get_wide(const uint32_t *w, uint8_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = uint8_t(w[i / 4] >> (8 * (i % 4)));
 }
 
-// The modes the encoder RTL implements (others it stores raw, unlike the C++).
-bool rtl_encodes(int mode) { return mode == 0 || mode == 1 || mode == 2 || (mode >= 15 && mode <= 17); }
+// The modes the encoder RTL implements (others it stores raw, unlike the C++):
+// raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice).
+bool rtl_encodes(int mode) {
+    return mode == 0 || mode == 1 || mode == 2 || (mode >= 15 && mode <= 17) || (mode >= 30 && mode <= 32);
+}
+bool is_split(const std::vector<uint8_t> &r) { return r.size() > 7 && r[3] != 0 && ((r[7] >> 2) & 3) == 3; }
 
 struct EncJob {
     Page page;
@@ -59,6 +65,8 @@ struct Stats {
     uint64_t enc_pages = 0, enc_mismatch = 0, enc_raw = 0, enc_bytes_in = 0, enc_bytes_out = 0;
     uint64_t dec_records = 0, dec_ok = 0, dec_mismatch = 0, dec_rejected = 0, dec_unsup = 0;
     uint64_t dec_missed_reject = 0, dec_false_reject = 0, hostile = 0;
+    uint64_t enc_split = 0, dec_split = 0, dec_split_ok = 0, dec_split_rejected = 0, dec_split_unsup = 0;
+    uint64_t dec_split_run = 0;  // split records decoded equal with a zero run longer than a beat's Unary view (DW bits)
     uint64_t kinds[kKinds] = {};
     uint64_t status_hist[16] = {};
 };
@@ -232,6 +240,7 @@ private:
         st.enc_bytes_in += j.page.bytes.size();
         st.enc_bytes_out += enc_rec_.size();
         if (j.expect.size() > 3 && j.expect[3] == 0) st.enc_raw++;
+        if (is_split(j.expect)) st.enc_split++;
         if (enc_rec_ != j.expect) {
             st.enc_mismatch++;
             if (max_report-- > 0) {
@@ -260,15 +269,27 @@ private:
         st.dec_records++;
         st.status_hist[code & 15]++;
         if (j.hostile) st.hostile++;
+        const bool split = is_split(j.rec);
+        if (split) {
+            st.dec_split++;
+            if (j.ref_rc != SPECKV_OK && code != 0) st.dec_split_rejected++;
+            if (j.ref_rc == SPECKV_OK && code == 0) {
+                st.dec_split_ok++;
+                SplitSyms sy;
+                if (split_parse(j.rec, &sy) && sy.maxrun >= uint32_t(SPECKV_DW)) st.dec_split_run++;
+            }
+            if (j.ref_rc == SPECKV_OK && code == 7) st.dec_split_unsup++;
+        }
         bool bad = false;
         const char *why = "";
         if (j.ref_rc != SPECKV_OK) {
             if (code == 0) bad = true, why = "C++ rejects, RTL accepts", st.dec_missed_reject++;
             else st.dec_rejected++;
-        } else if (code == 7 && rtl_unsupported(j.rec)) {
+        } else if (code == 7 && rtl_unsupported(j.rec, kMaxBytes)) {
             st.dec_unsup++;  // valid record with parameters this RTL does not decode
         } else if (code == 7) {
-            bad = true, why = "UNSUP on a record this RTL decodes (page scale, b <= 8)", st.dec_false_reject++;
+            bad = true, why = "UNSUP on a record this RTL decodes (page scale, b <= 8, split Rice up to MAX_BYTES)",
+            st.dec_false_reject++;
         } else if (code != 0) {
             bad = true, why = "C++ accepts, RTL rejects", st.dec_false_reject++;
         } else if (dec_out_ != j.expect || !dec_last_seen_) {
@@ -367,10 +388,12 @@ int main(int argc, char **argv) {
         h.set_limit(200000 + vs.size() * 4000);
         h.run();
         const Stats &s = h.st;
-        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5 asked) compared with .rec, %" PRIu64
-                    " mismatches; decoder: %" PRIu64 " .rec decoded equal to .out, %" PRIu64 " UNSUP (other parameters), %" PRIu64
-                    " mismatches; %" PRIu64 " .rec files differ from the linked reference\n",
-                    vecdir.c_str(), vs.size(), s.enc_pages, s.enc_mismatch, s.dec_ok, s.dec_unsup, s.dec_mismatch, file_vs_ref);
+        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5/vp8s/vp6s/vp5s asked) "
+                    "compared with .rec (%" PRIu64 " split Rice), %" PRIu64
+                    " mismatches; decoder: %" PRIu64 " .rec decoded equal to .out (%" PRIu64 " split Rice), %" PRIu64
+                    " UNSUP (other parameters), %" PRIu64 " mismatches; %" PRIu64 " .rec files differ from the linked reference\n",
+                    vecdir.c_str(), vs.size(), s.enc_pages, s.enc_split, s.enc_mismatch, s.dec_ok, s.dec_split_ok, s.dec_unsup,
+                    s.dec_mismatch, file_vs_ref);
         if (s.enc_mismatch || s.dec_mismatch || s.enc_pages != enc_n || file_vs_ref) fail = 1;
     }
     // ---------------------------------------------------------------- checked run with stalls
@@ -407,8 +430,8 @@ int main(int argc, char **argv) {
         std::printf("checked run (seed %" PRIu64 ", %d%% stalls on every valid/ready): %" PRIu64 " cycles\n", seed, stall,
                     h.cycles);
         std::printf("  encoder: %" PRIu64 " pages compared byte for byte, %" PRIu64 " mismatches; %" PRIu64
-                    " stored raw (bypass); ratio %.3f\n",
-                    s.enc_pages, s.enc_mismatch, s.enc_raw,
+                    " stored raw (bypass), %" PRIu64 " split-Rice records; ratio %.3f\n",
+                    s.enc_pages, s.enc_mismatch, s.enc_raw, s.enc_split,
                     s.enc_bytes_out ? double(s.enc_bytes_in) / double(s.enc_bytes_out) : 0.0);
         std::printf("  page kinds:");
         for (int k = 0; k < kKinds; k++) std::printf(" %s=%" PRIu64, kind_name(k), s.kinds[k]);
@@ -418,14 +441,18 @@ int main(int argc, char **argv) {
                     " mismatches (%" PRIu64 " missed rejects, %" PRIu64 " false rejects)\n",
                     s.dec_records, s.hostile, corpus_n, s.dec_ok, s.dec_rejected, s.dec_unsup, s.dec_mismatch,
                     s.dec_missed_reject, s.dec_false_reject);
+        std::printf("  split-Rice records to the decoder: %" PRIu64 " (%" PRIu64 " decoded equal, %" PRIu64
+                    " of them with a zero run of >= %d bits in Unary; %" PRIu64 " rejected as the C++ does, %" PRIu64
+                    " valid but UNSUP)\n",
+                    s.dec_split, s.dec_split_ok, s.dec_split_run, SPECKV_DW, s.dec_split_rejected, s.dec_split_unsup);
         std::printf("  decoder status histogram:");
         for (int c = 0; c < 8; c++) std::printf(" %d:%" PRIu64, c, s.status_hist[c]);
         std::printf("\n");
         if (s.enc_mismatch || s.dec_mismatch || s.enc_pages != pages) fail = 1;
     }
     // ---------------------------------------------------------------- throughput runs, no stalls
-    // paper (bytes + RLE) and vp6 (Rice, the adaptive policy's V preset)
-    for (int pm : {1, 16}) {
+    // paper (bytes + RLE), vp6 (Rice, the adaptive policy's V preset) and vp6s (split Rice)
+    for (int pm : {1, 16, 31}) {
         if (!perf) break;
         Harness h(seed + 1, 0);
         uint64_t bytes = 0, rec_bytes = 0, raw_recs = 0;

@@ -57,6 +57,8 @@ module tb_codec;
   integer n_ei, n_ee, n_di, n_de, n_pages, n_rec;
   integer ei, ee, di, de, rec, rec_beats, errors, pages_done, cyc, rejected, accepted;
   integer pk2;          // cycles in which the encoder's packer completed two payload words (Rice)
+  integer col;          // cycles in which the decoder shortened a zero run of 16 in a split-Rice Unary section
+  integer spb;          // split-Rice beats the decoder sent
   reg     rec_bad;
   reg [1023:0] vec;
 
@@ -89,7 +91,7 @@ module tb_codec;
     if (n_de > 0) $readmemh({vec, "/dec_exp.hex"}, dec_exp, 0, n_de - 1);
     if (n_rec > 0) $readmemh({vec, "/dec_st.hex"}, dec_st, 0, n_rec - 1);
     ei = 0; ee = 0; di = 0; de = 0; rec = 0; rec_beats = 0; errors = 0; pages_done = 0;
-    rec_bad = 1'b0; cyc = 0; rejected = 0; accepted = 0; pk2 = 0;
+    rec_bad = 1'b0; cyc = 0; rejected = 0; accepted = 0; pk2 = 0; col = 0; spb = 0;
     enc_in_valid = 0; enc_out_ready = 0; dec_in_valid = 0; dec_out_ready = 0; dec_st_ready = 0;
     enc_in_data = 0; enc_in_nbytes = 0; enc_in_last = 0; enc_cfg_mode = 0; enc_cfg_dtype = 0;
     enc_cfg_channels = 0; dec_in_data = 0; dec_in_nbytes = 0; dec_in_last = 0;
@@ -115,6 +117,8 @@ module tb_codec;
       // the status once no output beat is left pending (the last may go in this cycle)
       dec_st_ready = (!dec_out_valid || dec_out_ready) && !stall_now(0);
       if (dut.u_enc.c_go && !dut.u_enc.c_mark && dut.u_enc.pk_nw == 2'd2) pk2 = pk2 + 1;
+      if (dut.u_dec.sp_del) col = col + 1;
+      if (dut.u_dec.sp_go) spb = spb + 1;
       @(posedge clk);
       cyc = cyc + 1;
       // sample (values before the edge are still on the nets at #0 of the edge)
@@ -166,6 +170,7 @@ module tb_codec;
     $display("iverilog: %0d pages encoded and compared, %0d records decoded (%0d equal, %0d rejected as the C++ does), %0d cycles, %0d mismatches",
              pages_done, rec, accepted, rejected, cyc, errors);
     $display("iverilog: packer wrote two payload words in %0d cycles", pk2);
+    $display("iverilog: decoder sent %0d split-Rice beats, shortened a Unary zero run in %0d cycles", spb, col);
     if (errors == 0) $display("FPGA-IVERILOG PASS");
     else $display("FPGA-IVERILOG FAIL");
     $finish;

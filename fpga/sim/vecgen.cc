@@ -1,7 +1,8 @@
 // Writes the hex vectors of the iverilog testbench (fpga/sim/tb_codec.v):
 // one page of every generator kind (the spec's edge cases, random mode), the
-// same kinds again in the Rice modes (vp8, vp6, vp5 in turn), then random
-// pages, then hostile records; expectations come from the C++ reference.
+// same kinds again in the Rice modes (vp8, vp6, vp5 in turn), again in the
+// split-Rice modes (vp8s, vp6s, vp5s), then random pages, then hostile
+// records; expectations come from the C++ reference.
 //   fpga_vecgen DIR [--pages N] [--fuzz N] [--seed S] [--bytes PAGE_BYTES] [--beat BYTES]
 #include <cstdio>
 #include <cstdlib>
@@ -37,15 +38,30 @@ int main(int argc, char **argv) {
     std::vector<EncVec> ev;
     std::vector<DecVec> dv;
     for (uint64_t k = 0; k < pages; k++) {
-        Page p = g.page(page_bytes, k < uint64_t(2 * kKinds) ? int(k % kKinds) : -1);
-        if (k >= uint64_t(kKinds) && k < uint64_t(2 * kKinds)) {
-            static const int rice[3] = {15, 16, 17};
+        Page p = g.page(page_bytes, k < uint64_t(3 * kKinds) ? int(k % kKinds) : -1);
+        if (k >= uint64_t(kKinds) && k < uint64_t(3 * kKinds)) {
+            static const int rice[2][3] = {{15, 16, 17}, {30, 31, 32}};
+            const int s = k >= uint64_t(2 * kKinds);  // third pass: split Rice
             while (p.dtype == SPECKV_DTYPE_OPAQUE) p = g.page(page_bytes, int(k % kKinds));
-            p.mode = p.kind == kKinds - 1 ? 15 : rice[k % 3];  // burst: vp8, the longest escapes
+            p.mode = p.kind == kKinds - 1 ? rice[s][0] : rice[s][k % 3];  // burst: vp8 / vp8s, the longest escapes
         }
         auto rec = ref_encode(p);
         DecJob j = ref_decode(rec, false);
         dv.push_back({j.rec, j.ref_rc, j.expect});
+        // every fifth split-Rice page also as a record with an escape after a zero run longer than
+        // the decoder's Unary view (its run-shortening path; valid: the C++ decoder accepts it)
+        SplitSyms sy;
+        if (k >= uint64_t(2 * kKinds) && k < uint64_t(3 * kKinds) && k % 5 == 0 && split_parse(rec, &sy)) {
+            std::vector<uint8_t> force(sy.z.size(), 0);
+            std::vector<uint32_t> extra(sy.z.size(), 0);
+            size_t i = g.below(uint32_t(sy.z.size()));
+            force[i] = 1;
+            extra[i] = 600 + g.below(600);
+            auto r2 = rec;
+            split_replace(r2, split_write(sy, force, extra));
+            DecJob j2 = ref_decode(r2, true);
+            dv.push_back({j2.rec, j2.ref_rc, j2.expect});
+        }
         ev.push_back({std::move(p), std::move(rec)});
     }
     for (uint64_t k = 0; k < fuzz; k++) {

@@ -42,11 +42,15 @@ inline size_t write_beats(FILE *f, const std::vector<uint8_t> &b, size_t bb, con
 }
 
 // True if the record is valid but uses parameters the decoder RTL reports UNSUP for
-// (channel/token scales, b > 8, columnar order with C > 1).
-inline bool rtl_unsupported(const std::vector<uint8_t> &r) {
+// (channel/token scales, b > 8, columnar order with C > 1; split Rice whose
+// page is larger than the RTL's MAX_BYTES: it is decoded from a record buffer).
+inline bool rtl_unsupported(const std::vector<uint8_t> &r, size_t max_bytes = 4096) {
     if (r.size() < 24 || r[3] == 0) return false;
     unsigned order = r[7] & 3, c = r[12] | (r[13] << 8);
-    return r[6] != 0 || r[5] > 8 || (order == 2 && c != 1);
+    const bool split = ((r[7] >> 2) & 3) == 3;
+    const uint64_t n = r[8] | (r[9] << 8) | (r[10] << 16) | (uint64_t(r[11]) << 24);
+    const uint64_t esize = r[4] == 3 ? 4 : r[4] == 0 ? 1 : 2;
+    return r[6] != 0 || r[5] > 8 || (order == 2 && c != 1) || (split && n * esize > max_bytes);
 }
 
 inline bool write_vectors(const std::string &dir, size_t bb, const std::vector<EncVec> &ev,

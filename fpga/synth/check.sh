@@ -9,6 +9,8 @@
 # full (long: did not finish on the shared 2-core machine, > 13 min and 8 GB at
 #   DW=256): also map to 6-input LUTs with ABC and print LUT count and the
 #   longest path in LUTs (real LUT levels of the mapped netlist, no routing).
+# DEPTH_THROUGH="FILE:A-B ..." also prints the longest path through those source
+# lines (synth/depth.py --through); KEEP_JSON=1 keeps the flattened netlists.
 # Exit: 0 clean, 1 latch / loop / error, 77 yosys not installed (CTest: skipped).
 set -eu
 fpga=$1 work=$2 mode=${3:-quick} dw=${4:-256} maxb=${5:-4096}
@@ -51,18 +53,23 @@ if ! yosys -q -l "$work/yosys.log" "$work/synth.ys" >"$work/stdout.txt" 2>&1; th
 fi
 end=$(date +%s)
 echo "yosys $mode check, DW=$dw MAX_BYTES=$maxb: $((end - start)) s (RAMs black-boxed)"
-# per module: cells and flip-flop bits (stat -width lists FF cells as $dff_<width> <count>)
+# per module: cells and flip-flop bits (stat -width lists FF cells as $dff_<width> <count>);
+# the parameter variants of one module (each instantiated once) are added up
 awk '
-  /^=== /{mod=$2; sub(/.*\\/, "", mod); if (mod == "design") mod = "total"; order[++n] = mod}
-  /Number of cells:/{cells[mod] = $4}
+  /^=== /{mod=$2; sub(/.*\\/, "", mod); if (mod == "design") mod = "total";
+          if (!(mod in nv)) order[++n] = mod; nv[mod]++}
+  /Number of cells:/{cells[mod] += $4}
   $1 ~ /^\$_?(a|s|al)?dff(e|sr|ce)?_[0-9]+$/ || $1 ~ /^\$_(S|A)?DFF/ {
      w = $1; sub(/.*_/, "", w); if (w !~ /^[0-9]+$/) w = 1; ff[mod] += w * $2 }
   END{ for (i = 1; i <= n; i++) { m = order[i]; if (m == "speckv_codec_top") continue;
-       printf "  %-12s %8d cells %8d flip-flop bits\n", m ":", cells[m], ff[m] } }' "$work/stat.txt"
+       name = (nv[m] > 1) ? m " x" nv[m] : m;
+       printf "  %-18s %8d cells %8d flip-flop bits\n", name ":", cells[m], ff[m] } }' "$work/stat.txt"
 # logic depth, register to register (an estimate: no placement, routing or vendor timing)
 if command -v python3 >/dev/null 2>&1; then
     echo "logic depth of the word-level netlist (flattened, before optimisation):"
-    python3 "$fpga/synth/depth.py" "$work/flat.json" || exit 1
+    thr=""
+    for t in ${DEPTH_THROUGH:-}; do thr="$thr --through $t"; done
+    python3 "$fpga/synth/depth.py" "$work/flat.json" $thr || exit 1
     if [ "$mode" = full ]; then
         awk '/Number of cells:/{print "  LUT-mapped (abc -lut 6): " $4 " cells"} $1 == "$lut" {print "  6-input LUTs: " $2}' "$work/stat_lut.txt"
         echo "logic depth of the LUT netlist (each cell one level):"
@@ -71,5 +78,5 @@ if command -v python3 >/dev/null 2>&1; then
 else
     echo "python3 not found: no depth figure"
 fi
-rm -f "$work/flat.json" "$work/lut.json"
+[ "${KEEP_JSON:-0}" = 1 ] || rm -f "$work/flat.json" "$work/lut.json"
 echo "FPGA-SYNTH PASS (no latches, no combinational loops)"

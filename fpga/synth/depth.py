@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Logic depth of a flattened Yosys netlist (write_json), register to register.
 
-    depth.py NETLIST.json [TOP]
+    depth.py NETLIST.json [TOP] [--through FILE:FIRST-LAST ...]
 
 Start points: top-level inputs, flip-flop outputs, black-box (RAM) outputs,
 constants. End points: flip-flop / black-box inputs and top-level outputs.
@@ -18,8 +18,10 @@ Two figures for the longest combinational path:
 Neither is a timing figure (no placement, no routing, no vendor library); they
 say how far a datapath is from a register-to-register budget. Prints the two
 depths, the cells of each kind on the longest LUT-level path and the source
-lines it goes through. Exit 0; 1 on a combinational loop (never expected:
-synth/check.sh asserts there is none first).
+lines it goes through. --through FILE:FIRST-LAST also prints the longest path
+that goes through a cell made from those source lines (a datapath that is not
+the module's longest, e.g. the split-Rice decode). Exit 0; 1 on a
+combinational loop (never expected: synth/check.sh asserts there is none first).
 """
 import json
 import math
@@ -82,10 +84,18 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    with open(sys.argv[1]) as f:
+    args = sys.argv[1:]
+    through = []
+    while "--through" in args:
+        i = args.index("--through")
+        f, r = args[i + 1].rsplit(":", 1)
+        a, b = r.split("-")
+        through.append((f, int(a), int(b)))
+        del args[i:i + 2]
+    with open(args[0]) as f:
         nl = json.load(f)
     mods = nl["modules"]
-    top = sys.argv[2] if len(sys.argv) > 2 else None
+    top = args[1] if len(args) > 1 else None
     if top is None:
         for name, m in mods.items():
             if int(str(m.get("attributes", {}).get("top", "0")), 2 if set(str(m.get("attributes", {}).get("top", "0"))) <= {"0", "1"} else 10):
@@ -169,6 +179,29 @@ def main():
             if src:
                 srcs[src.split(":")[0].split("/")[-1] + ":" + src.split(":")[1].split(".")[0]] += 1
         print("    source lines: " + ", ".join(f"{s} ({k})" for s, k in srcs.most_common(6)))
+
+    def src_of(n):  # (file, line) of every source location a cell was made from
+        out = []
+        for part in cells[n].get("attributes", {}).get("src", "").split("|"):
+            if ":" in part:
+                fl, rest = part.split(":", 1)
+                try:
+                    out.append((fl.split("/")[-1], int(rest.split(".")[0])))
+                except ValueError:
+                    pass
+        return out
+
+    for fl, a, b in through:
+        sel = [n for n in order if any(f == fl and a <= ln <= b for f, ln in src_of(n))]
+        if not sel:
+            print(f"  through {fl}:{a}-{b}: no cells")
+            continue
+        for name, wfn, dep in (("word-level cells", lambda c: 1.0, dc), ("LUT levels in the model", lut_levels, dl)):
+            rdep = {}
+            for n in reversed(order):
+                rdep[n] = wfn(cells[n]) + max((rdep[s] for s in succs[n]), default=0.0)
+            best = max(sel, key=lambda n: dep[n] + rdep[n] - wfn(cells[n]))
+            print(f"  through {fl}:{a}-{b} ({len(sel)} cells): longest path {dep[best] + rdep[best] - wfn(cells[best]):.0f} {name}")
     return 0
 
 
