@@ -117,7 +117,10 @@ int encode_params(Mode mode, Params params, int dtype, const void *src, size_t s
 // decoded bytes (count * dtype size). Never reads rec[len..] or writes
 // dst[cap..]. Returns SPECKV_OK, SPECKV_EINVAL (NULL args), SPECKV_ERANGE
 // (cap too small for the decoded page), SPECKV_ECORRUPT (any bad record; the
-// detail message says what).
+// detail message says what). On any error dst[0, cap) is unspecified: a fast
+// path may write values while it still checks the CRC and the range (docs
+// §15), so decode into scratch and use dst only when this returns SPECKV_OK.
+// rec and dst must not overlap.
 int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_bytes,
            Impl impl = Impl::best);
 

@@ -76,10 +76,12 @@ struct Kernels {
     // Optional, null where a table has none (the caller then takes its
     // general path). The int8 record shape (FP16, b <= 8, one scale per
     // page, bytes, no delta; payload = a valid scale field, then n values):
-    // int8_decode_fp16 continues `crc` (the header's CRC32C) over the payload
-    // and, only if that equals `want` and every int8(q_i) is in [-Q, Q],
-    // writes the n decoded values to dst and sets *written (else dst is
-    // untouched). Returns the payload's CRC. int8_encode_fp16 is
+    // int8_decode_fp16 continues `crc` (the header's CRC32C) over the payload,
+    // checks every int8(q_i) is in [-Q, Q] and decodes the n values into
+    // dst[0, 2n), in one pass where it can: *written = true iff the CRC equals
+    // `want`, every value is in range and dst holds the n decoded values;
+    // otherwise dst[0, 2n) is unspecified (never anything outside it) and the
+    // caller reports the error. Returns the payload's CRC. int8_encode_fp16 is
     // quant_const_fp16 into q, returning the CRC32C continued from `crc` over
     // the scale field (2 bytes, little-endian) and then those n bytes.
     uint32_t (*int8_decode_fp16)(uint32_t crc, const uint8_t *payload, size_t n, uint32_t Q, uint32_t want, void *dst,

@@ -1128,8 +1128,9 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
         return fail(SPECKV_ECORRUPT, "codec: record length %zu != header's %zu", len, h.record_len());
     uint32_t crc = crc32c(0, rec, 20);
     // An int8 record that passes every other check below may take the
-    // table's one-pass path; it writes dst only if the CRC and the values'
-    // range pass too, else the checks below report what failed, as before.
+    // table's one-pass path, which writes dst while it checks the CRC and
+    // the values' range; if either fails (dst then unspecified, codec.h),
+    // the checks below report what failed, with the reference's message.
     const Kernels *K8 = kernels_for(impl);
     bool done = false;
     if (K8 && K8->int8_decode_fp16 && int8_shape(h, rec + kHeaderSize) && cap >= h.decoded_bytes())

@@ -62,6 +62,36 @@ struct ExtGuard {  // restores the AVX-512 extensions whatever a test did
     ~ExtGuard() { c::avx512_extensions(1); }
 };
 
+// decode() of a bad record on every implementation (and, on AVX-512, with
+// and without the extensions), into dst at every offset of a 64-byte line
+// with a cap past the decoded size: the reference's return code and
+// message, and nothing written outside [dst, dst + cap). What dst holds on
+// an error is unspecified (codec.h), so that is all a test may ask.
+void check_rejected_alike(const std::vector<uint8_t> &bad, size_t decoded) {
+    ExtGuard guard;
+    std::vector<uint8_t> ref(decoded);
+    size_t n = 0;
+    const int rc0 = c::decode(bad.data(), bad.size(), ref.data(), ref.size(), &n, c::Impl::scalar);
+    REQUIRE(rc0 == SPECKV_ECORRUPT);
+    const std::string e0 = speckv::last_error();
+    const size_t cap = decoded + 24;
+    std::vector<uint8_t> buf(cap + 192);
+    for (c::Impl impl : {c::Impl::scalar, c::Impl::avx2, c::Impl::avx512, c::Impl::best}) {
+        if (!c::impl_available(impl)) continue;
+        for (int ext : {1, 0}) {
+            c::avx512_extensions(ext);
+            for (size_t off : {size_t(64), size_t(65), size_t(80), size_t(94), size_t(96), size_t(127)}) {
+                INFO("impl " << c::impl_name(impl) << " ext " << ext << " dst offset " << off % 64);
+                std::fill(buf.begin(), buf.end(), uint8_t(0xCD));
+                REQUIRE(c::decode(bad.data(), bad.size(), buf.data() + off, cap, &n, impl) == rc0);
+                REQUIRE(std::string(speckv::last_error()) == e0);
+                REQUIRE(std::count(buf.begin(), buf.begin() + long(off), uint8_t(0xCD)) == long(off));
+                REQUIRE(std::count(buf.begin() + long(off + cap), buf.end(), uint8_t(0xCD)) == long(buf.size() - off - cap));
+            }
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("codec fast: FP16 absmax / quantiser / dequantiser / undelta equal the scalar definitions") {
@@ -146,7 +176,7 @@ TEST_CASE("codec fast: range_ok of every table equals the scalar check") {
     }
 }
 
-TEST_CASE("codec fast: int8 decode rejects an out-of-range value on every path, dst untouched") {
+TEST_CASE("codec fast: int8 decode rejects an out-of-range value on every path, as the reference does") {
     std::mt19937_64 rng(99);
     std::vector<uint16_t> h = fp16_page(rng, 2048, 1);
     std::vector<uint8_t> rec(c::max_record_size(4096));
@@ -154,18 +184,13 @@ TEST_CASE("codec fast: int8 decode rejects an out-of-range value on every path, 
     REQUIRE(c::encode(c::Mode::int8, SPECKV_DTYPE_FP16, h.data(), 4096, {32}, rec.data(), rec.size(), &len) == SPECKV_OK);
     rec.resize(len);
     REQUIRE(rec[3] == uint8_t(c::Mode::int8));
-    for (size_t pos : {size_t(0), size_t(1), size_t(1000), size_t(2047)}) {
+    for (size_t pos : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(1000), size_t(2040), size_t(2047)}) {
         std::vector<uint8_t> bad = rec;
         bad[c::kHeaderSize + 2 + pos] = 0x80;  // -128 > Q = 127
         const uint32_t crc = speckv::crc32c(speckv::crc32c(0, bad.data(), 20), bad.data() + c::kHeaderSize, len - c::kHeaderSize);
         for (int k = 0; k < 4; k++) bad[20 + size_t(k)] = uint8_t(crc >> (8 * k));
-        for (c::Impl impl : {c::Impl::scalar, c::Impl::avx2, c::Impl::avx512, c::Impl::best}) {
-            if (!c::impl_available(impl)) continue;
-            std::vector<uint8_t> out(4096, 0xCD);
-            size_t n = 0;
-            REQUIRE(c::decode(bad.data(), bad.size(), out.data(), out.size(), &n, impl) == SPECKV_ECORRUPT);
-            REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == 4096);
-        }
+        check_rejected_alike(bad, 4096);
+        REQUIRE(std::string(speckv::last_error()).find("value -128 at " + std::to_string(pos)) != std::string::npos);
     }
 }
 
@@ -590,14 +615,17 @@ TEST_CASE("codec fast: range_ok at every alignment and length, a bad byte anywhe
 
 // The one-pass int8 kernels (where a table has them) against the separate
 // steps: the CRC32C of every length and alignment against speckv::crc32c, the
-// values against the scalar quantiser and dequantiser, and the decoder's
-// "write only if the CRC and the range pass".
+// values against the scalar quantiser and dequantiser, *written exactly when
+// the CRC and the range pass, and nothing written outside the n values.
 TEST_CASE("codec fast: one-pass int8 encode/decode kernels equal the separate steps") {
+    ExtGuard guard;
     std::mt19937_64 rng(8086);
     int tested = 0;
+    for (int ext : {1, 0})  // with VBMI the decoder's one pass; without it, CRC and range, then the values
     for (const c::Kernels *K : tables()) {
+        c::avx512_extensions(ext);
         if (!K->int8_decode_fp16 && !K->int8_encode_fp16) continue;
-        INFO("table " << K->name);
+        INFO("table " << K->name << " ext " << ext);
         tested++;
         std::vector<uint8_t> buf(2 + 5000 + 128), out(2 * 5000 + 128), want(2 * 5000);
         const size_t lens[] = {1, 7, 63, 64, 65, 200, 255, 256, 257, 300, 511, 512, 513, 1000, 2047, 2048, 2049, 4096, 5000};
@@ -641,10 +669,10 @@ TEST_CASE("codec fast: one-pass int8 encode/decode kernels equal the separate st
             bool written = true;
             REQUIRE(K->int8_decode_fp16(crc_in, pl, n, Q, stored, out.data() + ooff, &written) == c0);
             REQUIRE(written == (kind == 0));
-            if (!written) {
-                REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == long(out.size()));
-                continue;
-            }
+            // On a failed check dst[0, 2n) is unspecified; nothing around it is written.
+            REQUIRE(std::count(out.begin(), out.begin() + long(ooff), uint8_t(0xCD)) == long(ooff));
+            REQUIRE(std::count(out.begin() + long(ooff + 2 * n), out.end(), uint8_t(0xCD)) == long(out.size() - ooff - 2 * n));
+            if (!written) continue;
             c::dequant_const_scalar(reinterpret_cast<const int8_t *>(pl + 2), n, scale, SPECKV_DTYPE_FP16, want.data());
             REQUIRE(std::memcmp(want.data(), out.data() + ooff, 2 * n) == 0);
             REQUIRE(std::count(out.begin(), out.begin() + long(ooff), uint8_t(0xCD)) == long(ooff));
@@ -654,23 +682,40 @@ TEST_CASE("codec fast: one-pass int8 encode/decode kernels equal the separate st
     MESSAGE("tables with one-pass int8 kernels: " << tested);
 }
 
-TEST_CASE("codec fast: int8 decode with a bad CRC leaves dst untouched on every path") {
+TEST_CASE("codec fast: int8 decode with a bad CRC is rejected on every path as the reference does") {
     std::mt19937_64 rng(4040);
     std::vector<uint16_t> h = fp16_page(rng, 2048, 1);
     std::vector<uint8_t> rec(c::max_record_size(4096));
     size_t len = 0;
     REQUIRE(c::encode(c::Mode::int8, SPECKV_DTYPE_FP16, h.data(), 4096, {32}, rec.data(), rec.size(), &len) == SPECKV_OK);
     rec.resize(len);
-    for (size_t pos : {size_t(20), size_t(24), size_t(25), size_t(26), size_t(1000), len - 1}) {
+    for (size_t pos : {size_t(20), size_t(24), size_t(25), size_t(26), size_t(33), size_t(34), size_t(1000), len - 57,
+                       len - 1}) {
         std::vector<uint8_t> bad = rec;
         bad[pos] ^= 0x10;
-        for (c::Impl impl : {c::Impl::scalar, c::Impl::avx2, c::Impl::avx512, c::Impl::best}) {
-            if (!c::impl_available(impl)) continue;
-            std::vector<uint8_t> out(4096, 0xCD);
-            size_t n = 0;
-            REQUIRE(c::decode(bad.data(), bad.size(), out.data(), out.size(), &n, impl) == SPECKV_ECORRUPT);
-            REQUIRE(std::string(speckv::last_error()).find("CRC32C mismatch") != std::string::npos);
-            REQUIRE(std::count(out.begin(), out.end(), uint8_t(0xCD)) == 4096);
-        }
+        check_rejected_alike(bad, 4096);
+        REQUIRE(std::string(speckv::last_error()).find("CRC32C mismatch") != std::string::npos);
+        // A bad CRC and an out-of-range value: the CRC is what is reported.
+        bad[c::kHeaderSize + 2 + 500] = 0x81;
+        check_rejected_alike(bad, 4096);
+        REQUIRE(std::string(speckv::last_error()).find("CRC32C mismatch") != std::string::npos);
+    }
+    // Short pages (the two-pass path) and lengths around the one-pass
+    // kernel's edges, a bad CRC or a value out of range.
+    for (size_t n : {size_t(1), size_t(100), size_t(255), size_t(256), size_t(257), size_t(271), size_t(300), size_t(1000)}) {
+        std::vector<uint16_t> hn = fp16_page(rng, n, 1);
+        std::vector<uint8_t> r(c::max_record_size(2 * n));
+        size_t l = 0;
+        REQUIRE(c::encode(c::Mode::int8, SPECKV_DTYPE_FP16, hn.data(), 2 * n, {1}, r.data(), r.size(), &l) == SPECKV_OK);
+        r.resize(l);
+        if (r[3] != uint8_t(c::Mode::int8)) continue;  // stored raw
+        std::vector<uint8_t> bad = r;
+        bad[l - 1] ^= 1;
+        check_rejected_alike(bad, 2 * n);
+        bad = r;
+        bad[c::kHeaderSize + 2 + (n - 1)] = 0x80;
+        const uint32_t crc = speckv::crc32c(speckv::crc32c(0, bad.data(), 20), bad.data() + c::kHeaderSize, l - c::kHeaderSize);
+        for (int k = 0; k < 4; k++) bad[20 + size_t(k)] = uint8_t(crc >> (8 * k));
+        check_rejected_alike(bad, 2 * n);
     }
 }
