@@ -368,11 +368,7 @@ void PrefetchController::plan(uint64_t request, uint32_t layer, Plan *out) {
     depth_sum_ += k;
     depth_n_ += 1;
     out->depth = k;
-    // ceil, not round: at beta < 1/(2k) rounding planned nothing at all, so
-    // a link that demand alone saturates switched an accurate predictor off
-    // and turned its hits into synchronous reads, with no less traffic
-    // (docs/tiers.md §8, the slow-link stream). Only beta = 0 plans nothing.
-    out->effective = uint32_t(std::ceil(b * k - 1e-9));
+    out->effective = uint32_t(std::floor(b * k + 0.5));
     pred_->predict({request, layer}, out->effective, &out->units);
     // The unit now running is consumed; the planned ones are this decision's
     // unless an earlier decision (that already issued them) holds them.

@@ -155,7 +155,7 @@ class PrefetchController {
 
     struct Plan {
         uint32_t depth = 0;      // k chosen by the bandit
-        uint32_t effective = 0;  // ceil(beta * k): units actually planned (>= 1 unless beta = 0)
+        uint32_t effective = 0;  // round(beta * k): units actually planned
         std::vector<PrefetchUnit> units;
         std::vector<uint64_t> prefix_blocks;  // of newly arrived requests, to fetch too
     };
