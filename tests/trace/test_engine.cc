@@ -275,8 +275,12 @@ TEST_CASE("engine: layer groups give the library's prefetcher layer-ahead units 
 // smaller than a step's reads): paced, its hit rate is far higher. Measured
 // on the shared, loaded 2-vCPU VM (docs/evaluation.md): release, 12 runs,
 // unpaced 4.9-43.4 %, paced (0.1, yield) 87.9-94.0 %, 3.5-7.2 s; ASan, 3 runs,
-// 4.8-5.5 % vs 90.9-93.6 %, 6-7 s. The smallest gap seen was 0.50; the
-// assertion asks 0.25 (and > 0.5 paced). Without pacing's effect it fails.
+// 4.8-5.5 % vs 90.9-93.6 %, 6-7 s. How far behind the unpaced replay leaves
+// the prefetch thread depends on whether that thread gets a core of its own:
+// on an idle 2-vCPU machine (2026-12-01, AMD EPYC) unpaced reached 52-56 %
+// (release, 9 runs; paced 80-97 %) and 62-71 % (ASan, 3 runs; paced 82-95 %),
+// smallest gaps 0.26 and 0.20. So the assertion asks a gap of 0.1 and > 0.7
+// paced. Without pacing's effect (paced == unpaced) it fails.
 // The model's numbers are the same with and without pacing.
 TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute time") {
     GenOptions g;
@@ -307,8 +311,8 @@ TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute ti
     // The library's measured hit rate, clearly higher when paced.
     REQUIRE(plain.lib_hit_rate >= 0);
     REQUIRE(paced.lib_hit_rate >= 0);
-    CHECK(paced.lib_hit_rate > 0.5);
-    CHECK(paced.lib_hit_rate > plain.lib_hit_rate + 0.25);
+    CHECK(paced.lib_hit_rate > 0.7);
+    CHECK(paced.lib_hit_rate > plain.lib_hit_rate + 0.1);
     // The model does not see the pacing: identical modelled output.
     auto modelled = [&](const Result &r) {
         std::string j = to_json({r}, o, "x");
