@@ -438,10 +438,11 @@ int Pool::close() {
             // Our references go; our unpublished blocks become the pool's
             // (they persist, as a clean detach promises).
             uint64_t bit = uint64_t(1) << attach_slot_;
-            {
-                std::lock_guard g(refs_mu_);
-                for (auto &[slot, e] : refs_) blocks()[slot].holders.fetch_and(~bit);
-                refs_.clear();
+            for (RefShard &rs : refs_) {
+                std::lock_guard g(rs.mu);
+                for (auto &[slot, e] : rs.map)
+                    if (e.second) blocks()[slot].holders.fetch_and(~bit);
+                rs.map.clear();
             }
             uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
             for (uint64_t i = 0; i < hwm; i++)
@@ -966,9 +967,10 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
 int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
 
 bool Pool::pinned(uint64_t handle) {
-    if (pin_total_.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard g(pin_mu_);
-    return pins_.count(handle) != 0;
+    PinShard &ps = pin_shard(handle);
+    if (ps.total.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard g(ps.mu);
+    return ps.pinned(handle);
 }
 
 int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
@@ -1238,16 +1240,19 @@ uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint6
 int Pool::acquire_ref(uint64_t handle, bool need_published) {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
     BlockRecord &r = blocks()[slot];
-    std::lock_guard g(refs_mu_);
-    auto it = refs_.find(slot);
-    if (it != refs_.end()) {
+    RefShard &rs = ref_shard(slot);
+    std::lock_guard g(rs.mu);
+    // An entry whose count is 0 is kept for the next reference (a pin and
+    // unpin in a loop then allocate nothing); it stands for no reference.
+    auto it = rs.map.find(slot);
+    if (it != rs.map.end() && it->second.second > 0) {
         if (it->second.first == handle) {
             it->second.second++;
             return SPECKV_OK;
         }
         if (r.handle.load(std::memory_order_acquire) == it->second.first)
             return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (its slot holds a newer block)", handle);
-        refs_.erase(it);  // a reference to a block a forced reset wiped
+        it->second.second = 0;  // a reference to a block a forced reset wiped (the reset cleared its bit)
     }
     uint64_t bit = uint64_t(1) << attach_slot_;
     uint64_t cur = r.holders.load(std::memory_order_relaxed);
@@ -1259,23 +1264,29 @@ int Pool::acquire_ref(uint64_t handle, bool need_published) {
         r.holders.fetch_and(~bit, std::memory_order_relaxed);
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed meanwhile)", handle);
     }
-    refs_.emplace(slot, std::make_pair(handle, 1u));
+    if (it != rs.map.end()) it->second = std::make_pair(handle, 1u);
+    else rs.map.emplace(slot, std::make_pair(handle, 1u));
     return SPECKV_OK;
 }
 
 int Pool::release_ref(uint64_t handle) {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
-    std::lock_guard g(refs_mu_);
-    auto it = refs_.find(slot);
-    if (it == refs_.end() || it->second.first != handle)
+    RefShard &rs = ref_shard(slot);
+    std::lock_guard g(rs.mu);
+    auto it = rs.map.find(slot);
+    if (it == rs.map.end() || it->second.first != handle || it->second.second == 0)
         return fail(SPECKV_EBADHANDLE,
                     "block 0x%" PRIx64 " is published and this process holds no reference to it (double free?)", handle);
     if (--it->second.second == 0) {
-        refs_.erase(it);
+        if (rs.map.size() > kKeepIdle) rs.map.erase(it);
         BlockRecord &r = blocks()[slot];
         // A logical clock, not time: eviction order is then a function of
-        // the order of operations alone (replays are deterministic).
-        r.last_use.store(sh()->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+        // the order of operations alone (replays are deterministic). Only
+        // published blocks are evicted by it; an unpublished one's reference
+        // is a pin's, and bumping the shared clock on every unpin would make
+        // threads that pin different blocks contend for its cache line.
+        if (relaxed_load(r.state) & kBlockPublished)
+            r.last_use.store(sh()->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
         r.holders.fetch_and(~(uint64_t(1) << attach_slot_), std::memory_order_release);
     }
     return SPECKV_OK;
@@ -1995,13 +2006,14 @@ again:
     if (int rc = acquire_ref(handle, false); rc != SPECKV_OK) return rc;
     bool moved;
     {
-        // The L4 holder demotes only with pin_mu_ held and re-checks the pins
+        // The L4 holder demotes only with the handle's pin shard locked and re-checks the pins
         // before it commits: registered here and unmoved means it stays put.
-        std::lock_guard g(pin_mu_);
-        auto &e = pins_[handle];
+        PinShard &ps = pin_shard(handle);
+        std::lock_guard g(ps.mu);
+        auto &e = ps.map[handle];
         e.first++;
         e.second += ref;
-        pin_total_.fetch_add(1, std::memory_order_release);
+        ps.total.fetch_add(1, std::memory_order_release);
         moved = r.moved();
     }
     if (moved) {  // it went to L4 (or came back) between resolve and the pin: once more
@@ -2021,9 +2033,10 @@ again:
 int Pool::unpin(uint64_t handle) {
     bool ref = false;
     {
-        std::lock_guard g(pin_mu_);
-        auto it = pins_.find(handle);
-        if (it == pins_.end()) {
+        PinShard &ps = pin_shard(handle);
+        std::lock_guard g(ps.mu);
+        auto it = ps.map.find(handle);
+        if (it == ps.map.end() || it->second.first == 0) {
             BlockView r{};
             if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
             return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
@@ -2032,8 +2045,8 @@ int Pool::unpin(uint64_t handle) {
             it->second.second--;
             ref = true;
         }
-        if (--it->second.first == 0) pins_.erase(it);
-        pin_total_.fetch_sub(1, std::memory_order_release);
+        if (--it->second.first == 0 && ps.map.size() > kKeepIdle) ps.map.erase(it);
+        ps.total.fetch_sub(1, std::memory_order_release);
     }
     return ref ? release_ref(handle) : SPECKV_OK;
 }

@@ -178,7 +178,7 @@ class Pool {
     uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
     // The same, for other translation units (the template lives in pool.cc).
     uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
-    // Process references (lock-free; refs_mu_ inside).
+    // Process references (lock-free; a RefShard's mutex inside).
     int acquire_ref(uint64_t handle, bool need_published);
     int release_ref(uint64_t handle);
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
@@ -407,8 +407,16 @@ class Pool {
     // References this process holds to published blocks, by slot: the
     // handle they are for and how many. The slot's holders bit is set iff
     // the count is > 0.
-    std::mutex refs_mu_;
-    std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> refs_;
+    // Sharded by slot, so threads that reference different blocks take
+    // different locks (speckv_pin takes a reference each time).
+    static constexpr size_t kRefShards = 64;
+    static constexpr size_t kKeepIdle = 64;  // entries per shard kept at count 0 before they are erased
+    struct alignas(64) RefShard {
+        std::mutex mu;
+        std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> map;
+    };
+    RefShard refs_[kRefShards];
+    RefShard &ref_shard(uint64_t slot) { return refs_[slot % kRefShards]; }
     // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
     // is non-null once the thread runs (the first hint starts it).
     std::unique_ptr<PrefetchBuffer> l2_;
@@ -497,9 +505,19 @@ class Pool {
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
     // Pins are per process: a pinned block can't be written or freed here.
-    std::mutex pin_mu_;
-    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> pins_;  // handle -> (pins, of which hold a reference)
-    std::atomic<uint64_t> pin_total_{0};
+    // Sharded by the handle's slot, as refs_: handle -> (pins, of which hold
+    // a reference), and how many pins the shard holds (a lock-free "none").
+    struct alignas(64) PinShard {
+        std::mutex mu;
+        std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> map;  // an entry at 0 pins is kept idle
+        std::atomic<uint64_t> total{0};
+        bool pinned(uint64_t handle) const {  // under mu
+            auto it = map.find(handle);
+            return it != map.end() && it->second.first > 0;
+        }
+    };
+    PinShard pins_[kRefShards];
+    PinShard &pin_shard(uint64_t handle) { return pins_[handle % kRefShards]; }  // low bits: the slot
     // speckv_select's previous selection per (tenant, request, layer): the steady rule.
     std::mutex sel_mu_;
     std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;

@@ -537,8 +537,9 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
             continue;
         }
         const uint64_t first = v.first, np = v.np;
-        std::unique_lock pins(pin_mu_);  // pin() registers under it and re-checks tier_seq
-        bool ok = r.handle.load() == v.handle && r.tier_seq.load() == v.tseq && !pins_.count(v.handle);
+        PinShard &ps = pin_shard(v.handle);
+        std::unique_lock pins(ps.mu);  // pin() registers under it and re-checks tier_seq
+        bool ok = r.handle.load() == v.handle && r.tier_seq.load() == v.tseq && !ps.pinned(v.handle);
         uint64_t locked = 0;
         for (; ok && locked < np; locked++) {
             PageEntry &pe = pages()[first + locked];

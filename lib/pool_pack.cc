@@ -174,12 +174,13 @@ void Pool::pack_block(uint64_t handle) {
     BlockRecord &r = blocks()[slot_of(handle)];
     SharedHeader *h = sh();
     const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
-    std::unique_lock pins(pin_mu_);  // pin() registers under it and re-checks tier_seq
+    PinShard &pshard = pin_shard(handle);
+    std::unique_lock pins(pshard.mu);  // pin() registers under it and re-checks tier_seq
     uint64_t first = UINT64_MAX;
     const char *why = nullptr;
     if (r.handle.load() != handle || r.tier_seq.load() != v.tseq || r.packed_pages)
         why = "the block moved or was freed meanwhile";
-    else if (pins_.count(handle))
+    else if (pshard.pinned(handle))
         why = "it is pinned";
     else if (r.holders.load(std::memory_order_seq_cst) & ~mine)
         why = "other processes hold references to it (maybe pins)";
