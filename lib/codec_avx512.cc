@@ -732,25 +732,10 @@ void dequant_row16_avx512(const int16_t *q, size_t C, const uint16_t *scale, int
 // against speckv::crc32c.
 #define SPECKV_CRC_TARGET "sse4.2,pclmul,vpclmulqdq,avx512vbmi,avx512bw,avx512vl,avx512f"
 
-constexpr uint32_t crc_xpow_mod_p(unsigned e) {  // x^e mod P, unreflected, P = 0x1_1EDC6F41
-    uint64_t r = 1;
-    for (unsigned i = 0; i < e; i++) {
-        r <<= 1;
-        if (r >> 32) r ^= 0x11EDC6F41ull;
-    }
-    return static_cast<uint32_t>(r);
-}
-constexpr uint32_t crc_bitrev32(uint32_t v) {
-    uint32_t r = 0;
-    for (int i = 0; i < 32; i++) r |= ((v >> i) & 1u) << (31 - i);
-    return r;
-}
-// {K_H, K_L} of a fold over D bits: K_H multiplies the lane's low qword.
-struct CrcK {
-    uint64_t kh, kl;
-};
-constexpr CrcK crc_fold_k(unsigned d) { return {crc_bitrev32(crc_xpow_mod_p(d + 31)), crc_bitrev32(crc_xpow_mod_p(d - 33))}; }
-static_assert(crc_bitrev32(crc_xpow_mod_p(32)) == 0x82F63B78u);
+// {K_H, K_L} of a fold over D bits (crc32c.h, crc_fold): the constants of lib/crc32c.cc.
+using CrcK = crc_fold::FoldK;
+constexpr CrcK crc_fold_k(unsigned d) { return crc_fold::fold_k(d); }
+static_assert(crc_fold::bitrev32(crc_fold::xpow_mod_p(32)) == 0x82F63B78u);
 constexpr CrcK kCrc128 = crc_fold_k(128), kCrc256 = crc_fold_k(256), kCrc384 = crc_fold_k(384),
                kCrc512 = crc_fold_k(512), kCrc1024 = crc_fold_k(1024), kCrc1536 = crc_fold_k(1536),
                kCrc2048 = crc_fold_k(2048);

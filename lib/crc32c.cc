@@ -161,26 +161,13 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const void
 // reflected, and fold(A) = clmul(H, K_H) ^ clmul(L, K_L) has degree < 96: it
 // fits a lane and is congruent to A*x^D, which is all the CRC needs.
 //
-// Generator: x^e mod P in the normal (unreflected) form, P = 0x1_1EDC6F41
-// (0x82F63B78 bit reversed, plus x^32), then bit reversed.
-constexpr uint32_t xpow_mod_p(unsigned e) {
-    uint64_t r = 1;  // x^0
-    for (unsigned i = 0; i < e; i++) {
-        r <<= 1;
-        if (r >> 32) r ^= 0x11EDC6F41ull;
-    }
-    return static_cast<uint32_t>(r);
-}
-constexpr uint32_t bitrev32(uint32_t v) {
-    uint32_t r = 0;
-    for (int i = 0; i < 32; i++) r |= ((v >> i) & 1u) << (31 - i);
-    return r;
-}
-// {K_H, K_L} for a fold distance of D bits: K_H multiplies the low qword.
-struct FoldK {
-    uint64_t kh, kl;
-};
-constexpr FoldK fold_k(unsigned dbits) { return {bitrev32(xpow_mod_p(dbits + 31)), bitrev32(xpow_mod_p(dbits - 33))}; }
+// Generator (crc32c.h, crc_fold): x^e mod P in the normal (unreflected)
+// form, P = 0x1_1EDC6F41 (0x82F63B78 bit reversed, plus x^32), then bit
+// reversed; {K_H, K_L} for a fold distance of D bits.
+using crc_fold::bitrev32;
+using crc_fold::FoldK;
+using crc_fold::fold_k;
+using crc_fold::xpow_mod_p;
 
 // Checks of the generator against the table-driven definitions above:
 // x^0 .. x^31 are single bits, and x^32 mod P is P's low part, 0x82F63B78

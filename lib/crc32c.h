@@ -38,4 +38,29 @@ uint32_t crc32c_with(Crc32cPath p, uint32_t crc, const void *data, size_t n);
 // is not available.
 bool crc32c_force_path(Crc32cPath p);
 
+// Internal: the constants of CLMUL folding (their derivation: lib/crc32c.cc),
+// shared by crc32c.cc and the codec's CRC-carrying kernels. xpow_mod_p(e) =
+// x^e mod P in the normal (unreflected) form, P = 0x1_1EDC6F41; fold_k(D) =
+// {K_H, K_L} = x^(D+31), x^(D-33) mod P, bit reflected: a fold over D bits,
+// K_H multiplying the lane's low qword.
+namespace crc_fold {
+constexpr uint32_t xpow_mod_p(unsigned e) {
+    uint64_t r = 1;  // x^0
+    for (unsigned i = 0; i < e; i++) {
+        r <<= 1;
+        if (r >> 32) r ^= 0x11EDC6F41ull;
+    }
+    return static_cast<uint32_t>(r);
+}
+constexpr uint32_t bitrev32(uint32_t v) {
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++) r |= ((v >> i) & 1u) << (31 - i);
+    return r;
+}
+struct FoldK {
+    uint64_t kh, kl;
+};
+constexpr FoldK fold_k(unsigned dbits) { return {bitrev32(xpow_mod_p(dbits + 31)), bitrev32(xpow_mod_p(dbits - 33))}; }
+}  // namespace crc_fold
+
 }  // namespace speckv
