@@ -75,6 +75,24 @@ void check_clean(speckv_pool *p) {
 
 constexpr size_t kBlock = 16 * kPage;  // 16 pages: 512 tokens x 64 channels of FP16
 
+// One block of KV values (seed) written whole in one call into an int8 pool,
+// so the write seals it and the pool packs it (REQUIRE'd): the values, the
+// handle, where it lies and what reads must return.
+struct Packed {
+    std::vector<uint16_t> x;
+    speckv_handle b;
+    speckv::BlockInfo bi;
+    std::vector<unsigned char> want;
+};
+Packed write_packed(speckv_pool *p, uint32_t seed) {
+    Packed k{kv_values(kBlock / 2, seed), alloc_fp16(p, kBlock), {}, {}};
+    k.want = expected(Mode::int8, k.x);
+    REQUIRE(speckv_write(p, k.b, 0, k.x.data(), kBlock) == SPECKV_OK);
+    k.bi = info_of(p, k.b);
+    REQUIRE(k.bi.packed_pages > 0);
+    return k;
+}
+
 }  // namespace
 
 TEST_CASE("packed blocks: a sealed block of coded pages takes fewer pool pages and reads back the same values") {
@@ -170,12 +188,7 @@ TEST_CASE("packed blocks: a pool holds more than its raw capacity of coded KV") 
 TEST_CASE("packed blocks: a write unpacks the block and loses nothing; completing it again packs it again") {
     std::string path = fresh_pool("pack-write");
     speckv_pool *p = open_pool("file:" + path + "?size=8M", {{"codec.mode", "int8"}, {"codec.channels", "64"}});
-    auto x = kv_values(kBlock / 2, 2);
-    auto want = expected(Mode::int8, x);
-    speckv_handle b = alloc_fp16(p, kBlock);
-    REQUIRE(speckv_write(p, b, 0, x.data(), kBlock) == SPECKV_OK);
-    const uint64_t packed = info_of(p, b).packed_pages;
-    REQUIRE(packed > 0);
+    auto [x, b, bi, want] = write_packed(p, 2);
     // A partial write into page 3: the block comes back page per page; the
     // rest of page 3 keeps its decoded values, every other page its record.
     const unsigned char patch[100] = {1, 2, 3, 4, 5};
@@ -206,11 +219,7 @@ TEST_CASE("packed blocks: a write unpacks the block and loses nothing; completin
 TEST_CASE("packed blocks: pin unpacks, and the pointer shows the values reads return") {
     std::string path = fresh_pool("pack-pin");
     speckv_pool *p = open_pool("file:" + path + "?size=8M", {{"codec.mode", "int8"}, {"codec.channels", "64"}});
-    auto x = kv_values(kBlock / 2, 3);
-    auto want = expected(Mode::int8, x);
-    speckv_handle b = alloc_fp16(p, kBlock);
-    REQUIRE(speckv_write(p, b, 0, x.data(), kBlock) == SPECKV_OK);
-    REQUIRE(info_of(p, b).packed_pages > 0);
+    auto [x, b, bi, want] = write_packed(p, 3);
     const void *ptr = nullptr;
     size_t len = 0;
     REQUIRE_MESSAGE(speckv_pin(p, b, &ptr, &len) == SPECKV_OK, speckv_errmsg());
@@ -269,12 +278,7 @@ TEST_CASE("packed blocks: the prefetcher brings packed pages into L2, and the li
 TEST_CASE("packed blocks: a damaged image is an error naming the block and page; the other pages stay readable") {
     std::string path = fresh_pool("pack-bad");
     speckv_pool *p = open_pool("file:" + path + "?size=8M", {{"codec.mode", "int8"}, {"codec.channels", "64"}});
-    auto x = kv_values(kBlock / 2, 5);
-    auto want = expected(Mode::int8, x);
-    speckv_handle b = alloc_fp16(p, kBlock);
-    REQUIRE(speckv_write(p, b, 0, x.data(), kBlock) == SPECKV_OK);
-    speckv::BlockInfo bi = info_of(p, b);
-    REQUIRE(bi.packed_pages > 0);
+    auto [x, b, bi, want] = write_packed(p, 5);
     speckv_pool_close(p);
     {
         Raw raw(path);
@@ -368,18 +372,14 @@ TEST_CASE("packed blocks: L4 takes a packed block as its image and gives it back
     unlink(cold.c_str());
     speckv_pool *p = open_pool("file:" + path + "?size=8M",
                                {{"codec.mode", "int8"}, {"codec.channels", "64"}, {"cold.path", cold}, {"cold.direct", "0"}});
-    auto x = kv_values(kBlock / 2, 7);
-    auto want = expected(Mode::int8, x);
-    speckv_handle b = alloc_fp16(p, kBlock);
-    REQUIRE(speckv_write(p, b, 0, x.data(), kBlock) == SPECKV_OK);
-    const uint64_t packed = info_of(p, b).packed_pages;
-    REQUIRE(packed > 0);
+    auto [x, b, bi, want] = write_packed(p, 7);
+    const uint64_t packed = bi.packed_pages;
     REQUIRE_MESSAGE(speckv_demote(p, b) == SPECKV_OK, speckv_errmsg());
     CHECK(info_of(p, b).cold);
     CHECK(stats_of(p).pages_used == 0);
     CHECK(stats_of(p).l4_bytes == kBlock);
     CHECK(read_all(p, b, kBlock) == want);  // promoted: its image again
-    speckv::BlockInfo bi = info_of(p, b);
+    bi = info_of(p, b);
     CHECK(!bi.cold);
     CHECK(bi.packed_pages == packed);
     CHECK(stats_of(p).pages_used == packed);
@@ -538,12 +538,7 @@ TEST_CASE("a block move cut short between its record's stores is finished by rec
     // old CRC: recovery must finish the move from the header's record.
     std::string path = fresh_pool("pack-intent");
     speckv_pool *p = open_pool("file:" + path + "?size=8M", {{"codec.mode", "int8"}, {"codec.channels", "64"}});
-    auto x = kv_values(kBlock / 2, 12);
-    auto want = expected(Mode::int8, x);
-    speckv_handle b = alloc_fp16(p, kBlock);
-    REQUIRE(speckv_write(p, b, 0, x.data(), kBlock) == SPECKV_OK);
-    speckv::BlockInfo bi = info_of(p, b);
-    REQUIRE(bi.packed_pages > 0);
+    auto [x, b, bi, want] = write_packed(p, 12);
     speckv_pool_close(p);
     {
         Raw raw(path);
