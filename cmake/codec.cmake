@@ -5,26 +5,16 @@ list(APPEND SPECKV_CORE_SOURCES
   ${_codec_dir}/codec_ref.cc
   ${_codec_dir}/codec_adaptive.cc)
 
-# SIMD translation units, compiled for their ISA and reached only after a
-# runtime CPU check (codec_ref.cc kernels_for()). Source properties are
-# per directory and the core library is defined in lib/, which is added after
-# this file is included: so the flags are set here (for a target in this
-# directory) and again, deferred, in lib/'s scope once it exists. Without the
-# flags the files compile to "not available" stubs, never to wrong code.
+# SIMD translation units: compiled for the baseline, with a target region
+# inside (lib/isa_target.h), reached only after a runtime CPU check
+# (lib/cpu.h; codec_ref.cc kernels_for()).
 list(APPEND SPECKV_CORE_SOURCES ${_codec_dir}/codec_avx2.cc ${_codec_dir}/codec_avx512.cc)
-set(_codec_avx2_flags "")
-set(_codec_avx512_flags "")
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  set(_codec_avx2_flags "-mavx2;-mf16c")
-  # GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC PR 105593).
-  set(_codec_avx512_flags "-mavx512f;-mavx512bw;-mavx512vl;-mf16c;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>")
-endif()
+# GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC PR 105593). Source
+# properties are per directory and the core library is defined in lib/, added after this file:
+# so the property is set, deferred, in lib/'s scope.
 function(speckv_codec_simd_flags)
-  set(_dirs ${ARGN})
-  set_source_files_properties(${_codec_dir}/codec_avx2.cc DIRECTORY ${_dirs}
-    PROPERTIES COMPILE_OPTIONS "${_codec_avx2_flags}")
-  set_source_files_properties(${_codec_dir}/codec_avx512.cc DIRECTORY ${_dirs}
-    PROPERTIES COMPILE_OPTIONS "${_codec_avx512_flags}")
+  set_source_files_properties(${_codec_dir}/codec_avx512.cc DIRECTORY ${ARGN}
+    PROPERTIES COMPILE_OPTIONS "$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>")
 endfunction()
 speckv_codec_simd_flags(${CMAKE_CURRENT_SOURCE_DIR})
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/lib/CMakeLists.txt)

@@ -6,16 +6,12 @@ list(APPEND SPECKV_CORE_SOURCES ${_nmp_dir}/nmp.cc ${_nmp_dir}/nmp_avx2.cc ${_nm
 
 # The scoring kernels must agree bit for bit (docs/selection.md §2.3): no FMA
 # contraction the code did not write, whatever flags a build adds. The SIMD
-# files get their ISA flags and are reached only after a runtime CPU check
-# (avx2_score_pages(), avx512_score_pages()). Same two-scope mechanism as cmake/codec.cmake: source
-# properties are per directory and lib/ is added after this file.
+# files are compiled for the baseline with a target region inside
+# (lib/isa_target.h) and reached only after a runtime CPU check (lib/cpu.h).
+# Same two-scope mechanism as cmake/codec.cmake: source properties are per
+# directory and lib/ is added after this file.
 set(_nmp_avx2_flags "-ffp-contract=off")
-set(_nmp_avx512_flags "-ffp-contract=off")
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  set(_nmp_avx2_flags "-mavx2;-mf16c;-mfma;-ffp-contract=off")
-  # GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC PR 105593).
-  set(_nmp_avx512_flags "-mavx512f;-mf16c;-mfma;-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>")
-endif()
+set(_nmp_avx512_flags "-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>")
 function(speckv_nmp_simd_flags)
   set(_dirs ${ARGN})
   set_source_files_properties(${_nmp_dir}/nmp_avx2.cc DIRECTORY ${_dirs}

@@ -1,15 +1,19 @@
-// AVX2 (+F16C) kernels of the codec. Compiled with -mavx2 -mf16c; only
-// reached when the CPU has both (avx2_kernels() checks). Must equal the
+// AVX2 (+F16C) kernels of the codec, in an "avx2,f16c" target region
+// (isa_target.h); only reached when the CPU has both (avx2_kernels() checks). Must equal the
 // scalar kernels bit for bit (docs/codec.md §2–§3).
 #include "codec_kernels.h"
 #include "speckv.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__F16C__)
-#include <cpuid.h>
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+
+SPECKV_TARGET_BEGIN("avx2,f16c")
 
 namespace speckv::codec {
 namespace {
@@ -326,13 +330,11 @@ bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s) 
     return ok;
 }
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 const Kernels *avx2_kernels() {
-    // F16C via CPUID.1:ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c").
-    static const bool ok = [] {
-        unsigned a, b, c, d;
-        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-    }();
-    if (!ok) return nullptr;
+    if (!cpu::has(cpu::kAvx2 | cpu::kF16c)) return nullptr;
     // The split Rice decoder (codec_srice_avx2.cc) also needs POPCNT; else the reference.
     static const Kernels table = [] {
         Kernels k = kAvx2;

@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VL) kernels of the codec, 16 lanes with masked tails.
-// Compiled with -mavx512f -mavx512bw -mavx512vl; only reached when the CPU
-// has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).
+// In an "avx512f,avx512bw,avx512vl,f16c" target region (isa_target.h); only
+// reached when the CPU has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).
 // Two optional extensions, each behind its own CPUID check: AVX512-VBMI (a
 // 64-byte prefix sum for the delta bytes, the exponent index of the FP16
 // quantiser on port 5, and the FP16 dequantiser's 128-entry lookup) and
@@ -10,12 +10,16 @@
 #include "crc32c.h"
 #include "speckv.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <cpuid.h>
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+
+SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,f16c")
 
 namespace speckv::codec {
 namespace {
@@ -299,6 +303,15 @@ void quant_const_fp16_avx512(const void *h, size_t n, uint32_t es, uint32_t r, u
 // to +-65504, which is the saturation rule. q = 0 gives +0 (S > 0).
 bool g_det_fp16 = false, g_has_fp16 = false;
 
+// The AVX512-FP16 kernels need the __m512h type without -mavx512fp16, which GCC 12 and
+// clang >= 16 provide; with an older clang (the fuzz preset's clang 14) they are left out
+// and FP16 pages take the VBMI or the FP32 route, which give the same bytes.
+#if defined(__clang__) && __clang_major__ < 16
+#define SPECKV_FP16_KERNELS 0
+#else
+#define SPECKV_FP16_KERNELS 1
+#endif
+
 inline bool fp16_scale(uint16_t scale, uint16_t *s16) {
     const uint32_t es = scale >> 7;
     if (scale == 0 || es < 113 || es > 142) return false;
@@ -306,6 +319,7 @@ inline bool fp16_scale(uint16_t scale, uint16_t *s16) {
     return true;
 }
 
+#if SPECKV_FP16_KERNELS
 // Without the clamp when 128 * S <= 65504: no product can reach Inf then
 // (|q| <= 128, and an exact product <= 65504 rounds to at most 65504).
 template <bool kClamp>
@@ -342,6 +356,8 @@ __attribute__((target("avx512fp16,avx512bw,avx512vl,avx512f"))) void deq_fp16_ph
     else
         deq_fp16_ph_t<true>(q, n, s16, o);
 }
+
+#endif  // SPECKV_FP16_KERNELS
 
 // ---- FP16 pages without AVX512-FP16 (e.g. AMD Zen 4): the exact FP32 route.
 // q (|q| <= 127) -> int32 -> FP32 is exact; S = the scale field << 16 is the
@@ -660,7 +676,9 @@ void dequant_const_avx512(const int8_t *q, size_t n, uint16_t scale, int dtype, 
     auto o = static_cast<uint8_t *>(out);
     uint16_t s16;
     if (dtype == SPECKV_DTYPE_FP16) {
+#if SPECKV_FP16_KERNELS
         if (g_has_fp16 && fp16_scale(scale, &s16)) return deq_fp16_ph(q, n, s16, o);
+#endif
         return deq_fp16(q, n, scale, o);
     }
     const size_t esz = dtype == SPECKV_DTYPE_FP32 ? 4 : 2;
@@ -1063,18 +1081,16 @@ const Kernels kAvx512 = {
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 const Kernels *avx512_kernels() {
     static const bool ok = [] {
-        const bool base = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
+        const bool base = cpu::has(cpu::kAvx512f | cpu::kAvx512bw | cpu::kAvx512vl | cpu::kF16c);
         if (base) {
-            // CPUID.(7,0): ECX bit 1 AVX512_VBMI, EDX bit 23 AVX512_FP16.
-            unsigned a, b, c, d;
-            if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-                g_has_vbmi = g_det_vbmi = (c >> 1) & 1u;
-                g_has_fp16 = g_det_fp16 = (d >> 23) & 1u;
-            }
-            g_amd = __builtin_cpu_is("amd");
+            g_has_vbmi = g_det_vbmi = cpu::has(cpu::kAvx512vbmi);
+            g_has_fp16 = g_det_fp16 = SPECKV_FP16_KERNELS && cpu::has(cpu::kAvx512fp16);
+            g_amd = cpu::is_amd();
         }
         return base;
     }();
@@ -1098,8 +1114,7 @@ const Kernels *avx512_kernels() {
             k.srice_decode8 = r2->decode8;
             k.srice_decode16 = r2->decode16;
         }
-        if (g_amd && g_det_vbmi && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul") &&
-            __builtin_cpu_supports("sse4.2")) {
+        if (g_amd && g_det_vbmi && cpu::has(cpu::kVpclmulqdq | cpu::kPclmul | cpu::kSse42)) {
             k.int8_decode_fp16 = int8_decode_fp16_avx512;
             k.int8_encode_fp16 = int8_encode_fp16_avx512;
         }

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace speckv::codec {
 
@@ -203,5 +204,12 @@ inline uint16_t fp32bits_to_fp16_sat(uint32_t u) {
 }
 
 inline uint16_t fp32bits_to_bf16(uint32_t u) { return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); }
+
+// Grows a scratch buffer of an ISA-specific file to at least n elements (never
+// shrinks). Out of line (codec_ref.cc) so that no ISA-specific file instantiates
+// std::vector's growth code: see isa_target.h.
+void grow(std::vector<uint8_t> &v, size_t n);
+void grow(std::vector<uint16_t> &v, size_t n);
+void grow(std::vector<uint32_t> &v, size_t n);
 
 }  // namespace speckv::codec

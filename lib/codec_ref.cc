@@ -1242,4 +1242,16 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     return SPECKV_OK;
 }
 
+// ------------------------------------------------------------ scratch buffers
+
+void grow(std::vector<uint8_t> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+void grow(std::vector<uint16_t> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+void grow(std::vector<uint32_t> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+
 }  // namespace speckv::codec

@@ -1,8 +1,8 @@
 // The Rice stage (docs/codec.md §6.2) with AVX-512BW and BMI2, for int8
 // (b <= 8) and int16 (§13, b 9..12) values: the same bytes and values as
 // rice_encode / rice_decode of codec_ref.cc (the definition;
-// tests/codec/codec_rice_test.cc compares them). Built with -mavx512f/bw/vl
-// -mbmi -mbmi2 -mlzcnt (lib/CMakeLists.txt) and reached only after a runtime
+// tests/codec/codec_rice_test.cc compares them). In an AVX-512 F/BW/VL
+// + BMI/BMI2/LZCNT target region (isa_target.h) and reached only after a runtime
 // CPU check (rice_avx512_kernels()).
 //
 // Encoder: the z values of the page in vectors; per 64-symbol block the bit
@@ -17,8 +17,10 @@
 // error: the accepted streams, values, errors and messages are the reference's.
 #include "codec_kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__BMI__) && defined(__BMI2__)
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,6 +28,8 @@
 #include <vector>
 
 #include "speckv.h"
+
+SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,bmi,bmi2,lzcnt")
 
 namespace speckv::codec {
 
@@ -187,8 +191,8 @@ template <class Sym>
 size_t rice_encode_t(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t *dst, size_t cap) {
     const unsigned W = bits + 1;
     Scratch &R = scratch();
-    if (R.z.size() < n + kBlock + 64) R.z.resize(n + kBlock + 64);
-    if (R.bits.size() < cap + kSlack) R.bits.resize(cap + kSlack);
+    grow(R.z, n + kBlock + 64);
+    grow(R.bits, cap + kSlack);
     uint16_t *const z = R.z.data();
     zigzag_page(s, n, delta, z);
     uint8_t *const o0 = R.bits.data();
@@ -313,8 +317,8 @@ int rice_decode_t(const uint8_t *p, size_t len, size_t n, bool delta, unsigned b
     const int32_t Q = (1 << (bits - 1)) - 1;
     const uint32_t zmax = uint32_t(4 * Q);
     Scratch &R = scratch();
-    if (R.z.size() < n + kBlock + 64) R.z.resize(n + kBlock + 64);
-    if (R.bits.size() < len + kSlack) R.bits.resize(len + kSlack);
+    grow(R.z, n + kBlock + 64);
+    grow(R.bits, len + kSlack);
     uint8_t *const pb = R.bits.data();
     if (len) std::memcpy(pb, p, len);  // p may be null when len is 0
     std::memset(pb + len, 0, kSlack);
@@ -395,10 +399,12 @@ const RiceKernels kRice = {rice_encode8_avx512, rice_decode8_avx512, rice_encode
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 const RiceKernels *rice_avx512_kernels() {
-    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2");
+    static const bool ok = cpu::has(cpu::kAvx512f | cpu::kAvx512bw | cpu::kAvx512vl | cpu::kBmi | cpu::kBmi2 |
+                                    cpu::kLzcnt);
     return ok ? &kRice : nullptr;
 }
 

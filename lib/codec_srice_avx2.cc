@@ -2,7 +2,7 @@
 // without the AVX-512 VBMI2 stage (codec_srice_avx512.cc): the same values,
 // return codes and messages as the reference (lib/codec_srice.cc; tests/
 // codec/codec_srice_test.cc compares them). Encoding stays the reference's.
-// Built with -mavx2 -mpopcnt, reached only after a runtime CPU check.
+// In an "avx2,popcnt" target region (isa_target.h), reached only after a runtime CPU check.
 //
 // The same two passes as the AVX-512 decoder, with what AVX2 has: the
 // positions of the Unary section's one-bits from a 256-entry table per byte
@@ -16,7 +16,10 @@
 // reference, which returns its own verdict and message.
 #include "codec_kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__POPCNT__)
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,6 +28,8 @@
 #include <vector>
 
 #include "speckv.h"
+
+SPECKV_TARGET_BEGIN("avx2,popcnt")
 
 namespace speckv::codec {
 
@@ -123,8 +128,9 @@ int decode_t(const uint8_t *p, size_t len, size_t n, unsigned bits, Sym *s) {
     const size_t nb = (n + kBlock - 1) / kBlock, kb = (nb + 1) / 2;
     if (len < kb) return ref_decode(p, len, n, delta, bits, s);
     Scratch &R = scratch();
-    if (R.pos.size() < n + 128) R.pos.resize(n + 128);
-    if (R.k.size() < nb) R.k.resize(nb), R.off.resize(nb);
+    grow(R.pos, n + 128);
+    grow(R.k, nb);
+    grow(R.off, nb);
     uint8_t *const kk = R.k.data();
     uint32_t *const off = R.off.data();
 
@@ -143,7 +149,7 @@ int decode_t(const uint8_t *p, size_t len, size_t n, unsigned bits, Sym *s) {
     const size_t lb = size_t((low_bits + 7) / 8);
     if (len - kb < lb || ((low_bits & 7) && (p[kb + lb - 1] >> (low_bits & 7))))
         return ref_decode(p, len, n, delta, bits, s);
-    if (R.low.size() < lb + 80) R.low.resize(lb + 80);  // a block's last 16-byte load ends <= 65 bytes past its start
+    grow(R.low, lb + 80);  // a block's last 16-byte load ends <= 65 bytes past its start
     std::memcpy(R.low.data(), p + kb, lb);
     std::memset(R.low.data() + lb, 0, 80);
     const uint8_t *const low = R.low.data();
@@ -286,8 +292,11 @@ const RiceKernels kSplitRice = {srice_encode8_scalar, srice_decode8_avx2, srice_
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 const RiceKernels *srice_avx2_kernels() {
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+    static const bool ok = cpu::has(cpu::kAvx2 | cpu::kPopcnt);
     return ok ? &kSplitRice : nullptr;
 }
 

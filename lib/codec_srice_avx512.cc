@@ -1,7 +1,7 @@
 // Split Rice (docs/codec.md §18) with AVX-512 F/BW/VL/VBMI/VBMI2 and BMI2:
 // the same bytes and values as the reference (lib/codec_srice.cc, the
-// definition; tests/codec/codec_srice_test.cc compares them). Built with the
-// -m flags of lib/CMakeLists.txt and reached only after a runtime CPU check
+// definition; tests/codec/codec_srice_test.cc compares them). In a target
+// region of those ISAs (isa_target.h) and reached only after a runtime CPU check
 // (srice_avx512_kernels()); elsewhere a stub.
 //
 // Why it is fast: every symbol's fields sit at positions found without
@@ -21,8 +21,10 @@
 // the serial bit writer takes 4..16 symbols a step.
 #include "codec_kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512VBMI__) && defined(__AVX512VBMI2__) && defined(__BMI__) && defined(__BMI2__) && defined(__LZCNT__)
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
 
 #include <algorithm>
@@ -31,6 +33,8 @@
 #include <vector>
 
 #include "speckv.h"
+
+SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi,bmi2,lzcnt,popcnt")
 
 namespace speckv::codec {
 
@@ -122,8 +126,9 @@ int decode_t(const uint8_t *p, size_t len, size_t n, unsigned bits, Sym *s) {
     const size_t nb = (n + kBlock - 1) / kBlock, kb = (nb + 1) / 2;
     if (len < kb) return ref_decode(p, len, n, delta, bits, s);
     Scratch &R = scratch();
-    if (R.v.size() < n + 192) R.v.resize(n + 192);
-    if (R.k.size() < nb + 16) R.k.resize(nb + 16), R.off.resize(nb + 16);
+    grow(R.v, n + 192);
+    grow(R.k, nb + 16);
+    grow(R.off, nb + 16);
     uint8_t *const kk = R.k.data();
     uint32_t *const off = R.off.data();
 
@@ -408,8 +413,9 @@ size_t encode_t(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t *dst,
     const unsigned W = bits + 1;
     const size_t nb = (n + kBlock - 1) / kBlock, kb = (nb + 1) / 2;
     Scratch &R = scratch();
-    if (R.z.size() < n + 128) R.z.resize(n + 128);
-    if (R.k.size() < nb + 16) R.k.resize(nb + 16), R.off.resize(nb + 16);
+    grow(R.z, n + 128);
+    grow(R.k, nb + 16);
+    grow(R.off, nb + 16);
     uint16_t *const z = R.z.data();
     uint8_t *const kk = R.k.data();
     zigzag_page(s, n, delta, z);
@@ -454,7 +460,7 @@ size_t encode_t(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t *dst,
         lo += bytes;
     }
     // Unary and Escape into scratch (the writers store 8 bytes at a time), then copied.
-    if (R.out.size() < ub + eb + 64) R.out.resize(ub + eb + 64);
+    grow(R.out, ub + eb + 64);
     BitOut u{R.out.data()};
     alignas(64) uint64_t pc[16], pl[16];
     for (size_t j = 0; j < nb; j++) {
@@ -512,12 +518,12 @@ const RiceKernels kSplitRice = {srice_encode8_avx512, srice_decode8_avx512, sric
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 const RiceKernels *srice_avx512_kernels() {
-    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
-                           __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
-    // (LZCNT, which GCC cannot query here, comes with every AVX-512 CPU.)
+    static const bool ok = cpu::has(cpu::kAvx512f | cpu::kAvx512bw | cpu::kAvx512vl | cpu::kAvx512vbmi |
+                                    cpu::kAvx512vbmi2 | cpu::kBmi | cpu::kBmi2 | cpu::kLzcnt | cpu::kPopcnt);
     return ok ? &kSplitRice : nullptr;
 }
 

@@ -1,5 +1,7 @@
 #include "crc32c.h"
 
+#include "cpu.h"
+
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -305,17 +307,13 @@ __attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t c
 }
 
 bool cpu_has(Crc32cPath p) {
-    __builtin_cpu_init();
     switch (p) {
         case Crc32cPath::portable: return true;
-        case Crc32cPath::sse42: return __builtin_cpu_supports("sse4.2");
-        case Crc32cPath::pclmul: return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+        case Crc32cPath::sse42: return cpu::has(cpu::kSse42);
+        case Crc32cPath::pclmul: return cpu::has(cpu::kSse42 | cpu::kPclmul);
         case Crc32cPath::vpclmul:
-            // libgcc sets the AVX-512 bits only when the OS saves zmm state (XCR0).
-            return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
-                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("vpclmulqdq");
+            return cpu::has(cpu::kSse42 | cpu::kPclmul | cpu::kAvx2 | cpu::kAvx512f | cpu::kAvx512bw |
+                            cpu::kAvx512vl | cpu::kVpclmulqdq);
     }
     return false;
 }

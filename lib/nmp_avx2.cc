@@ -1,14 +1,18 @@
-// AVX2 + F16C + FMA scoring kernel of the near-memory selector. Compiled with
-// -mavx2 -mf16c -mfma -ffp-contract=off (cmake/nmp.cmake); reached only after
+// AVX2 + F16C + FMA scoring kernel of the near-memory selector. In an
+// "avx2,f16c,fma" target region (isa_target.h), -ffp-contract=off (cmake/nmp.cmake); reached only after
 // the runtime check in avx2_score_pages(). Must equal score_pages_scalar() bit for
 // bit: same lanes, same accumulators, same reduction tree (docs/selection.md §2.3).
 // The min/max choice is a vblendvps on the query's own sign bit; the summaries
 // of the next pages are prefetched while it computes, as in the AVX-512 kernel.
 #include "nmp_kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
-#include <cpuid.h>
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
+
+SPECKV_TARGET_BEGIN("avx2,f16c,fma")
 
 namespace speckv::nmp {
 namespace {
@@ -116,13 +120,11 @@ void score_pages_avx2(const KernelArgs &a) {
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 ScorePagesFn avx2_score_pages() {
-    // F16C via CPUID.1:ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c").
-    static const bool ok = [] {
-        unsigned a, b, c, d;
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __get_cpuid(1, &a, &b, &c, &d) &&
-               (c & (1u << 29));
-    }();
+    static const bool ok = cpu::has(cpu::kAvx2 | cpu::kF16c | cpu::kFma);
     return ok ? &score_pages_avx2 : nullptr;
 }
 

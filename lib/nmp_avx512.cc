@@ -1,5 +1,5 @@
 // AVX-512 (F + F16C + FMA) scoring kernel of the near-memory selector.
-// Compiled with -mavx512f -mf16c -mfma -ffp-contract=off (cmake/nmp.cmake);
+// In an "avx512f,f16c,fma" target region (isa_target.h), -ffp-contract=off (cmake/nmp.cmake);
 // reached only after the runtime check in avx512_score_pages(). One ZMM
 // accumulator holds the 16 lanes of the order in docs/selection.md §2.3, so
 // it equals score_pages_scalar() and the AVX2 kernel bit for bit.
@@ -14,9 +14,13 @@
 // the next pages are prefetched into L2 while the arithmetic runs (Ahead).
 #include "nmp_kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__F16C__) && defined(__FMA__)
-#include <cpuid.h>
+#include "cpu.h"
+#include "isa_target.h"
+
+#if SPECKV_X86_SIMD
 #include <immintrin.h>
+
+SPECKV_TARGET_BEGIN("avx512f,f16c,fma")
 
 namespace speckv::nmp {
 namespace {
@@ -205,12 +209,11 @@ void score_pages_avx512(const KernelArgs &a) {
 
 }  // namespace
 
+SPECKV_TARGET_END
+
+// The probe and the table below are baseline code (isa_target.h).
 ScorePagesFn avx512_score_pages() {
-    static const bool ok = [] {
-        unsigned a, b, c, d;
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && __get_cpuid(1, &a, &b, &c, &d) &&
-               (c & (1u << 29));
-    }();
+    static const bool ok = cpu::has(cpu::kAvx512f | cpu::kF16c | cpu::kFma);
     return ok ? &score_pages_avx512 : nullptr;
 }
 
