@@ -18,6 +18,7 @@
 
 #include "kv_eval.h"
 #include "llama2.h"
+#include "data_dir.h"
 #include "speckv.h"
 #include "bench_util.h"
 
@@ -124,7 +125,7 @@ double memcpy_gbps(size_t n) {
 int main(int argc, char **argv) {
     int repeats = 7;
     size_t mib = 16, per = 4;  // per: pages per block
-    std::string model = SPECKV_MODEL_DIR "/stories260K/stories260K.bin";
+    std::string model = speckv_data::path("models/stories260K/stories260K.bin");
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
         else if (!std::strcmp(argv[i], "--mib")) mib = size_t(std::max(1, std::atoi(argv[i + 1])));

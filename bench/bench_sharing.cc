@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "data_dir.h"
 #include "speckv.h"
 
 namespace {
@@ -220,7 +221,7 @@ void bench_dedup(const std::string &trace, const std::string &path) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    std::string trace = argc > 1 ? argv[1] : SPECKV_DATA_DIR "/traces/mooncake_fast25/conversation_trace.jsonl";
+    std::string trace = argc > 1 ? std::string(argv[1]) : speckv_data::path("traces/mooncake_fast25/conversation_trace.jsonl");
     char host[256] = "?";
     gethostname(host, sizeof host);
     std::printf("speckv %s sharing benchmarks on %s, %ld CPUs\n", speckv_version_string(), host, sysconf(_SC_NPROCESSORS_ONLN));

@@ -20,12 +20,13 @@
 #include <cstring>
 #include <string>
 
+#include "data_dir.h"
 #include "trace.h"
 
 using namespace speckv_trace;
 
 int main(int argc, char **argv) {
-    std::string path = SPECKV_TRACE_DATA "/traces/mooncake_fast25/conversation_trace.jsonl";
+    std::string path = speckv_data::path("traces/mooncake_fast25/conversation_trace.jsonl");
     uint64_t max_requests = 0;
     std::string json;
     std::vector<System> systems = all_systems();
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
             auto rd = open_reader(path, Format::Auto, false, &err);
             if (!rd) {
                 std::fprintf(stderr, "bench_trace: %s\n", err.c_str());
-                return 77;
+                return 1;
             }
             auto a = std::chrono::steady_clock::now();
             if (replay(*rd, s, o, &r, &err)) {

@@ -36,4 +36,4 @@ target_link_libraries(speckv_nmp_eval PUBLIC speckv_llama2 speckv_static)
 add_executable(nmp_eval ${CMAKE_CURRENT_SOURCE_DIR}/tools/nmp_eval/nmp_eval_main.cc)
 target_link_libraries(nmp_eval PRIVATE speckv_nmp_eval)
 target_compile_definitions(nmp_eval PRIVATE
-  SPECKV_NMP_MODELS="${CMAKE_CURRENT_SOURCE_DIR}/../shared/data/models")
+  SPECKV_DATA_DIR_DEFAULT="${SPECKV_DATA_DIR}")

@@ -1,6 +1,6 @@
 // tinyllm — a tiny LLM serving engine whose K/V cache lives in a speckv pool.
 //
-// Runs a llama2.c checkpoint (shared/data/models) on a small continuous batch:
+// Runs a llama2.c checkpoint (data/models) on a small continuous batch:
 // every step runs one token of each active sequence in slot order (prompt
 // tokens one at a time, then greedy decoding); a finished sequence frees its
 // blocks and the next prompt takes its slot. Attention reads K/V only through
@@ -13,10 +13,13 @@
 //
 //   tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]
 //           [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]
-//           [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json] [--skip-missing]
+//           [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json]
+//
+// The default model is stories260K of the project's data: $SPECKV_DATA_DIR/models/...
+// when that variable is set, else the repository's data/models (compiled in).
 //
 // Exit status: 0 ok, 1 failure (or --check found a different token with --codec raw),
-// 2 usage, 77 model files missing with --skip-missing (CTest: skipped).
+// 2 usage.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,15 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "data_dir.h"
 #include "forward.h"
 #include "llama2.h"
 #include "oracle/belady.h"
 #include "paged_kv.h"
 #include "speckv.h"
-
-#ifndef TINYLLM_MODEL_DIR
-#define TINYLLM_MODEL_DIR "../shared/data/models"
-#endif
 
 namespace {
 
@@ -62,12 +62,12 @@ const char *const kDefaultPrompts[] = {
 };
 
 struct Options {
-    std::string model = TINYLLM_MODEL_DIR "/stories260K/stories260K.bin";
-    std::string tokenizer = TINYLLM_MODEL_DIR "/stories260K/tok512.bin";
+    std::string model = speckv_data::path("models/stories260K/stories260K.bin");
+    std::string tokenizer = speckv_data::path("models/stories260K/tok512.bin");
     std::string uri = "anon:?size=64M";
     int batch = 4, steps = 128, requests = 0;
     int64_t l1_bytes = -1, l2_bytes = -1;
-    bool prefetch = true, pin = false, check = false, json = false, skip_missing = false, oracle = false;
+    bool prefetch = true, pin = false, check = false, json = false, oracle = false;
     std::string codec = "raw";
     std::string cold;         // --cold PATH: the pool's L4 tier file (config cold.path)
     double select_pct = 0;    // --select PCT: pages per layer kept (percent); 0 = full attention
@@ -81,8 +81,9 @@ void usage(FILE *f) {
                  "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
                  "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
                  "               [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json]\n"
-                 "               [--select PCT [--attend]] [--eval-text FILE] [--cold PATH] [--skip-missing]\n"
-                 "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K)\n"
+                 "               [--select PCT [--attend]] [--eval-text FILE] [--cold PATH]\n"
+                 "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K of the\n"
+                 "                  project's data, $SPECKV_DATA_DIR/models or the repository's data/models)\n"
                  "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
                  "  --batch N       sequences running at once (default 4)\n"
                  "  --steps N       most positions per sequence, prompt included (default 128, at most\n"
@@ -112,7 +113,6 @@ void usage(FILE *f) {
                  "                  agreement, perplexity change, pages and bytes recalled, time per step\n"
                  "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
                  "  --json          print one JSON object instead of text\n"
-                 "  --skip-missing  exit 77 (skipped) when the model or tokenizer file is missing\n"
                  "The summary sets this run's L1/L2 figures beside references at the same L1 and L2 sizes,\n"
                  "from the pages it read and wrote: no prefetch, LRU and Belady (MIN) L1s, and the Belady\n"
                  "oracle (docs/tiers.md §11; JSON key \"references\"; not with --pin or --select).\n");
@@ -208,8 +208,6 @@ int parse(int argc, char **argv, Options *o) {
             o->check = true;
         } else if (a == "--json") {
             o->json = true;
-        } else if (a == "--skip-missing") {
-            o->skip_missing = true;
         } else {
             std::fprintf(stderr, "tinyllm: unknown argument '%s'\n", a.c_str());
             usage(stderr);
@@ -499,8 +497,9 @@ int main(int argc, char **argv) {
     if (int rc = parse(argc, argv, &o); rc >= 0) return rc;
 
     if (!file_exists(o.model) || !file_exists(o.tokenizer)) {
-        std::fprintf(stderr, "tinyllm: cannot read %s\n", file_exists(o.model) ? o.tokenizer.c_str() : o.model.c_str());
-        return o.skip_missing ? 77 : 1;
+        std::fprintf(stderr, "tinyllm: %s\n",
+                     speckv_data::missing(file_exists(o.model) ? o.tokenizer : o.model).c_str());
+        return 1;
     }
     if (speckv_version_number() / 10000 != SPECKV_VERSION_MAJOR) {
         std::fprintf(stderr, "tinyllm: libspeckv %s, built for %s\n", speckv_version_string(), SPECKV_VERSION_STRING);

@@ -1,5 +1,5 @@
 // Real K/V of both models through every SIMD path: byte-identical records and
-// decoded pages to the scalar reference (needs shared/data/models).
+// decoded pages to the scalar reference (needs data/models).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "codec.h"
 #include "codec_kernels.h"
 #include "codec_test_util.h"
+#include "data_dir.h"
 #include "kv_eval.h"
 #include "speckv.h"
 
@@ -30,7 +31,7 @@ TEST_CASE("codec simd: real K/V of both models identical to scalar") {
     for (const char *name : {"stories260K/stories260K.bin", "aidreams260K/aidreams260K.bin"}) {
         llama2::Model m;
         std::string err;
-        REQUIRE_MESSAGE(m.load(std::string(SPECKV_CODEC_MODELS) + "/" + name, &err), err);
+        REQUIRE_MESSAGE(m.load(speckv_data::path(std::string("models/") + name), &err), err);
         auto toks = llama2::greedy(m, m.c.seq_len - 1);
         toks.insert(toks.begin(), 1);
         auto cap = llama2::capture_kv(m, toks);
@@ -66,7 +67,7 @@ TEST_CASE("codec srice: real K/V records within the §18 size bound of Rice, sam
     for (const char *name : {"stories260K/stories260K.bin", "aidreams260K/aidreams260K.bin"}) {
         llama2::Model m;
         std::string err;
-        REQUIRE_MESSAGE(m.load(std::string(SPECKV_CODEC_MODELS) + "/" + name, &err), err);
+        REQUIRE_MESSAGE(m.load(speckv_data::path(std::string("models/") + name), &err), err);
         auto toks = llama2::greedy(m, m.c.seq_len - 1);
         toks.insert(toks.begin(), 1);
         const auto cap = llama2::capture_kv(m, toks);

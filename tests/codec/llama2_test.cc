@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "codec.h"
+#include "data_dir.h"
 #include "kv_eval.h"
 #include "speckv.h"
 
 namespace c = speckv::codec;
 
-static std::string models() { return SPECKV_CODEC_MODELS; }
+static std::string models() { return speckv_data::path("models"); }
 
-TEST_CASE("llama2: stories260K greedy ids match shared/data/README.md §2.1") {
+TEST_CASE("llama2: stories260K greedy ids match data/README.md") {
     llama2::Model m;
     std::string err;
     REQUIRE_MESSAGE(m.load(models() + "/stories260K/stories260K.bin", &err), err);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "data_dir.h"
 #include "kv_eval.h"
 #include "nmp_forward.h"
 #include "nmp_test_util.h"
@@ -12,7 +13,7 @@
 using namespace nmp_test;
 
 namespace {
-std::string models() { return SPECKV_NMP_MODELS; }
+std::string models() { return speckv_data::path("models"); }
 llama2::Model load(const char *rel) {
     llama2::Model m;
     std::string err;

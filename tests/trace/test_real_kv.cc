@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "data_dir.h"
 #include "kv_bank.h"
 #include "gen_trace.h"
 #include "trace.h"
@@ -13,7 +14,7 @@ using namespace speckv_trace;
 
 namespace {
 
-const std::string kModel = SPECKV_TRACE_DATA "/models/stories260K/stories260K.bin";
+const std::string kModel = speckv_data::path("models/stories260K/stories260K.bin");
 
 std::string chat_trace() {
     GenOptions g;

@@ -1,15 +1,16 @@
-// The real traces of shared/data: every line parses with the facts the data
-// README states, and a slice of the Mooncake conversation trace replays.
+// The real traces of data/ (or $SPECKV_DATA_DIR): every line parses with the
+// facts data/README.md states, and a slice of the Mooncake conversation trace replays.
 #include <doctest/doctest.h>
 
 #include <map>
 
+#include "data_dir.h"
 #include "trace.h"
 
 using namespace speckv_trace;
 
 namespace {
-const std::string kData = SPECKV_TRACE_DATA;
+const std::string kData = speckv_data::dir();
 }
 
 TEST_CASE("mooncake conversation trace: 12,031 requests, hash_ids consistent, ids by first appearance") {

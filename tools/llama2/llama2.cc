@@ -1,5 +1,5 @@
 // llama2.c forward pass (run.c semantics, FP32). Written from the format
-// description in shared/data/README.md §2.3.
+// description in data/README.md (the llama2.c format notes).
 #include "llama2.h"
 
 #include <algorithm>

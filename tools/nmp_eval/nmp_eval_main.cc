@@ -1,10 +1,12 @@
 // nmp_eval: the selection/PnG quality tables of docs/selection.md, on the two
 // real tiny models and the GPL-3 text the codec measurements use.
 //   nmp_eval [models_dir] [text_file]
+// models_dir defaults to the project's data: $SPECKV_DATA_DIR/models, else data/models.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "../data_dir.h"
 #include "kv_eval.h"
 #include "nmp_forward.h"
 
@@ -26,7 +28,7 @@ const char *mode_name(const nmp_eval::Options &o) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    const std::string models = argc > 1 ? argv[1] : SPECKV_NMP_MODELS;
+    const std::string models = argc > 1 ? std::string(argv[1]) : speckv_data::path("models");
     const std::string text_path = argc > 2 ? argv[2] : "/usr/share/common-licenses/GPL-3";
     const std::string text = llama2::read_text(text_path);
     if (text.empty()) {

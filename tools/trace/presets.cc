@@ -17,7 +17,7 @@ const std::vector<ModelSpec> &models() {
         {"llama-3-70b", 80, 64, 8, 128, 70.6e9, 2},
         {"qwen-72b", 80, 64, 64, 128, 72.3e9, 2},
         {"llama-3.1-405b", 126, 128, 8, 128, 405.9e9, 2},
-        // The tiny real model of shared/data (real-byte mode at small scale).
+        // The tiny real model of data/models (real-byte mode at small scale).
         {"stories260k", 5, 8, 4, 8, 2.6e5, 2},
     };
     return m;
