@@ -33,8 +33,7 @@ for t in "${targets[@]}"; do
     -artifact_prefix="build/fuzz/crashes/$t-" "build/fuzz/corpus/$t" "tests/fuzz/corpus/$corpus" \
     > "build/fuzz/$t.log" 2>&1
   rc=$?
-  grep -E '^(#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|stat::peak_rss_mb)' "build/fuzz/$t.log" | tail -3
-  grep -E '^#[0-9]+' "build/fuzz/$t.log" | tail -1
+  grep -E '^#[0-9]+' "build/fuzz/$t.log" | tail -1   # executions, coverage, corpus, exec/s
   if [ $rc -ne 0 ]; then
     status=1
     echo "$t: FOUND A CRASH (exit $rc), see build/fuzz/$t.log and build/fuzz/crashes/"
