@@ -161,6 +161,43 @@ if command -v script >/dev/null; then
     fi
 fi
 
+# The bash completion the build generated from the verb list loads in bash and
+# completes verbs, sub-verbs and options.
+comp=$(dirname "$bin")/speckv.bash-completion
+if [ -f "$comp" ]; then
+    complete_() {  # complete_ "WORDS..." -> the candidates for the last word
+        bash --norc --noprofile -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1));
+            _speckv; printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" | sort | tr '\n' ' '
+    }
+    n=$((n + 1))
+    top=$(complete_ speckv "") pool=$(complete_ speckv pool "") ins=$(complete_ speckv pool inspect --j)
+    tr=$(complete_ speckv trace re)
+    if [ "$top" = "codec demo devices pool trace " ] && [ "$pool" = "check create inspect reset stats " ] &&
+       [ "$ins" = "--json " ] && [ "$tr" = "replay " ]; then
+        echo "ok   bash_completion"
+    else
+        echo "FAIL bash_completion: top '$top', pool '$pool', inspect --j '$ins', trace re '$tr'"; fails=$((fails + 1))
+    fi
+else
+    echo "FAIL bash_completion: $comp was not generated"; fails=$((fails + 1))
+fi
+
+# speckv(1), generated from the CLI's help: a section per verb, renders with man.
+page=$(dirname "$bin")/speckv.1
+if [ -f "$page" ]; then
+    n=$((n + 1))
+    MANWIDTH=100 man -l -P cat "$page" >"$work/speckv.1.txt" 2>"$work/speckv.1.err"
+    missing=
+    while read -r verb; do
+        grep -q "^speckv $verb\$" "$work/speckv.1.txt" || missing="$missing '$verb'"
+    done < <("$bin" --list-commands)
+    if [ -z "$missing" ] && [ "$("$bin" --list-commands | wc -l)" = 13 ] && [ ! -s "$work/speckv.1.err" ]; then
+        echo "ok   man_page"
+    else
+        echo "FAIL man_page: no section for$missing"; cat "$work/speckv.1.err"; fails=$((fails + 1))
+    fi
+fi
+
 # Named numa: pools (node 0): a tmpfs file in $XDG_RUNTIME_DIR/speckv, here a
 # private directory under /dev/shm; unnamed numa: is refused with the reason.
 xdg=/dev/shm/speckv-cli-test-$$
