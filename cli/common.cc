@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every verb of `speckv` shares: --json errors, -q/-v, progress on a
 // terminal, plain paths for pools, did-you-mean for unknown verbs and
 // options, and the verb list the man page and bash completion are made from.

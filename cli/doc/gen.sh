@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Build-time generation from the CLI itself (cli/CMakeLists.txt):
 #   gen.sh completion SPECKV OUT      bash completion (`speckv --bash-completion`)
 #   gen.sh man1 SPECKV OUT GO_MD2MAN  speckv(1): `speckv --help`, then a section
