@@ -23,6 +23,7 @@
 #include "kv_eval.h"
 #include "speckv.h"
 #include "status.h"
+#include "text.h"
 
 namespace speckv_cli {
 
@@ -219,7 +220,7 @@ bool parse_impl(const std::string &s, cdc::Impl *out) {
 void run_bench(const BenchOpts &o) {
     cdc::Impl impl;
     if (!parse_impl(o.impl, &impl) || !cdc::impl_available(impl)) {
-        error("--impl " + o.impl + " is not available on this CPU");
+        error("--impl " + o.impl + " is not available on this CPU", SPECKV_ENOTSUP);
         return void(g_exit = 2);
     }
     std::vector<std::string> modes;
@@ -246,18 +247,18 @@ void run_bench(const BenchOpts &o) {
     if (!o.model.empty()) {
         std::string err;
         if (!model.load(o.model, &err)) {
-            error(err);
+            error(err, SPECKV_EIO);
             return void(g_exit = 1);
         }
         llama2::Tokenizer tok;
         std::string tokp = o.tokenizer.empty() ? dirname_of(o.model) + "/tok512.bin" : o.tokenizer;
         if (!tok.load(tokp, model.c.vocab_size, &err)) {
-            error(err);
+            error(err, SPECKV_EIO);
             return void(g_exit = 1);
         }
         std::string text = llama2::read_text(o.text);
         if (text.empty()) {
-            error("cannot read text " + o.text);
+            error("cannot read text " + o.text, SPECKV_EIO);
             return void(g_exit = 1);
         }
         text_tokens = tok.encode(text);
@@ -274,7 +275,7 @@ void run_bench(const BenchOpts &o) {
     } else {
         std::string raw = llama2::read_text(o.input);
         if (raw.size() < 2) {
-            error("cannot read " + o.input);
+            error("cannot read " + o.input, SPECKV_EIO);
             return void(g_exit = 1);
         }
         ps.channels = o.channels;
@@ -338,6 +339,8 @@ void run_bench(const BenchOpts &o) {
     if (!o.model.empty()) adaptive = llama2::adaptive_policy(cal, page_tokens, o.max_err_k, o.max_err);
 
     std::vector<ModeResult> results;
+    Progress prog("codec bench", modes.size() + (!o.model.empty() && o.mode.empty() ? 1 : 0));
+    prog.update(0);
     const int windows = o.windows > 0 ? o.windows : (!o.model.empty() ? std::max(1, 1024 / model.c.seq_len) : 0);
     for (const auto &name : modes) {
         ModeResult mr;
@@ -362,6 +365,7 @@ void run_bench(const BenchOpts &o) {
             mr.has_quality = true;
         }
         results.push_back(mr);
+        prog.update(results.size());
     }
     if (!o.model.empty() && o.mode.empty()) {
         ModeResult mr;
@@ -375,7 +379,9 @@ void run_bench(const BenchOpts &o) {
         mr.q = llama2::evaluate(model, text_tokens, pol, windows, model.c.seq_len);
         mr.has_quality = true;
         results.push_back(mr);
+        prog.update(results.size());
     }
+    prog.finish();
     if (results.empty()) {
         error("mode adaptive needs --model");
         return void(g_exit = 2);
@@ -387,7 +393,7 @@ void run_bench(const BenchOpts &o) {
         if (r.name == want) tp = &r;
     const ModeResult &top = *tp;
 
-    if (o.json) {
+    if (g_opt.json) {
         std::string s = "{\"source\": \"" + source + "\", \"pages\": " + std::to_string(ps.npages) +
                         ", \"page_bytes\": " + std::to_string(pb) + ", \"impl\": \"" + o.impl + "\", \"mode\": \"" +
                         top.name + "\", ";
@@ -478,7 +484,9 @@ void run_check(unsigned pages, uint64_t seed) {
     const int dtypes[] = {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32};
     const uint32_t chans[] = {32, 64, 128, 16, 7, 1};
     std::vector<uint8_t> r0, r1, d0, d1;
+    Progress prog("codec check", pages);
     for (unsigned p = 0; p < pages; p++) {
+        prog.update(p);
         const int dt = dtypes[rng() % 3];
         const size_t n = (p % 4) ? 4096 / cdc::dtype_size(dt) : 1 + rng() % 3000;
         const uint32_t C = chans[rng() % 6];
@@ -508,12 +516,26 @@ void run_check(unsigned pages, uint64_t seed) {
                              cdc::impl_name(impls[k]), cdc::mode_name(m), dt, n, C, p);
         }
     }
-    std::printf("codec check: %u pages, impls:", pages);
-    for (auto i : impls) std::printf(" %s", cdc::impl_name(i));
-    std::printf("; %zu stored raw; mean ratio %.3f; round-trip failures %zu; cross-impl mismatches %zu\n", raw_pages,
-                rec_bytes ? double(in_bytes) / double(rec_bytes) : 0.0, failures, mismatches);
+    prog.finish();
+    const double ratio = rec_bytes ? double(in_bytes) / double(rec_bytes) : 0.0;
+    if (g_opt.json) {
+        // The report is the result, failures included; no separate error object.
+        std::printf("{\"pages\":%u,\"seed\":%llu,\"impls\":[", pages, static_cast<unsigned long long>(seed));
+        for (size_t k = 0; k < impls.size(); k++) std::printf("%s\"%s\"", k ? "," : "", cdc::impl_name(impls[k]));
+        std::printf("],\"stored_raw\":%zu,\"mean_ratio\":%.6f,\"round_trip_failures\":%zu,\"cross_impl_mismatches\":%zu,"
+                    "\"ok\":%s",
+                    raw_pages, ratio, failures, mismatches, failures || mismatches ? "false" : "true");
+        if (failures || mismatches) g_exit = 1;
+        return;  // the caller closes the object (after --rtl)
+    }
+    if (!g_opt.quiet || failures || mismatches) {
+        std::printf("codec check: %u pages, impls:", pages);
+        for (auto i : impls) std::printf(" %s", cdc::impl_name(i));
+        std::printf("; %zu stored raw; mean ratio %.3f; round-trip failures %zu; cross-impl mismatches %zu\n", raw_pages,
+                    ratio, failures, mismatches);
+    }
     if (failures || mismatches) {
-        error("codec check failed");
+        error("codec check failed", SPECKV_EINTERNAL);
         g_exit = 1;
     }
 }
@@ -530,16 +552,18 @@ void run_rtl_check(unsigned pages, uint64_t seed) {
     struct stat st;
     if (!tb || !*tb || stat(tb, &st) != 0) {
         error("the RTL testbench is not available: build with Verilator installed (SPECKV_BUILD_FPGA=ON, target "
-              "fpga_tb_codec) or point SPECKV_FPGA_TB at it");
+              "fpga_tb_codec) or point SPECKV_FPGA_TB at it",
+              SPECKV_ENOTSUP);
         g_exit = 2;
         return;
     }
     std::string cmd = "'" + std::string(tb) + "' --pages " + std::to_string(pages) + " --seed " + std::to_string(seed) +
                       " --stall 30";
+    if (g_opt.json || g_opt.quiet) cmd += " >&2";  // stdout carries only the JSON report
     std::fflush(stdout);
     int rc = std::system(cmd.c_str());
     if (rc != 0) {
-        error("RTL check failed (testbench exit status " + std::to_string(rc) + ")");
+        error("RTL check failed (testbench exit status " + std::to_string(rc) + ")", SPECKV_EINTERNAL);
         g_exit = 1;
     }
 }
@@ -663,7 +687,7 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
         llama2::Model model;
         std::string err;
         if (!model.load(model_path, &err)) {
-            error(err);
+            error(err, SPECKV_EIO);
             return void(g_exit = 1);
         }
         auto g = llama2::greedy(model, model.c.seq_len - 1);
@@ -697,11 +721,12 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
         for (size_t pi = kPresetsV1; pi < std::size(kPresets); pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
     ok &= write_file(out + "/index.tsv", idx.data(), idx.size());
     if (!ok) {
-        error("could not write vectors to " + out);
+        error("could not write vectors to " + out, SPECKV_EIO);
         g_exit = 1;
         return;
     }
-    std::printf("wrote %d vectors to %s (index.tsv)\n", id, out.c_str());
+    if (g_opt.json) std::printf("{\"vectors\":%d,\"out\":\"%s\",\"index\":\"index.tsv\"}\n", id, speckv::json_escape(out).c_str());
+    else if (!g_opt.quiet) std::printf("wrote %d vectors to %s (index.tsv)\n", id, out.c_str());
 }
 
 }  // namespace
@@ -715,7 +740,8 @@ void register_codec_commands(CLI::App &app) {
     bench->add_option("--model", bo.model, "llama2.c checkpoint: its K/V on --text are the data");
     bench->add_option("--input", bo.input, "raw FP16 file (4096-byte pages) instead of a model");
     bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...) or adaptive");
-    bench->add_flag("--json", bo.json, "one JSON object on stdout");
+    add_json(bench);
+    add_no_progress(bench);
     bench->add_option("--text", bo.text, "English text for perplexity (default /usr/share/common-licenses/GPL-3)");
     bench->add_option("--tokenizer", bo.tokenizer, "tokenizer .bin (default: tok512.bin beside the model)");
     bench->add_option("--repeats", bo.repeats, "timing repeats (median)")->check(CLI::Range(1, 1000));
@@ -733,9 +759,22 @@ void register_codec_commands(CLI::App &app) {
     check->add_option("--seed", seed, "random seed");
     static bool rtl = false;
     check->add_flag("--rtl", rtl, "also encode/decode N pages (edge cases + random, the RTL harness generator) in the FPGA RTL under Verilator and compare every byte with this reference");
+    add_json(check, "one JSON object on stdout: the report (failures included) or the error");
+    add_quiet(check);
+    add_no_progress(check);
     check->callback([] {
         run_check(pages, seed);
-        if (rtl && g_exit == 0) run_rtl_check(pages, seed);
+        const bool report = g_opt.json && (g_exit == 0 || g_exit == 1);  // run_check left an open object
+        if (rtl && g_exit == 0) {
+            run_rtl_check(pages, seed);
+            if (report) {
+                // Inside the report, not as a second object.
+                std::string why = take_error();
+                std::printf(",\"rtl\":{\"passed\":%s,\"error\":%s}", g_exit == 0 ? "true" : "false",
+                            why.empty() ? "null" : ("\"" + speckv::json_escape(why) + "\"").c_str());
+            }
+        }
+        if (report) std::printf("}\n");
     });
 
     static std::string out, vmodel;
@@ -744,6 +783,8 @@ void register_codec_commands(CLI::App &app) {
     vec->add_option("--out", out, "output directory")->required();
     vec->add_option("--model", vmodel, "also write real K/V pages of this llama2.c checkpoint");
     vec->add_option("--seed", vseed, "random seed");
+    add_json(vec);
+    add_quiet(vec);
     vec->callback([] { run_vectors(out, vmodel, vseed); });
 }
 

@@ -24,11 +24,19 @@ void register_demo_command(CLI::App &app) {
     demo->add_option("--tokens", tokens, "tokens per block")->check(CLI::Range(1u, 1u << 20));
     demo->add_option("--kv-dim", kv_dim, "KV width (kv heads x head dim)")->check(CLI::Range(1u, 65536u));
     demo->add_flag("--keep", keep, "leave the blocks in the pool");
+    add_json(demo, "one JSON object on stdout: the blocks stored and the pool's `pool inspect --json` (errors too)");
+    add_quiet(demo);
+    add_verbose(demo);
     demo->callback([] {
+        uri = pool_uri(uri);
         speckv_pool *pool = nullptr;
-        int rc = speckv_pool_open(uri.c_str(), nullptr, &pool);
+        speckv_config *cfg = nullptr;
+        int rc = speckv_config_new(&cfg);
+        if (rc == SPECKV_OK) set_log(cfg);
+        if (rc == SPECKV_OK) rc = speckv_pool_open(uri.c_str(), cfg, &pool);
+        speckv_config_free(cfg);
         if (rc != SPECKV_OK) {
-            error(std::string("cannot open ") + uri + ": " + speckv_errmsg());
+            error(std::string("cannot open ") + uri + ": " + speckv_errmsg(), rc);
             return void(g_exit = 1);
         }
         size_t bytes = size_t(tokens) * kv_dim * 2;  // fp16
@@ -60,14 +68,31 @@ void register_demo_command(CLI::App &app) {
             }
         }
         if (rc != SPECKV_OK) {
-            error(std::string("demo failed: ") + speckv_strerror(rc) + ": " + speckv_errmsg());
+            error(std::string("demo failed: ") + speckv_strerror(rc) + ": " + speckv_errmsg(), rc);
             g_exit = 1;
-        } else {
+        } else if (mismatches) {
+            error(std::to_string(mismatches) + " of " + std::to_string(hs.size()) +
+                      " KV blocks read back differ from what was written",
+                  SPECKV_ECORRUPT);
+            g_exit = 1;
+        } else if (g_opt.json) {
+            std::unique_ptr<speckv::Pool> ro;
+            std::printf("{\"blocks\":%zu,\"layers\":%u,\"tokens\":%u,\"kv_dim\":%u,\"bytes\":%zu,\"identical\":true,"
+                        "\"pool\":",
+                        hs.size(), layers, tokens, kv_dim, stored);
+            if (speckv::Pool::open_readonly_uri(uri, &ro) == SPECKV_OK) {
+                speckv::PoolInfo i;
+                ro->info(&i);
+                print_info(i, true, false);
+            } else {
+                std::printf("null");
+            }
+            std::printf("}\n");
+        } else if (!g_opt.quiet) {
             std::printf("stored and read back %zu KV blocks (%u layers x K,V; %u tokens x %u fp16), %zu bytes: %s\n\n",
                         hs.size(), layers, tokens, kv_dim, stored, mismatches ? "MISMATCH" : "all identical");
-            if (mismatches) g_exit = 1;
         }
-        {
+        if (!g_opt.json && !g_opt.quiet) {
             std::unique_ptr<speckv::Pool> ro;
             if (speckv::Pool::open_readonly_uri(uri, &ro) == SPECKV_OK) {
                 speckv::PoolInfo i;

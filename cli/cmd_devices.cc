@@ -65,14 +65,13 @@ void print_text(const speckv::DeviceReport &r) {
 
 void register_devices_command(CLI::App &app) {
     auto *cmd = app.add_subcommand("devices", "List dax devices, NUMA nodes and the speckv pools on them");
-    static bool json = false;
     static bool no_pools = false;
-    cmd->add_flag("--json", json, "one JSON object on stdout (regions shaped like `daxctl list -RD`)");
+    add_json(cmd, "one JSON object on stdout (regions shaped like `daxctl list -RD`)");
     cmd->add_flag("--no-pools", no_pools, "do not open devdax devices to look for pools");
     cmd->callback([] {
         speckv::DeviceReport r;
         speckv::discover_devices(!no_pools, &r);
-        if (json) std::fputs(speckv::device_report_json(r).c_str(), stdout);
+        if (g_opt.json) std::fputs(speckv::device_report_json(r).c_str(), stdout);
         else print_text(r);
         g_exit = 0;
     });

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "commands.h"
 #include "text.h"
@@ -45,18 +46,19 @@ using speckv::json_escape;
 bool target_of(const std::string &uri_text, std::string *target, speckv::Uri *parsed = nullptr) {
     speckv::Uri u;
     if (int rc = speckv::parse_uri(uri_text, &u); rc != SPECKV_OK) {
-        error(describe(rc));
+        error(describe(rc), rc);
         return false;
     }
     if (u.scheme == speckv::Scheme::Anon) {
-        error("anon: pools can't be used with this command (an anon: pool lives inside one process)");
+        error("anon: pools can't be used with this command (an anon: pool lives inside one process)", SPECKV_ENOTSUP);
         return false;
     }
     if (u.scheme == speckv::Scheme::Numa && !u.named) {
         error("numa:" + std::to_string(u.node) +
               " without name= is private memory of the process that opens it: no other process, and not this "
               "command, can reach it. Name the pool to share it with other processes and the CLI: numa:" +
-              std::to_string(u.node) + "?size=64M&name=NAME");
+              std::to_string(u.node) + "?size=64M&name=NAME",
+              SPECKV_ENOTSUP);
         return false;
     }
     *target = u.target;
@@ -95,14 +97,14 @@ void print_where(const Where &w, bool json) {
                     w.pages.on_node, w.pages.pages, w.node, w.pages.elsewhere, w.pages.absent);
 }
 
-void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w);
+void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool nl = true);
 
 }  // namespace
 
-void print_info(const speckv::PoolInfo &i, bool json) { print_info_where(i, json, nullptr); }
+void print_info(const speckv::PoolInfo &i, bool json, bool nl) { print_info_where(i, json, nullptr, nl); }
 
 namespace {
-void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
+void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool nl) {
     if (json) {
         std::printf("{\"location\":\"%s\",\"format_version\":%u,\"uuid\":\"%s\",\"created\":\"%s\",\"pool_bytes\":%" PRIu64
                     ",\"page_size\":%" PRIu64 ",\"data_offset\":%" PRIu64 ",\"pages\":{\"total\":%" PRIu64
@@ -139,7 +141,7 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
                         i.tenants[k].tenant, i.tenants[k].quota_pages, i.tenants[k].used_pages);
         std::printf("]");
         if (w) print_where(*w, true);
-        std::printf("}\n");
+        std::printf("}%s", nl ? "\n" : "");
         return;
     }
     std::printf("pool         %s\n", i.location.c_str());
@@ -196,49 +198,94 @@ void register_pool_commands(CLI::App &app) {
     auto *pool = app.add_subcommand("pool", "Create, inspect, check and reset pools");
     pool->require_subcommand(1);
 
+    const std::string uri_help =
+        "file:/path or a plain path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME";
     auto *create = pool->add_subcommand("create", "Create a pool (fails if it exists)");
-    static std::string c_uri, c_size, c_page = "4096";
-    create->add_option("URI", c_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
-    create->add_option("--size", c_size, "pool size, e.g. 256M, 8G")->required();
-    create->add_option("--page-size", c_page, "data page size (power of two, >= 4096)");
+    static std::string c_uri, c_size, c_page;
+    static int64_t c_max_blocks = -1, c_summary = -1;
+    static std::vector<std::string> c_set;
+    create->add_option("URI", c_uri, uri_help + "; ?size= gives the size when --size is absent")->required();
+    create->add_option("--size", c_size, "pool size, e.g. 256M, 8G (default: the URI's ?size=)");
+    create->add_option("--page-size", c_page, "data page size (power of two, >= 4096; default 4096)");
+    create->add_option("--max-blocks", c_max_blocks, "block slots (pool.max_blocks; default one per 4 data pages)");
+    create->add_option("--summary-bytes", c_summary,
+                       "page-summary slot per data page, for speckv_select (pool.summary_bytes; default 0 = none)");
+    create->add_option("--set", c_set, "any configuration key the pool is created with, KEY=VALUE (repeatable)")
+        ->type_name("KEY=VALUE");
+    add_json(create);
+    add_quiet(create);
+    add_verbose(create);
     create->callback([] {
+        c_uri = pool_uri(c_uri);
         std::string path;
         speckv::Uri u;
         if (!target_of(c_uri, &path, &u)) return void(g_exit = 1);
+        if (c_size.empty() && !u.params.count("size")) {
+            error("give the pool's size: --size SIZE, or ?size=SIZE in the URI");
+            return void(g_exit = 2);
+        }
         std::unique_ptr<speckv::Pool> existing;
         if (speckv::Pool::open_readonly_uri(c_uri, &existing) == SPECKV_OK ||
             ((u.scheme == speckv::Scheme::File || u.scheme == speckv::Scheme::Numa) && access(path.c_str(), F_OK) == 0)) {
-            error("a pool already exists at " + path + " (use `speckv pool reset` to wipe it)");
+            error("a pool already exists at " + path + " (use `speckv pool reset` to wipe it)", SPECKV_EEXIST);
             return void(g_exit = 1);
         }
         speckv::Config cfg;
-        int rc = cfg.set_str("pool.size", c_size);
-        if (rc == SPECKV_OK) rc = cfg.set_str("pool.page_size", c_page);
+        set_log(&cfg);
+        int rc = SPECKV_OK;
+        // --set first, so that the dedicated options win.
+        for (const auto &kv : c_set) {
+            size_t eq = kv.find('=');
+            if (eq == std::string::npos || eq == 0) {
+                error("--set " + kv + ": expected KEY=VALUE");
+                return void(g_exit = 2);
+            }
+            if ((rc = cfg.set_str(kv.substr(0, eq), kv.substr(eq + 1))) != SPECKV_OK) {
+                error("--set " + kv + ": " + describe(rc), rc);
+                return void(g_exit = 1);
+            }
+        }
+        if (!c_size.empty()) {
+            int64_t want = 0;
+            if (u.params.count("size") && speckv::parse_size(c_size, &want) && want != u.params["size"]) {
+                error("--size " + c_size + " and the URI's ?size= differ: give one");
+                return void(g_exit = 2);
+            }
+            rc = cfg.set_str("pool.size", c_size);
+        }
+        if (rc == SPECKV_OK && !c_page.empty()) rc = cfg.set_str("pool.page_size", c_page);
+        if (rc == SPECKV_OK && c_max_blocks >= 0) rc = cfg.set_int("pool.max_blocks", c_max_blocks);
+        if (rc == SPECKV_OK && c_summary >= 0) rc = cfg.set_int("pool.summary_bytes", c_summary);
         std::unique_ptr<speckv::Pool> p;
         if (rc == SPECKV_OK) rc = speckv::Pool::open(c_uri, cfg, &p);
         if (rc != SPECKV_OK) {
-            error(describe(rc));
+            error(describe(rc), rc);
             return void(g_exit = 1);
         }
         speckv::PoolInfo i;
         p->info(&i);
-        std::printf("created %s: %" PRIu64 " bytes, %" PRIu64 " data pages of %" PRIu64 " bytes, %" PRIu64
-                    " block slots\n",
-                    path.c_str(), i.pool_bytes, i.n_pages, i.page_size, i.max_blocks);
+        if (g_opt.json)
+            std::printf("{\"created\":\"%s\",\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"data_pages\":%" PRIu64
+                        ",\"max_blocks\":%" PRIu64 "}\n",
+                        json_escape(path).c_str(), i.pool_bytes, i.page_size, i.n_pages, i.max_blocks);
+        else if (!g_opt.quiet)
+            std::printf("created %s: %" PRIu64 " bytes, %" PRIu64 " data pages of %" PRIu64 " bytes, %" PRIu64
+                        " block slots\n",
+                        path.c_str(), i.pool_bytes, i.n_pages, i.page_size, i.max_blocks);
         p->close();
     });
 
     auto *inspect = pool->add_subcommand("inspect", "Show a pool's geometry, usage and checksum state");
     static std::string i_uri;
-    static bool i_json = false;
-    inspect->add_option("URI", i_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
-    inspect->add_flag("--json", i_json, "one JSON object on stdout");
+    inspect->add_option("URI", i_uri, uri_help)->required();
+    add_json(inspect);
     inspect->callback([] {
+        i_uri = pool_uri(i_uri);
         std::string path;
         if (!target_of(i_uri, &path)) return void(g_exit = 1);
         std::unique_ptr<speckv::Pool> p;
         if (int rc = speckv::Pool::open_readonly_uri(i_uri, &p); rc != SPECKV_OK) {
-            error(describe(rc));
+            error(describe(rc), rc);
             return void(g_exit = 1);
         }
         speckv::PoolInfo i;
@@ -252,19 +299,23 @@ void register_pool_commands(CLI::App &app) {
             w.node = u.node;
             if (speckv::numa_placement(p->image(), p->image_size(), u.node, &w.pages) != SPECKV_OK) w.numa = false;
         }
-        print_info_where(i, i_json, &w);
+        print_info_where(i, g_opt.json, &w);
     });
 
     auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");
     static std::string k_uri;
-    static bool k_json = false;
-    check->add_option("URI", k_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
-    check->add_flag("--json", k_json, "one JSON object on stdout");
+    check->add_option("URI", k_uri, uri_help)->required();
+    add_json(check);
+    add_quiet(check, "print only the problems found (the exit status tells)");
+    add_verbose(check);
+    add_no_progress(check);
     static bool k_repair = false;
     check->add_flag("--repair", k_repair,
                     "first fix what crashed processes left: reclaim their references and unpublished blocks, "
                     "re-seal torn pages, rebuild the hash index and counters (attaches to the pool)");
     check->callback([] {
+        k_uri = pool_uri(k_uri);
+        const bool k_json = g_opt.json;
         std::string path;
         if (!target_of(k_uri, &path)) return void(g_exit = 2);
         std::unique_ptr<speckv::Pool> p;
@@ -272,23 +323,26 @@ void register_pool_commands(CLI::App &app) {
         if (k_repair) {
             speckv::Config cfg;
             cfg.set_int("pool.create", 0);
+            set_log(&cfg);
+            Ticker tick("repairing " + path);
             int rc = speckv::Pool::open(k_uri, cfg, &p);
             if (rc == SPECKV_OK) rc = p->repair();
             if (rc != SPECKV_OK) {
-                error("repair: " + describe(rc));
+                error("repair: " + describe(rc), rc);
                 return void(g_exit = 2);
             }
             p->close();
             p.reset();
-            if (!k_json) std::printf("repaired %s\n", path.c_str());
+            if (!k_json && !g_opt.quiet) std::printf("repaired %s\n", path.c_str());
         }
         int rc = speckv::Pool::open_readonly_uri(k_uri, &p);
         if (rc == SPECKV_ECORRUPT) {
             r.problems.push_back(describe(rc));  // the superblock itself is bad
         } else if (rc != SPECKV_OK) {
-            error(describe(rc));
+            error(describe(rc), rc);
             return void(g_exit = 2);
         } else {
+            Ticker tick("checking " + path);
             p->check(&r);
         }
         if (k_json) {
@@ -301,7 +355,8 @@ void register_pool_commands(CLI::App &app) {
             std::printf("]}\n");
         } else {
             for (auto &s : r.problems) std::printf("problem: %s\n", s.c_str());
-            std::printf("%s: %" PRIu64 " blocks, %" PRIu64 " pages verified, %zu problem%s\n", path.c_str(),
+            if (!g_opt.quiet)
+                std::printf("%s: %" PRIu64 " blocks, %" PRIu64 " pages verified, %zu problem%s\n", path.c_str(),
                         r.blocks_checked, r.pages_verified, r.problems.size(), r.problems.size() == 1 ? "" : "s");
         }
         g_exit = r.problems.empty() ? 0 : 1;
@@ -310,9 +365,13 @@ void register_pool_commands(CLI::App &app) {
     auto *reset = pool->add_subcommand("reset", "Wipe every block of a pool, keeping its geometry (needs --force)");
     static std::string r_uri;
     static bool r_force = false;
-    reset->add_option("URI", r_uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
+    reset->add_option("URI", r_uri, uri_help)->required();
+    add_json(reset);
+    add_quiet(reset);
+    add_no_progress(reset);
     reset->add_flag("--force", r_force, "really wipe it, even while processes are attached (their handles become invalid)");
     reset->callback([] {
+        r_uri = pool_uri(r_uri);
         std::string path;
         if (!target_of(r_uri, &path)) return void(g_exit = 1);
         std::unique_ptr<speckv::Pool> p;
@@ -329,15 +388,25 @@ void register_pool_commands(CLI::App &app) {
                                   before.bytes_by_dtype[1] + before.bytes_by_dtype[2] + before.bytes_by_dtype[3]) + ")"
                             : std::string("every block")) +
                   " and keep only the geometry" +
-                  (live.empty() ? "" : "; processes are attached (pid " + live + "): their handles would become invalid"));
+                  (live.empty() ? "" : "; processes are attached (pid " + live + "): their handles would become invalid"),
+              SPECKV_EBUSY);
             return void(g_exit = 1);
         }
         if (!live.empty()) std::fprintf(stderr, "speckv: warning: resetting while pid %s are attached\n", live.c_str());
-        if (int rc = speckv::Pool::reset_uri(r_uri, true); rc != SPECKV_OK) {
-            error(describe(rc));
+        int rc;
+        {
+            Ticker tick("resetting " + path);
+            rc = speckv::Pool::reset_uri(r_uri, true);
+        }
+        if (rc != SPECKV_OK) {
+            error(describe(rc), rc);
             return void(g_exit = 1);
         }
-        std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
+        if (g_opt.json)
+            std::printf("{\"reset\":\"%s\",\"blocks_wiped\":%s}\n", json_escape(path).c_str(),
+                        readable ? std::to_string(before.blocks_live).c_str() : "null");
+        else if (!g_opt.quiet)
+            std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
                     readable ? std::to_string(before.blocks_live).c_str() : "all");
     });
 }

@@ -69,13 +69,14 @@ void register_pool_stats_command(CLI::App &pool) {
     auto *st = pool.add_subcommand(
         "stats", "Tier, prefetch and codec counters of every attached process, as each last published them");
     static std::string uri;
-    static bool json = false;
-    st->add_option("URI", uri, "file:/path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
-    st->add_flag("--json", json, "one JSON object on stdout");
+    st->add_option("URI", uri, "file:/path or a plain path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
+    add_json(st);
     st->callback([] {
+        uri = pool_uri(uri);
+        const bool json = g_opt.json;
         std::unique_ptr<speckv::Pool> p;
         if (int rc = speckv::Pool::open_readonly_uri(uri, &p); rc != SPECKV_OK) {
-            error(describe(rc));
+            error(describe(rc), rc);
             return void(g_exit = 1);
         }
         speckv::PoolInfo i;

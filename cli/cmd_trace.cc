@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "kv_bank.h"
+#include "text.h"
 #include "trace.h"
 
 namespace speckv_cli {
@@ -21,7 +22,7 @@ struct ReplayArgs {
     std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto",
                 pace_wait = "yield", admission = "reserve", preempt = "auto",
                 payload = "synthetic", kv_model;
-    bool all = false, json = false, skip_bad = false, metadata_only = false, real_bytes = false, no_progress = false;
+    bool all = false, skip_bad = false, metadata_only = false, real_bytes = false;
     uint64_t seed = 1, max_requests = 0;
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
@@ -30,13 +31,13 @@ struct ReplayArgs {
     uint32_t pnm_recent = 1, pnm_page_tokens = 16, pnm_devices = 0;
 };
 
-struct Progress {
+struct ReplayProgress {
     uint64_t total = 0;
     std::string label;
 };
 
 void progress_cb(void *user, uint64_t done) {
-    auto *p = static_cast<Progress *>(user);
+    auto *p = static_cast<ReplayProgress *>(user);
     int w = 30, n = p->total ? static_cast<int>(w * std::min<double>(1.0, static_cast<double>(done) / p->total)) : 0;
     std::fprintf(stderr, "\r%-13s [%s%s] %llu/%llu", p->label.c_str(), std::string(n, '#').c_str(),
                  std::string(w - n, ' ').c_str(), static_cast<unsigned long long>(done),
@@ -109,15 +110,15 @@ int do_replay(const ReplayArgs &a) {
     if (payload == st::Payload::Model) {
         std::string err;
         o.kv_bank = st::load_kv_bank(a.kv_model, &err);
-        if (!o.kv_bank) return error(err), 1;
+        if (!o.kv_bank) return error(err, SPECKV_EIO), 1;
     }
     o.layer_groups = a.layer_groups;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     o.pnm_budget = a.pnm_budget, o.pnm_recent = a.pnm_recent, o.pnm_page_tokens = a.pnm_page_tokens;
     o.pnm_bw = a.pnm_gbps * 1e9, o.pnm_devices = a.pnm_devices, o.pnm_select_x = a.pnm_select_x, o.pnm_churn = a.pnm_churn;
-    Progress prog;
-    bool tty = isatty(2) && !a.no_progress && a.trace != "-";
+    ReplayProgress prog;
+    bool tty = progress_enabled() && a.trace != "-";
     if (tty) {
         prog.total = count_lines(a.trace);
         if (a.max_requests) prog.total = std::min(prog.total, a.max_requests);
@@ -133,12 +134,12 @@ int do_replay(const ReplayArgs &a) {
         const char *dir = std::getenv("TMPDIR");
         std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/speckv-trace-XXXXXX";
         int fd = mkstemp(tmpl.data());
-        if (fd < 0) return error("cannot create a temporary file for stdin"), 1;
+        if (fd < 0) return error("cannot create a temporary file for stdin", SPECKV_EIO), 1;
         spool.p = tmpl;
         char buf[1 << 16];
         size_t n;
         while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
-            if (write(fd, buf, n) != static_cast<ssize_t>(n)) return close(fd), error("cannot spool stdin"), 1;
+            if (write(fd, buf, n) != static_cast<ssize_t>(n)) return close(fd), error("cannot spool stdin", SPECKV_EIO), 1;
         close(fd);
         path = tmpl;
     }
@@ -146,16 +147,16 @@ int do_replay(const ReplayArgs &a) {
     for (st::System s : systems) {
         std::string err;
         auto rd = st::open_reader(path, fmt, a.skip_bad, &err);
-        if (!rd) return error(err), 1;
+        if (!rd) return error(err, SPECKV_EIO), 1;
         o.block_tokens = a.block_tokens ? a.block_tokens : rd->block_tokens();
         prog.label = st::system_name(s);
         st::Result r;
         int rc = st::replay(*rd, s, o, &r, &err);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
-        if (rc) return error(a.trace + ": " + err), 1;
+        if (rc) return error(a.trace + ": " + err, SPECKV_EIO), 1;
         rs.push_back(std::move(r));
     }
-    if (a.json) {
+    if (g_opt.json) {
         std::fputs(st::to_json(rs, o, a.trace).c_str(), stdout);
     } else {
         std::printf("%s: %s on %u x %s, offload link %s, %s, block %u tokens", a.trace.c_str(), m->name, rs[0].gpus, g->name,
@@ -173,13 +174,13 @@ int do_replay(const ReplayArgs &a) {
     }
     if (!a.csv.empty()) {
         std::FILE *f = std::fopen(a.csv.c_str(), "w");
-        if (!f) return error("cannot write " + a.csv), 1;
+        if (!f) return error("cannot write " + a.csv, SPECKV_EIO), 1;
         std::fputs(st::to_csv(rs).c_str(), f);
         std::fclose(f);
     }
     if (!a.plot.empty()) {
         std::string err;
-        if (!st::write_plots(a.plot, rs, &err)) return error(err), 1;
+        if (!st::write_plots(a.plot, rs, &err)) return error(err, SPECKV_EIO), 1;
     }
     return 0;
 }
@@ -197,17 +198,60 @@ int do_gen(const GenArgs &a) {
     if (!st::find_workload(a.workload)) return error("unknown workload \"" + a.workload + "\" (chat, summarization, code, qa)"), 2;
     if (!(a.rate > 0)) return error("--rate must be > 0"), 2;
     if (fmt == st::Format::Mooncake && a.block_tokens != 512) return error("the Mooncake format has 512-token blocks"), 2;
+    if (g_opt.json && a.out == "-") return error("--json needs -o FILE: without it the trace itself goes to stdout"), 2;
     std::FILE *f = a.out == "-" ? stdout : std::fopen(a.out.c_str(), "w");
-    if (!f) return error("cannot write " + a.out), 1;
+    if (!f) return error("cannot write " + a.out, SPECKV_EIO), 1;
     st::GenOptions g;
     g.workload = a.workload, g.rate = a.rate, g.count = a.count, g.seed = a.seed, g.block_tokens = a.block_tokens;
     g.prefix_share = a.prefix_share;
     st::Generator gen(g);
     st::write_header(f, fmt, a.block_tokens);
     st::Request r;
-    while (gen.next(&r)) st::write_request(f, fmt, r);
-    if (f != stdout) std::fclose(f);
+    uint64_t n = 0;
+    while (gen.next(&r)) st::write_request(f, fmt, r), n++;
+    if (f != stdout && std::fclose(f) != 0) return error("cannot write " + a.out, SPECKV_EIO), 1;
+    if (g_opt.json)
+        std::printf("{\"requests\":%llu,\"output\":\"%s\",\"format\":\"%s\",\"workload\":\"%s\"}\n",
+                    static_cast<unsigned long long>(n), speckv::json_escape(a.out).c_str(), a.format.c_str(),
+                    a.workload.c_str());
     return 0;
+}
+
+void print_presets_json() {
+    std::string s = "{\"models\":[";
+    char b[512];
+    bool first = true;
+    for (auto &m : st::models()) {
+        std::snprintf(b, sizeof b,
+                      "%s{\"name\":\"%s\",\"layers\":%u,\"q_heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
+                      "\"kv_bytes_per_token\":%.0f,\"weight_bytes\":%.0f}",
+                      first ? "" : ",", m.name, m.layers, m.q_heads, m.kv_heads, m.head_dim, m.kv_bytes_per_token(),
+                      m.weight_bytes());
+        s += b, first = false;
+    }
+    s += "],\"gpus\":[", first = true;
+    for (auto &g : st::gpus()) {
+        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"hbm_bytes\":%.0f,\"hbm_bytes_per_s\":%.0f,\"flops\":%.0f}",
+                      first ? "" : ",", g.name, g.hbm_bytes, g.hbm_bw, g.flops);
+        s += b, first = false;
+    }
+    s += "],\"links\":[", first = true;
+    for (auto &l : st::links()) {
+        std::snprintf(b, sizeof b,
+                      "%s{\"name\":\"%s\",\"latency_s\":%.9g,\"bytes_per_s\":%.0f,\"devices\":%u,\"device_bytes\":%.0f}",
+                      first ? "" : ",", l.name, l.latency_s, l.bw, l.devices, l.device_bytes);
+        s += b, first = false;
+    }
+    s += "],\"workloads\":[", first = true;
+    for (auto &w : st::workloads()) {
+        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"input_tokens\":[%u,%u],\"output_tokens\":[%u,%u]}",
+                      first ? "" : ",", w.name, w.in_lo, w.in_hi, w.out_lo, w.out_hi);
+        s += b, first = false;
+    }
+    s += "],\"systems\":[", first = true;
+    for (auto sy : st::all_systems()) s += std::string(first ? "" : ",") + "\"" + st::system_name(sy) + "\"", first = false;
+    s += "]}\n";
+    std::fputs(s.c_str(), stdout);
 }
 
 void print_presets() {
@@ -245,7 +289,7 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--link", ra->link, "offload tier of the cxl_* systems: cxl-direct, cxl-pooled, nvme");
     auto *sys = r->add_option("--system", ra->system, "one system (the oracle is always added)");
     r->add_flag("--all", ra->all, "every system (the default)")->excludes(sys);
-    r->add_flag("--json", ra->json, "JSON on stdout");
+    add_json(r, "JSON on stdout (errors too)");
     r->add_option("--csv", ra->csv, "also write a CSV table to this file");
     r->add_option("--plot", ra->plot, "write SVG charts into this directory");
     r->add_option("--seed", ra->seed, "seed, recorded in --json (the engine itself draws no random numbers)");
@@ -294,7 +338,7 @@ void register_trace_command(CLI::App &app) {
                   "holds them (steady pages; default 1: all recalled every step)");
     r->add_option("--pnm-select-x", ra->pnm_select_x,
                   "cxl_pnm: selection cost, x a memcpy of the summaries (default 0: from q heads per KV head, docs/selection.md 6.2)");
-    r->add_flag("--no-progress", ra->no_progress, "no progress bar");
+    add_no_progress(r);
     r->callback([ra] { g_exit = do_replay(*ra); });
 
     auto ga = std::make_shared<GenArgs>();
@@ -307,10 +351,15 @@ void register_trace_command(CLI::App &app) {
     g->add_option("--block-tokens", ga->block_tokens, "tokens per hash_ids block");
     g->add_option("--format", ga->format, "native (default), mooncake or azure");
     g->add_option("-o,--output", ga->out, "output file (- = stdout)");
+    add_json(g, "a JSON summary on stdout (needs -o FILE; errors too)");
     g->callback([ga] { g_exit = do_gen(*ga); });
 
     auto *p = t->add_subcommand("presets", "List models, GPUs, links, workloads and systems");
-    p->callback([] { print_presets(); });
+    add_json(p);
+    p->callback([] {
+        if (g_opt.json) print_presets_json();
+        else print_presets();
+    });
 }
 
 }  // namespace speckv_cli

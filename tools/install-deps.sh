@@ -5,6 +5,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3
   liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev doctest-dev
+  go-md2man                         # man pages speckv(1), speckv(3)
   verilator iverilog yosys          # fpga/: RTL simulation and synthesis checks
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
 )

@@ -4,7 +4,7 @@
 # Volatile text (work dir, UUIDs, times) is normalised first.
 # UPDATE=1 rewrites the expected files (review the diff before committing).
 set -u
-bin=$1 src=$2 work=$3
+bin=$(realpath "$1") src=$(realpath "$2") work=$(realpath -m "$3")
 rm -rf "$work" && mkdir -p "$work"
 fails=0 n=0
 
@@ -13,6 +13,7 @@ norm() {
         -e 's/[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}/UUID/g' \
         -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' \
         -e 's/pid [0-9]*/pid PID/g; s/attach id [0-9]*/attach id N/g' \
+        -e 's/"pid":[0-9]*/"pid":PID/g; s/"attach_id":[0-9]*/"attach_id":N/g' \
         -e "s#/dev/shm/speckv-cli-test-[0-9]*#XDG#g"
 }
 
@@ -45,8 +46,15 @@ case_() {
 
 P=$work/a.pool
 case_ version 0 --version
+case_ version_short 0 -V
 case_ no_args 2
 case_ unknown_cmd 2 frobnicate
+# An unknown verb or option names itself and the nearest valid one (exit 2).
+case_ typo_verb 2 poool
+case_ typo_subverb 2 pool inspct "file:$P"
+case_ typo_option 2 pool inspect "file:$P" --jsn
+case_ typo_short_option 2 pool check -x "file:$P"
+case_ typo_verb_json 2 poool --json
 case_ create 0 pool create "file:$P" --size 8M
 case_ create_again 1 pool create "file:$P" --size 8M
 case_ create_bad_size 1 pool create "file:$work/b.pool" --size 5000
@@ -69,6 +77,126 @@ case_ check_missing 2 pool check "file:$work/none.pool"
 head -c 3000000 /dev/zero >"$work/zero.bin"
 case_ check_not_pool 2 pool check "file:$work/zero.bin"
 case_ inspect_anon 1 pool inspect "anon:?size=8M"
+
+# --json on every verb: results as one object, failures as
+# {"error": {"code", "name", "message"}} on stdout with a non-zero exit.
+case_ json_create 0 pool create "file:$work/j.pool" --size 8M --json
+case_ json_create_exists 1 pool create "file:$work/j.pool" --size 8M --json
+case_ json_inspect_missing 1 pool inspect "file:$work/none.pool" --json
+case_ json_check_missing 2 pool check "file:$work/none.pool" --json
+case_ json_reset_refused 1 pool reset "file:$work/j.pool" --json
+case_ json_reset 0 pool reset "file:$work/j.pool" --force --json
+case_ json_stats_missing 1 pool stats "file:$work/none.pool" --json
+case_ json_demo 0 demo "file:$work/j.pool" --layers 1 --tokens 16 --json
+case_ json_demo_bad_uri 1 demo "ftp:$work/j.pool" --json
+case_ json_codec_bench_usage 2 codec bench --json
+# (baseline ISA: the impls listed are the same on every CPU)
+SPECKV_ISA=baseline case_ json_codec_check 0 codec check --pages 40 --json
+case_ json_codec_check_range 2 codec check --pages 0 --json
+case_ json_codec_vectors_usage 2 codec vectors --json
+case_ json_devices_usage 2 devices --json --no-pool
+case_ json_trace_replay_missing 1 trace replay "$work/none.jsonl" --json
+case_ json_trace_gen_stdout 2 trace gen --json
+case_ json_trace_gen 0 trace gen --count 5 -o "$work/t.jsonl" --json
+case_ json_trace_presets 0 trace presets --json
+case_ json_trace_presets_usage 2 trace presets --json extra
+# Each --json case printed exactly one JSON object on stdout; a failure's is
+# the error object with the SPECKV_E* name of its code.
+n=$((n + 1))
+if python3 - "$work" <<'PY'
+import json, pathlib, sys
+bad = 0
+outs = sorted(pathlib.Path(sys.argv[1]).glob("json_*.out.raw"))
+if len(outs) < 19:
+    print(f"only {len(outs)} --json cases ran"); bad += 1
+for out in outs:
+    name = out.name[:-len(".out.raw")]
+    rc = int((out.parent / (name + ".rc")).read_text())
+    try:
+        obj = json.loads(out.read_text())  # exactly one value, or this raises
+    except ValueError as e:
+        print(f"{name}: stdout is not one JSON value: {e}"); bad += 1; continue
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if (rc != 0) != (err is not None):
+        print(f"{name}: exit {rc} but error object {'present' if err else 'absent'}"); bad += 1
+    elif err and (set(err) != {"code", "name", "message"} or not isinstance(err["code"], int) or
+                  err["code"] >= 0 or not err["name"].startswith("SPECKV_E") or not err["message"]):
+        print(f"{name}: malformed error object {err}"); bad += 1
+sys.exit(1 if bad else 0)
+PY
+then echo "ok   json_objects"; else echo "FAIL json_objects"; fails=$((fails + 1)); fi
+
+# -q: nothing on stdout when all is well.
+case_ quiet_check 0 pool check -q "file:$work/j.pool"
+case_ quiet_codec_check 0 codec check --pages 40 -q
+
+# A plain path is taken where a file: URI is (absolute or relative); the size
+# may come from the URI; every creation-time key can be set.
+case_ plain_create 0 pool create "$work/plain.pool" --size 8M
+case_ plain_inspect 0 pool inspect "$work/plain.pool" --json
+cd "$work"
+case_ plain_relative_check 0 pool check plain.pool
+cd - >/dev/null
+case_ uri_size_create 0 pool create "file:$work/u.pool?size=16M"
+case_ no_size_create 2 pool create "file:$work/v.pool"
+case_ size_conflict_create 2 pool create "file:$work/v.pool?size=16M" --size 8M
+# (2048 summary bytes per page leave 512 data pages of 8M, not 1536)
+case_ summary_create 0 pool create "file:$work/s.pool" --size 8M --summary-bytes 2048 --max-blocks 100
+case_ summary_bad 1 pool create "file:$work/w.pool" --size 8M --summary-bytes 8192
+case_ set_create 0 pool create "file:$work/k.pool" --size 8M --set pool.summary_bytes=2048 --set pool.max_blocks=100
+case_ set_bad_key 1 pool create "file:$work/w.pool" --size 8M --set pool.colour=red
+case_ set_bad_syntax 2 pool create "file:$work/w.pool" --size 8M --set pool.max_blocks
+[ ! -e "$work/v.pool" ] && [ ! -e "$work/w.pool" ] || { echo "FAIL refused creates left a file"; fails=$((fails + 1)); }
+
+# Progress: on stderr only when it is a terminal (script(1) gives it one).
+if command -v script >/dev/null; then
+    n=$((n + 1))
+    script -qec "'$bin' codec check --pages 3000" /dev/null >"$work/tty.out" 2>&1
+    script -qec "'$bin' codec check --pages 3000 --no-progress" /dev/null >"$work/tty_np.out" 2>&1
+    if grep -q 'codec check \[#' "$work/tty.out" && ! grep -q 'codec check \[' "$work/tty_np.out" &&
+       ! grep -q 'codec check \[' "$work/json_codec_check.err"; then
+        echo "ok   progress_on_tty_only"
+    else
+        echo "FAIL progress_on_tty_only"; cat -v "$work/tty.out" "$work/tty_np.out"; fails=$((fails + 1))
+    fi
+fi
+
+# The bash completion the build generated from the verb list loads in bash and
+# completes verbs, sub-verbs and options.
+comp=$(dirname "$bin")/speckv.bash-completion
+if [ -f "$comp" ]; then
+    complete_() {  # complete_ "WORDS..." -> the candidates for the last word
+        bash --norc --noprofile -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1));
+            _speckv; printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" | sort | tr '\n' ' '
+    }
+    n=$((n + 1))
+    top=$(complete_ speckv "") pool=$(complete_ speckv pool "") ins=$(complete_ speckv pool inspect --j)
+    tr=$(complete_ speckv trace re)
+    if [ "$top" = "codec demo devices pool trace " ] && [ "$pool" = "check create inspect reset stats " ] &&
+       [ "$ins" = "--json " ] && [ "$tr" = "replay " ]; then
+        echo "ok   bash_completion"
+    else
+        echo "FAIL bash_completion: top '$top', pool '$pool', inspect --j '$ins', trace re '$tr'"; fails=$((fails + 1))
+    fi
+else
+    echo "FAIL bash_completion: $comp was not generated"; fails=$((fails + 1))
+fi
+
+# speckv(1), generated from the CLI's help: a section per verb, renders with man.
+page=$(dirname "$bin")/speckv.1
+if [ -f "$page" ]; then
+    n=$((n + 1))
+    MANWIDTH=100 man -l -P cat "$page" >"$work/speckv.1.txt" 2>"$work/speckv.1.err"
+    missing=
+    while read -r verb; do
+        grep -q "^speckv $verb\$" "$work/speckv.1.txt" || missing="$missing '$verb'"
+    done < <("$bin" --list-commands)
+    if [ -z "$missing" ] && [ "$("$bin" --list-commands | wc -l)" = 13 ] && [ ! -s "$work/speckv.1.err" ]; then
+        echo "ok   man_page"
+    else
+        echo "FAIL man_page: no section for$missing"; cat "$work/speckv.1.err"; fails=$((fails + 1))
+    fi
+fi
 
 # Named numa: pools (node 0): a tmpfs file in $XDG_RUNTIME_DIR/speckv, here a
 # private directory under /dev/shm; unnamed numa: is refused with the reason.

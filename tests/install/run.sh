@@ -14,6 +14,16 @@ for f in include/speckv.h lib/libspeckv.so.0 lib/libspeckv.a bin/speckv lib/pkgc
          share/doc/speckv/LICENSE share/doc/speckv/NOTICE; do
     [ -e "$prefix/$f" ] || { echo "install: missing $f"; exit 1; }
 done
+# Man pages and bash completion where man(1) and bash-completion look.
+for f in share/man/man1/speckv.1 share/man/man3/speckv.3 share/bash-completion/completions/speckv; do
+    [ -s "$prefix/$f" ] || { echo "install: missing $f"; exit 1; }
+done
+MANPATH=$prefix/share/man man -w speckv | grep -qx "$prefix/share/man/man1/speckv.1" ||
+    { echo "install: man speckv does not find the installed page"; exit 1; }
+MANPATH=$prefix/share/man MANWIDTH=80 man -P cat 3 speckv 2>&1 | grep -q 'speckv_pool_open' ||
+    { echo "install: man 3 speckv does not show the C API"; exit 1; }
+bash --norc --noprofile -c '. "$1" && complete -p speckv' _ "$prefix/share/bash-completion/completions/speckv" \
+    >/dev/null || { echo "install: the bash completion does not load"; exit 1; }
 # Nothing but the public header is installed.
 [ "$(ls "$prefix/include")" = "speckv.h" ] || { echo "install: unexpected headers"; ls "$prefix/include"; exit 1; }
 
