@@ -148,6 +148,11 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superb
         if (fit >= n) break;
         n = fit;
     }
+    // An automatic max_blocks follows n while n shrinks, so its fixed point can differ from the
+    // one a fixed max_blocks reaches; an opener re-plans with the stored max_blocks
+    // (validate_superblock), so the plan recorded must be that one (pools of 2 GiB and more
+    // failed to open before).
+    if (!max_blocks) return plan_geometry(size, page_size, s.max_blocks, out, summary_bytes);
     s.n_pages = n;
     s.pool_bytes = size;
     s.page_size = page_size;

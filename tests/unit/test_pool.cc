@@ -76,6 +76,26 @@ std::vector<std::string> problems_of(const std::string &path) {
 
 }  // namespace
 
+TEST_CASE("geometry: the plan a pool is created with is the plan an opener recomputes, at every size") {
+    // validate_superblock re-plans with the stored max_blocks; with an automatic max_blocks the
+    // creator's plan differed from 2 GiB up, and such pools could not be opened.
+    for (uint64_t mib : {4ull, 5ull, 64ull, 1000ull, 1024ull, 2048ull, 3072ull, 4095ull, 4096ull, 65536ull, 1ull << 20}) {
+        for (uint32_t page : {4096u, 65536u}) {
+            for (uint32_t summary : {0u, 64u}) {
+                speckv::fmt::Superblock a{}, b{};
+                REQUIRE(speckv::plan_geometry(mib << 20, page, 0, &a, summary) == SPECKV_OK);
+                REQUIRE(speckv::plan_geometry(mib << 20, page, a.max_blocks, &b, summary) == SPECKV_OK);
+                INFO(mib << " MiB, page " << page << ", summary " << summary);
+                CHECK(a.n_pages == b.n_pages);
+                CHECK(a.data_off == b.data_off);
+                CHECK(a.index_buckets == b.index_buckets);
+                CHECK(a.summary_off == b.summary_off);
+                CHECK(a.data_off + a.n_pages * page <= a.pool_bytes);
+            }
+        }
+    }
+}
+
 TEST_CASE("data survives close and reopen; handles stay valid") {
     std::string path = fresh_pool("persist");
     speckv_handle h[3];
