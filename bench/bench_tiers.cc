@@ -394,7 +394,7 @@ void bench_prefetch(int repeats) {
     slow.steps = 100;
     sc.push_back({"slow link: demand needs 150% of it", slow});
     std::printf("\nprefetch on synthetic decode streams (continuous batching, layer-major), same L2 for all;\n"
-                "median over %d seeds. hit = share of reads served from L2 (DESIGN.md §6), prec = share of\n"
+                "median over %d seeds. hit = share of reads served from L2 (docs/design.md §6), prec = share of\n"
                 "prefetched pages read before eviction, waste = the rest, hidden = 1 - stall / stall(none),\n"
                 "link = pages over the L3->L2 link per page read (prefetched + fetched on demand).\n"
                 "oracle: the next pages in order, one bank ahead, bank FIFO eviction; belady: Belady eviction and\n"

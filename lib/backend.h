@@ -127,7 +127,7 @@ int nearest_distance(const std::vector<std::vector<int>> &table, const std::vect
                      int *from);
 // The machine's view: the distance from the nodes this process may run on
 // (libnuma) to `node`. node < 0: local memory. device: a dax device whose
-// node has no known distance: DESIGN.md's CXL direct figure (250 ns).
+// node has no known distance: docs/design.md's CXL direct figure (250 ns).
 Placement placement_for_node(int node, bool device);
 // Of an open mapping: numa: its node; a dax character device its target
 // node (libdaxctl); anything else local memory.

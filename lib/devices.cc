@@ -275,7 +275,7 @@ Placement placement_for_node(int node, bool device) {
     }
     if (device) {  // a devdax device's node is usually offline: no distance
         p = placement_from_distance(0);
-        p.latency_ns = 250;  // DESIGN.md: CXL direct-attached, ~250 ns
+        p.latency_ns = 250;  // docs/design.md: CXL direct-attached, ~250 ns
         p.bandwidth = placement_bandwidth_for_latency(p.latency_ns);
         p.cls = placement_class_for_latency(p.latency_ns);
         p.distance = 0;

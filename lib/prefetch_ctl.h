@@ -1,4 +1,4 @@
-// The prefetch policy (DESIGN.md §6), independent of where pages live:
+// The prefetch policy (docs/design.md §6), independent of where pages live:
 //   - a Predictor says which (request, layer) units follow a given one;
 //   - a UCB bandit per request picks the depth k (how many units ahead):
 //       k* = argmax_k  mu_k + c * sqrt(2 ln T / N_k)
@@ -121,7 +121,7 @@ struct PrefetchStats {
     uint64_t plans = 0, unknown = 0, requests = 0;
     double beta = 0, utilisation = 0;
     std::vector<PrefetchSample> history;  // oldest first
-    // DESIGN.md §6: of the accesses not in L1, the share served from L2.
+    // docs/design.md §6: of the accesses not in L1, the share served from L2.
     double hit_rate() const { return l2_hits + misses ? double(l2_hits) / double(l2_hits + misses) : 0.0; }
     // Of the prefetched pages whose fate is known, the share read before eviction.
     double precision() const { return used + wasted ? double(used) / double(used + wasted) : 0.0; }

@@ -50,7 +50,7 @@ struct BufferStats {
     uint64_t hits = 0, misses = 0;
     uint64_t inserts = 0, evictions = 0, insert_failures = 0;
     uint64_t busy = 0;  // L1 try_put() calls that found the buffer busy (nothing stored)
-    // L2 only (DESIGN.md §6): prefetched pages read before eviction (used),
+    // L2 only (docs/design.md §6): prefetched pages read before eviction (used),
     // pages and bytes prefetched and never read (wasted), lookups that found
     // a lazily invalidated entry (stale), bank flips.
     uint64_t used = 0, wasted = 0, bytes_inserted = 0, bytes_wasted = 0, stale = 0, flips = 0;

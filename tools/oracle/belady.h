@@ -1,7 +1,7 @@
 // Belady (MIN) references for the tier buffers, computed from a recorded
 // sequence of page reads and writes (docs/tiers.md §11).
 //
-// DESIGN.md §6 asks for every hit rate to be reported beside two references
+// docs/design.md §6 asks for every hit rate to be reported beside two references
 // at the same capacity: no prefetch, and an oracle that knows the future
 // (Belady for eviction, perfect next access for prefetch). This file holds
 // the offline half: given the page events of a run, in order,
@@ -152,7 +152,7 @@ inline CacheResult lru(const std::vector<Event> &ev, size_t capacity) {
     return r;
 }
 
-// The oracle of DESIGN.md §6 at the run's sizes (docs/tiers.md §11 defines
+// The oracle of docs/design.md §6 at the run's sizes (docs/tiers.md §11 defines
 // what it may know and do). It knows every future event; L1 keeps what MIN
 // keeps in l1 frames; L2 holds, besides, what MIN keeps in l1 + l2 frames
 // (MIN is a stack algorithm: the smaller cache's pages are always among the
