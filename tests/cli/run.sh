@@ -82,6 +82,22 @@ if [ "${UPDATE:-0}" != 1 ]; then
     n=$((n + 1))
     if [ ! -e "$P.tmp.$dead" ]; then echo "ok   stale_tmp_removed"; else echo "FAIL stale_tmp_removed"; fails=$((fails + 1)); fi
 fi
+# A process that dies holding the pool lock (as one killed inside recovery
+# does): check says recovery is pending and exits 3; --repair recovers.
+python3 - "$P" <<'PY'
+import ctypes, mmap, os, struct, sys
+f = open(sys.argv[1], 'r+b')
+m = mmap.mmap(f.fileno(), 0)
+shared_off = struct.unpack_from('<Q', m, 72)[0]  # superblock: shared_off; the lock opens the shared header
+lock = ctypes.addressof(ctypes.c_char.from_buffer(m, shared_off))
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None).pthread_mutex_lock(ctypes.c_void_p(lock))
+    os._exit(0)
+os.waitpid(pid, 0)
+PY
+case_ check_lock_holder_died 3 pool check "file:$P"
+case_ repair_lock_holder_died 0 pool check "file:$P" --repair
 case_ inspect_missing 1 pool inspect "file:$work/none.pool"
 case_ check_missing 2 pool check "file:$work/none.pool"
 head -c 3000000 /dev/zero >"$work/zero.bin"
