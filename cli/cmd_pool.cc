@@ -302,7 +302,8 @@ void register_pool_commands(CLI::App &app) {
         print_info_where(i, g_opt.json, &w);
     });
 
-    auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");
+    auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, "
+                                                "2 could not run, 3 recovery pending: a process died holding the pool lock)");
     static std::string k_uri;
     check->add_option("URI", k_uri, uri_help)->required();
     add_json(check);
@@ -346,10 +347,10 @@ void register_pool_commands(CLI::App &app) {
             p->check(&r);
         }
         if (k_json) {
-            std::printf("{\"pool\":\"%s\",\"clean\":%s,\"blocks_checked\":%" PRIu64 ",\"pages_verified\":%" PRIu64
-                        ",\"problems\":[",
-                        json_escape(path).c_str(), r.problems.empty() ? "true" : "false", r.blocks_checked,
-                        r.pages_verified);
+            std::printf("{\"pool\":\"%s\",\"clean\":%s,\"recovery_pending\":%s,\"blocks_checked\":%" PRIu64
+                        ",\"pages_verified\":%" PRIu64 ",\"problems\":[",
+                        json_escape(path).c_str(), r.problems.empty() ? "true" : "false",
+                        r.recovery_pending ? "true" : "false", r.blocks_checked, r.pages_verified);
             for (size_t i = 0; i < r.problems.size(); i++)
                 std::printf("%s\"%s\"", i ? "," : "", json_escape(r.problems[i]).c_str());
             std::printf("]}\n");
@@ -359,7 +360,12 @@ void register_pool_commands(CLI::App &app) {
                 std::printf("%s: %" PRIu64 " blocks, %" PRIu64 " pages verified, %zu problem%s\n", path.c_str(),
                         r.blocks_checked, r.pages_verified, r.problems.size(), r.problems.size() == 1 ? "" : "s");
         }
-        g_exit = r.problems.empty() ? 0 : 1;
+        // Temporary files of creators that died before publishing the pool.
+        if (speckv::Uri u; speckv::parse_uri(k_uri, &u) == SPECKV_OK && !u.target.empty())
+            for (const std::string &t : speckv::stale_temp_files(u.target, /*sweep=*/false))
+                std::fprintf(stderr, "speckv: note: %s was left by a process that died creating the pool (the next "
+                                     "create deletes it)\n", t.c_str());
+        g_exit = r.problems.empty() ? 0 : r.recovery_pending ? 3 : 1;
     });
 
     auto *reset = pool->add_subcommand("reset", "Wipe every block of a pool, keeping its geometry (needs --force)");
@@ -383,6 +389,10 @@ void register_pool_commands(CLI::App &app) {
         for (const auto &a : before.attach)
             if (a.alive && a.pid != static_cast<uint32_t>(getpid())) live += (live.empty() ? "" : ", ") + std::to_string(a.pid);
         if (!r_force) {
+            if (speckv::Uri u; speckv::parse_uri(r_uri, &u) == SPECKV_OK && !u.target.empty())
+                for (const std::string &t : speckv::stale_temp_files(u.target, /*sweep=*/false))
+                    std::fprintf(stderr, "speckv: note: %s was left by a process that died creating the pool (reset "
+                                         "--force deletes it)\n", t.c_str());
             error("refusing to reset " + path + " without --force: it would delete " +
                   (readable ? std::to_string(before.blocks_live) + " blocks (" + human(before.bytes_by_dtype[0] +
                                   before.bytes_by_dtype[1] + before.bytes_by_dtype[2] + before.bytes_by_dtype[3]) + ")"
@@ -408,6 +418,10 @@ void register_pool_commands(CLI::App &app) {
         else if (!g_opt.quiet)
             std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
                     readable ? std::to_string(before.blocks_live).c_str() : "all");
+        // Temporary files of creators that died before publishing the pool go too.
+        if (speckv::Uri u; speckv::parse_uri(r_uri, &u) == SPECKV_OK && !u.target.empty())
+            for (const std::string &t : speckv::stale_temp_files(u.target, /*sweep=*/true))
+                std::printf("removed %s, left by a process that died creating the pool\n", t.c_str());
     });
 }
 

@@ -145,8 +145,8 @@ SPECKV_API int speckv_config_bounds(const char *key, int64_t *min, int64_t *max,
 
 /* Applies every key of a TOML file. Unknown keys and bad values are errors
  * (nothing is applied then; the detail names the key and line).
- * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ENOENT (no file), SPECKV_EIO.
- * Since 0.1.0. */
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ENOENT (no file), SPECKV_EIO
+ * (unreadable, or a directory). Since 0.1.0. */
 SPECKV_API int speckv_config_load_toml(speckv_config *cfg, const char *path);
 
 /* As speckv_config_load_toml, from `len` bytes of text in memory. Since 0.1.0. */
@@ -165,7 +165,10 @@ SPECKV_API int speckv_config_set_log(speckv_config *cfg, speckv_log_fn fn, void 
 typedef struct speckv_pool speckv_pool;
 
 /* A block handle. 0 is never a valid handle; handles are not reused while the
- * pool lives (a slot's generation counter changes on every reuse). */
+ * pool lives (a slot's generation counter changes on every reuse). A handle
+ * belongs to the pool that issued it: a slot's first generation is drawn
+ * from the pool's UUID, so another pool's handle is SPECKV_EBADHANDLE here
+ * except by a 1-in-2^32 chance (docs/pool-format.md "Handles"). */
 typedef uint64_t speckv_handle;
 #define SPECKV_HANDLE_INVALID ((speckv_handle)0)
 
@@ -182,6 +185,13 @@ typedef uint64_t speckv_handle;
  * A missing file pool is created with the size from the URI or the config key
  * "pool.size" (unless "pool.create" is 0); an existing one is attached and its
  * geometry wins. Several processes may attach the same pool at once.
+ * file: and numa: also take owner=, group= and mode= (docs/sharing.md
+ * "Threat model"): new pool files are 0600 unless mode=/"pool.mode" widens
+ * them; a pool file (or L4 file) owned by neither the effective user nor
+ * root, unless owner=/group= or "pool.owner"/"pool.group" names its owner
+ * or group, a symbolic link, or a file in a world-writable directory
+ * without the sticky bit is SPECKV_EPERM. A URI size= outside "pool.size"'s
+ * bounds is SPECKV_EINVAL.
  * cfg may be NULL (defaults). *out is set only on success.
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_EURI, SPECKV_ENOENT, SPECKV_ENOTPOOL,
  * SPECKV_EVERSION, SPECKV_ECORRUPT, SPECKV_EPERM, SPECKV_EIO, SPECKV_ENOMEM,
@@ -225,9 +235,11 @@ typedef struct speckv_hint {
 
 /* Allocates a block of `bytes` bytes (> 0) of element type `dtype`. `hint`
  * may be NULL. The block's bytes read as zero until written.
- * Returns SPECKV_OK, SPECKV_EINVAL (bytes 0, bad dtype, NULL pool/out),
+ * Returns SPECKV_OK, SPECKV_EINVAL (bytes 0, bad dtype, NULL pool/out, a
+ * hint whose token_pos + token_count passes 2^64),
  * SPECKV_ESTRUCT (hint->struct_size), SPECKV_ENOSPC (no contiguous room or no
- * block slot), SPECKV_EBUSY. Since 0.1.0. */
+ * block slot, or more bytes than the pool has pages for: any size up to
+ * UINT64_MAX), SPECKV_EBUSY. Since 0.1.0. */
 SPECKV_API int speckv_alloc(speckv_pool *pool, uint64_t bytes, int dtype,
                             const speckv_hint *hint, speckv_handle *out);
 
@@ -397,7 +409,8 @@ typedef struct speckv_page_ref {
  * finite), SPECKV_ESTRUCT, SPECKV_ENOENT (no K page), SPECKV_ERANGE (cap),
  * SPECKV_ENOTSUP (pool without summary area; dtype not FP16/FP32; rows that
  * straddle pages), SPECKV_ECORRUPT (a summary fails its checksum: the page is
- * named). Since 0.1.0. */
+ * named). The arguments are checked first: bad ones are SPECKV_EINVAL or
+ * SPECKV_ESTRUCT even on a pool without a summary area. Since 0.1.0. */
 SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
                              const float *q, size_t q_len, const speckv_select_params *params,
                              speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);

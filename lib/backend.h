@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "file_access.h"
 #include "uri.h"
 
 namespace speckv {
@@ -35,15 +36,21 @@ class Mapping {
     void reset();
 
     // Opens an existing file. writable=false maps it read-only (inspect).
-    static int open_file(const std::string &path, bool writable, Mapping *out);
+    // Not through a symbolic link; refused (SPECKV_EPERM) unless owned by the
+    // effective user, root or whom `access` names, or when its directory is
+    // world-writable without the sticky bit (lib/file_access.h).
+    static int open_file(const std::string &path, bool writable, Mapping *out, const FileAccess &access = {});
     // Creates `path` with `size` bytes, calls init(base, size) on the new
     // mapping, and publishes it under `path` only when init succeeded (written
     // under a temporary name, then link(2)ed: no process ever sees a half-made
     // pool). Returns SPECKV_EEXIST if another process published first.
     // preallocate=false: the file is only sized (sparse), so that init can
     // place its pages (the numa: backend binds them before faulting them in).
+    // The file gets exactly access.mode (0600 by default); stale temporary
+    // files of creators that died (NAME.tmp.PID, PID gone) are swept first.
     template <typename Init>
-    static int create_file(const std::string &path, size_t size, Init &&init, Mapping *out, bool preallocate = true);
+    static int create_file(const std::string &path, size_t size, Init &&init, Mapping *out, bool preallocate = true,
+                           const FileAccess &access = {});
     // Private anonymous memory.
     static int open_anon(size_t size, Mapping *out);
     // A device-dax character device (/dev/daxX.Y), found and checked with
@@ -76,7 +83,7 @@ class Mapping {
 
   private:
     static int create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),
-                                void *ctx, Mapping *out, bool preallocate);
+                                void *ctx, Mapping *out, bool preallocate, const FileAccess &access);
     static int open_numa_uri_impl(const Uri &uri, size_t size, bool create, int (*init)(void *, unsigned char *, size_t),
                                   void *ctx, Mapping *out);
     unsigned char *base_ = nullptr;
@@ -143,10 +150,12 @@ void apply_placement_config(const Config &cfg, Placement *p);
 std::string placement_json(const Placement &p);
 
 template <typename Init>
-int Mapping::create_file(const std::string &path, size_t size, Init &&init, Mapping *out, bool preallocate) {
+int Mapping::create_file(const std::string &path, size_t size, Init &&init, Mapping *out, bool preallocate,
+                         const FileAccess &access) {
     using F = std::remove_reference_t<Init>;
     auto thunk = [](void *ctx, unsigned char *b, size_t n) -> int { return (*static_cast<F *>(ctx))(b, n); };
-    return create_file_impl(path, size, thunk, const_cast<void *>(static_cast<const void *>(&init)), out, preallocate);
+    return create_file_impl(path, size, thunk, const_cast<void *>(static_cast<const void *>(&init)), out, preallocate,
+                            access);
 }
 
 template <typename Init>

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend.h"
+#include "file_access.h"
 #include "status.h"
 
 namespace speckv {
@@ -54,16 +55,18 @@ static int errno_status(int e) {
     }
 }
 
-int Mapping::open_file(const std::string &path, bool writable, Mapping *out) {
-    int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return fail(errno_status(e), "cannot open pool file '%s': %s", path.c_str(), strerror(e));
+int Mapping::open_file(const std::string &path, bool writable, Mapping *out, const FileAccess &access) {
+    int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | secure_open_flags());
+    if (fd < 0) return open_failure(errno, path, "pool file");
+    if (int rc = check_open_file(fd, path, access, "pool file", SPECKV_ENOTPOOL); rc != SPECKV_OK) {
+        close(fd);
+        return rc;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return fail(SPECKV_ENOTPOOL, "'%s' is not a regular file", path.c_str());
+        return fail(SPECKV_EIO, "cannot stat pool file '%s': %s", path.c_str(), strerror(e));
     }
     if (st.st_size <= 0) {
         close(fd);
@@ -87,12 +90,23 @@ int Mapping::open_file(const std::string &path, bool writable, Mapping *out) {
 }
 
 int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),
-                              void *ctx, Mapping *out, bool preallocate) {
+                              void *ctx, Mapping *out, bool preallocate, const FileAccess &access) {
+    if (int rc = check_directory(directory_of(path), "pool file"); rc != SPECKV_OK) return rc;
+    // What creators killed before they published left behind (their pid is gone).
+    stale_temp_files(path, /*sweep=*/true);
     std::string tmp = path + ".tmp." + std::to_string(getpid());
-    int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+    int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | secure_open_flags(), access.mode & 0777);
     if (fd < 0) {
         int e = errno;
         return fail(errno_status(e), "cannot create pool file '%s': %s", tmp.c_str(), strerror(e));
+    }
+    // Exactly the mode asked for (0600 unless widened on purpose): the umask
+    // may not narrow a deliberate sharing mode, nor widen the default.
+    if (fchmod(fd, access.mode & 0777) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp.c_str());
+        return fail(errno_status(e), "cannot set the mode of pool file '%s': %s", tmp.c_str(), strerror(e));
     }
     auto abandon = [&](int rc) {
         close(fd);

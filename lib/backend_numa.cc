@@ -188,7 +188,7 @@ int attach_named(const Uri &uri, bool writable, Mapping *out) {
     if (numa_available() < 0)
         return fail(SPECKV_ENOTSUP, "NUMA is not available here: a numa: pool cannot be attached");
     Mapping m;
-    if (int rc = Mapping::open_file(uri.target, writable, &m); rc != SPECKV_OK) {
+    if (int rc = Mapping::open_file(uri.target, writable, &m, file_access(uri, nullptr)); rc != SPECKV_OK) {
         if (rc == SPECKV_ENOENT)
             return fail(SPECKV_ENOENT, "NUMA pool '%s' does not exist (no file %s): create it with `speckv pool create "
                                        "numa:%d?name=%s --size SIZE`, or open it with create=1",
@@ -293,7 +293,7 @@ int Mapping::open_numa_uri_impl(const Uri &uri, size_t size, bool create, int (*
         if (r == SPECKV_OK) r = c.init(c.ctx, b, n);
         return r;
     };
-    rc = create_file(uri.target, size, place_then_init, out, /*preallocate=*/false);
+    rc = create_file(uri.target, size, place_then_init, out, /*preallocate=*/false, file_access(uri, nullptr));
     if (rc == SPECKV_EEXIST) rc = attach_named(uri, true, out);  // another process published first
     if (rc == SPECKV_OK) out->node_ = uri.node;
     return rc;

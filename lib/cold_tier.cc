@@ -160,9 +160,25 @@ int ColdTier::init(const ColdTierOptions &opt) {
     if (opt.grow_bytes > (1ull << 40))
         return fail(SPECKV_EINVAL, "cold tier: grow_bytes %llu out of [0, 2^40]", (unsigned long long)opt.grow_bytes);
 
-    int flags = O_RDWR | O_CLOEXEC | (opt.create ? O_CREAT : 0);
+    if (int rc = check_directory(directory_of(opt.path), "L4 file"); rc != SPECKV_OK) return rc;
+    // Created with O_EXCL (then given exactly opt.access.mode), else opened
+    // as it is; never through a symbolic link, and only a file of ours.
+    int flags = O_RDWR | secure_open_flags();
+    bool created = false;
+    auto open_it = [&](int extra) {
+        int fd = -1;
+        if (opt.create) {
+            fd = ::open(opt.path.c_str(), flags | extra | O_CREAT | O_EXCL, opt.access.mode & 0777);
+            if (fd >= 0) {
+                created = true;
+                return fd;
+            }
+            if (errno != EEXIST) return -1;
+        }
+        return ::open(opt.path.c_str(), flags | extra);
+    };
     if (opt.direct) {
-        fd_ = opt.test_refuse_direct ? (errno = EINVAL, -1) : ::open(opt.path.c_str(), flags | O_DIRECT, 0644);
+        fd_ = opt.test_refuse_direct ? (errno = EINVAL, -1) : open_it(O_DIRECT);
         if (fd_ >= 0) {
             direct_ = true;
         } else if (errno == EINVAL) {
@@ -171,13 +187,15 @@ int ColdTier::init(const ColdTierOptions &opt) {
             fd_ = -1;
         }
     }
-    if (fd_ < 0) fd_ = ::open(opt.path.c_str(), flags, 0644);
+    if (fd_ < 0) fd_ = open_it(0);
     if (fd_ < 0) {
         int e = errno;
         if (e == ENOENT) return fail(SPECKV_ENOENT, "cold tier file %s does not exist", opt.path.c_str());
-        if (e == EACCES || e == EPERM) return fail(SPECKV_EPERM, "cold tier file %s: %s", opt.path.c_str(), strerror(e));
-        return fail(SPECKV_EIO, "cold tier file %s: %s", opt.path.c_str(), strerror(e));
+        return open_failure(e, opt.path, "L4 file");
     }
+    if (created && fchmod(fd_, opt.access.mode & 0777) != 0)
+        return fail(SPECKV_EIO, "cold tier file %s: fchmod: %s", opt.path.c_str(), strerror(errno));
+    if (int rc = check_open_file(fd_, opt.path, opt.access, "L4 file", SPECKV_EINVAL); rc != SPECKV_OK) return rc;
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0)
         return fail(errno == EWOULDBLOCK ? SPECKV_EBUSY : SPECKV_EIO, "cold tier file %s is in use: %s",
                     opt.path.c_str(), strerror(errno));

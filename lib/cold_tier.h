@@ -26,6 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "file_access.h"
+
 namespace speckv {
 
 // Free space of the file in units of blocks: best fit, coalescing on free.
@@ -68,6 +70,9 @@ struct ColdTierOptions {
     bool durable = false;              // fdatasync each put batch before reporting success
                                        // (else "written" means handed to the device / page cache)
     ColdEngine engine = ColdEngine::kAuto;  // kAuto: io_uring, pread/pwrite if refused
+    // Owner check and mode of a new file, as for pool files (lib/file_access.h):
+    // no symbolic link, owned by the effective user, root or whom it names.
+    FileAccess access;
     // Test-only: behave as if the file system refused O_DIRECT (tmpfs did
     // before Linux 6.6), to exercise the fallback where every fs takes it.
     bool test_refuse_direct = false;

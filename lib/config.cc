@@ -25,6 +25,13 @@ const std::vector<KeySpec> &config_keys() {
         {"pool.create", 0, 1, 1, "create a missing file pool on open"},
         {"pool.summary_bytes", 0, 2 << 20, 0,
          "page-summary slot per data page of a new pool (0 = none; >= 16 + 4 x select.channels for speckv_select)"},
+        {"pool.mode", 0600, 0666, 0600,
+         "permission bits of the pool files (and L4 file) speckv creates, set exactly (the umask does not narrow "
+         "them); octal in TOML (0o640) or as a string (\"0640\"); must keep 0600 (docs/sharing.md)"},
+        {"pool.owner", 0, int64_t(UINT32_MAX) - 1, 0,
+         "uid whose pool and L4 files are accepted besides your own and root's (unset: none; docs/sharing.md)"},
+        {"pool.group", 0, int64_t(UINT32_MAX) - 1, 0,
+         "gid whose pool and L4 files are accepted besides your own and root's (unset: none; docs/sharing.md)"},
         {"alloc.unit_slack", 0, 1024, 8,
          "layer-aware placement: a (request, layer)'s block that cannot follow its last one gets room for this many "
          "more after it; the next ones go right after the last one when free (0 = off)"},
@@ -123,6 +130,9 @@ int Config::set_int(std::string_view key, int64_t v) {
                     static_cast<long long>(v), static_cast<long long>(k->min), static_cast<long long>(k->max));
     if (std::strcmp(k->name, "pool.page_size") == 0 && (v & (v - 1)) != 0)
         return fail(SPECKV_EINVAL, "config pool.page_size = %lld is not a power of two", static_cast<long long>(v));
+    if (std::strcmp(k->name, "pool.mode") == 0 && ((v & 0600) != 0600 || (v & ~int64_t(0666))))
+        return fail(SPECKV_EINVAL, "config pool.mode = 0%llo must keep the owner's read and write bits and nothing beyond 0666",
+                    static_cast<unsigned long long>(v));
     values_[k->name] = v;
     explicit_[k->name] = true;
     return SPECKV_OK;
@@ -152,6 +162,13 @@ int Config::set_str(std::string_view key, std::string_view v) {
                     v.data(), k->choices);
     }
     int64_t n;
+    if (std::strcmp(k->name, "pool.mode") == 0) {  // a file mode is octal text
+        if (!parse_file_mode(v.substr(v.size() > 1 && v[0] == '0' && (v[1] == 'o' || v[1] == 'O') ? 2 : 0), &n))
+            return fail(SPECKV_EINVAL,
+                        "config pool.mode = '%.*s' is not an octal file mode in [0600, 0666] keeping 0600 (e.g. \"0640\")",
+                        static_cast<int>(v.size()), v.data());
+        return set_int(key, n);
+    }
     if (!parse_size(v, &n))
         return fail(SPECKV_EINVAL, "config %s = '%.*s' is not a number or size", k->name, static_cast<int>(v.size()),
                     v.data());

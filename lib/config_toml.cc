@@ -5,6 +5,8 @@
 #include <toml++/toml.h>
 
 #include "config.h"
+
+#include <sys/stat.h>
 #include "status.h"
 
 namespace speckv {
@@ -49,6 +51,12 @@ int Config::load_toml_text(std::string_view text, const char *origin) {
 }
 
 int Config::load_toml_file(const char *path) {
+    // A directory opens as a stream that reads nothing: it would pass for
+    // an empty (valid) file. Only regular files (or what reads like one: a
+    // pipe, /dev/stdin) are configs.
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(SPECKV_EIO, "config file '%s' is a directory, not a TOML file", path);
     std::ifstream in(path, std::ios::binary);
     if (!in) return fail(SPECKV_ENOENT, "cannot open config file '%s'", path);
     std::ostringstream ss;

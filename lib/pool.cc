@@ -300,7 +300,20 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (size <= 0 || size % page_size)
         return fail(SPECKV_EINVAL, "pool size %lld is not a positive multiple of the page size %lld",
                     static_cast<long long>(size), static_cast<long long>(page_size));
+    // The URI's size= is held to pool.size's bounds (a size past them would
+    // only fail later, in fallocate, as ENOSPC).
+    if (const KeySpec *ks = find_key("pool.size"); uri.params.count("size") && (size < ks->min || size > ks->max))
+        return fail(SPECKV_EINVAL, "URI size=%lld is too %s: pool.size's bounds are [%lld, %lld] (4 MiB ... 64 TiB)",
+                    static_cast<long long>(size), size < ks->min ? "small" : "large", static_cast<long long>(ks->min),
+                    static_cast<long long>(ks->max));
     if (create < 0 || create > 1) return fail(SPECKV_EURI, "create must be 0 or 1");
+    // Who may own the pool file, and the mode of a new one: the URI's
+    // owner=/group=/mode= win over pool.owner/pool.group/pool.mode; carried in
+    // the URI so that every backend below sees them.
+    const FileAccess access = file_access(uri, &cfg);
+    if (access.owner >= 0) uri.params["owner"] = access.owner;
+    if (access.group >= 0) uri.params["group"] = access.group;
+    uri.params["mode"] = access.mode;
     auto init = [&](unsigned char *b, size_t n) {
         return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true, sumb);
     };
@@ -314,15 +327,15 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                 if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
                     return fail(SPECKV_EIO, "cannot create pool directory '%s': %s", dir.c_str(), strerror(errno));
             }
-            int rc = Mapping::open_file(uri.target, true, &p->map_);
+            int rc = Mapping::open_file(uri.target, true, &p->map_, access);
             if (rc == SPECKV_ENOENT) {
                 if (!create)
                     return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
                 Superblock plan;
                 if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); prc)
                     return prc;
-                rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_);
-                if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_);
+                rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_, true, access);
+                if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_, access);
             }
             if (rc != SPECKV_OK) return rc;
             break;
@@ -390,9 +403,9 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     return SPECKV_OK;
 }
 
-int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out) {
+int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out, const FileAccess &access) {
     Mapping m;
-    if (int rc = Mapping::open_file(path, false, &m); rc != SPECKV_OK) return rc;
+    if (int rc = Mapping::open_file(path, false, &m, access); rc != SPECKV_OK) return rc;
     if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
     return open_image(std::move(m), out);
 }
@@ -402,7 +415,7 @@ int Pool::open_readonly_uri(const std::string &uri_text, std::unique_ptr<Pool> *
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
     switch (uri.scheme) {
         case Scheme::File:
-            return open_readonly(uri.target, out);
+            return open_readonly(uri.target, out, file_access(uri, nullptr));
         case Scheme::Dax: {
             Mapping m;
             if (int rc = Mapping::open_dax(uri.target, false, &m); rc != SPECKV_OK) return rc;
@@ -797,13 +810,18 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     if (hint && hint->struct_size != sizeof(speckv_hint))
         return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
                     sizeof(speckv_hint));
+    if (hint && hint->token_count > UINT64_MAX - hint->token_pos)
+        return fail(SPECKV_EINVAL, "hint tokens [%" PRIu64 ", +%" PRIu64 ") run past 2^64", hint->token_pos,
+                    hint->token_count);
     uint64_t tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
     if (!tenant_visible(tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
                     tenant_id_, tenant);
     const Superblock &s = *sb();
-    uint64_t np = (bytes + page_size_ - 1) >> page_shift_;
-    if (np > s.n_pages)
+    // Rounded up without forming bytes + page_size - 1, which wraps for sizes
+    // near 2^64 (a block record of 0 pages would be committed).
+    uint64_t np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
+    if (np > s.n_pages || np > UINT32_MAX)  // the record's page count is 32 bits
         return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
                     s.n_pages);
     bool rec;
@@ -898,7 +916,11 @@ relock:
         uint64_t q = pe.seq.load(std::memory_order_relaxed);
         pe.seq.store((q | 1) + 1, std::memory_order_release);  // new contents: cached copies miss
     }
-    uint64_t gen = r.generation + 1;
+    // A slot's first generation starts at a number drawn from the pool's UUID
+    // (32 random bits): a handle of another pool, or of this pool before it
+    // was re-created, names a live block here only by a 1-in-2^32 chance
+    // instead of always (every pool's first handle was 0x1000001).
+    uint64_t gen = r.generation ? r.generation + 1 : first_generation();
     relaxed_store(r.first_page, first);
     relaxed_store(r.bytes, bytes);
     relaxed_store(r.npages, static_cast<uint32_t>(np));
@@ -2412,6 +2434,17 @@ int Pool::check(CheckReport *rep) const {
         rep->problems.emplace_back(buf);
     };
     if (h->lock_magic != kLockMagic) problem("the pool lock is not initialised (metadata corrupt)");
+    // The robust lock's word: the kernel marks it FUTEX_OWNER_DIED when its
+    // holder dies. Whatever that holder was changing (an alloc, a publish,
+    // recovery itself rebuilding the bitmap and index) is half-done; the next
+    // locker recovers it. Read without taking the lock (check changes nothing).
+    constexpr int kFutexOwnerDied = 0x40000000;
+    if (h->lock_magic == kLockMagic &&
+        (__atomic_load_n(&h->lock.__data.__lock, __ATOMIC_ACQUIRE) & kFutexOwnerDied)) {
+        rep->recovery_pending = true;
+        problem("a process died holding the pool lock (perhaps inside recovery): what it was changing is half-done "
+                "and is recovered at the next open (or `speckv pool check --repair`); the problems below may be that");
+    }
     if (h->move_slot.load())
         problem("a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
     uint64_t hwm = h->slot_hwm;
@@ -2594,7 +2627,7 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
     Mapping m;
     switch (uri.scheme) {
         case Scheme::File:
-            if (int rc = Mapping::open_file(uri.target, true, &m); rc != SPECKV_OK) return rc;
+            if (int rc = Mapping::open_file(uri.target, true, &m, file_access(uri, nullptr)); rc != SPECKV_OK) return rc;
             break;
         case Scheme::Dax:
             if (int rc = Mapping::open_dax(uri.target, true, &m); rc != SPECKV_OK) return rc;

@@ -77,6 +77,10 @@ struct PoolInfo {
 
 struct CheckReport {
     std::vector<std::string> problems;  // empty = clean
+    // A process died holding the pool lock (perhaps inside recovery): the
+    // problems may be what it left half-done, which the next open (or check
+    // --repair) recovers; `speckv pool check` exits 3 then.
+    bool recovery_pending = false;
     uint64_t blocks_checked = 0, pages_verified = 0;
 };
 
@@ -86,7 +90,8 @@ class Pool {
     static int open(const std::string &uri, const Config &cfg, std::unique_ptr<Pool> *out);
     // Opens an existing pool file (or an in-memory image) read-only for
     // inspect/check: no attach record, no lock, nothing written.
-    static int open_readonly(const std::string &path, std::unique_ptr<Pool> *out);
+    // The file's owner is checked as for open (lib/file_access.h).
+    static int open_readonly(const std::string &path, std::unique_ptr<Pool> *out, const FileAccess &access = {});
     static int open_image(Mapping &&m, std::unique_ptr<Pool> *out);
     // Read-only by URI: file:, dax: and named numa: (anon: and unnamed numa: are process-private).
     static int open_readonly_uri(const std::string &uri, std::unique_ptr<Pool> *out);
@@ -250,7 +255,15 @@ class Pool {
     };
     int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
                 std::vector<KPage> *out);
-    int check_select_params(const speckv_select_params &p, size_t q_len) const;
+    // Every argument first (EINVAL/ESTRUCT), then what the pool cannot do
+    // (ENOTSUP: no summary area). select: the budget must be > 0.
+    // The first generation of a never-used slot: 1 + the UUID's first 32 bits
+    // (docs/pool-format.md, "Handles").
+    uint64_t first_generation() const {
+        const unsigned char *u = sb()->uuid;
+        return 1 + (uint64_t(u[0]) | uint64_t(u[1]) << 8 | uint64_t(u[2]) << 16 | uint64_t(u[3]) << 24);
+    }
+    int check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const;
     // Codec (docs/codec.md §17): pages of FP16/BF16/FP32 blocks stored as
     // records. The preset for a block: codec.key_mode / value_mode by its
     // hint flags, else codec.mode; 0 (raw) = in clear.

@@ -110,6 +110,7 @@ int Pool::init_cold(const Config &cfg) {
     o.direct = cfg.get("cold.direct") != 0;
     o.durable = cfg.get("cold.durable") != 0;
     o.recover = true;  // the file outlives the process: its extents are found again
+    o.access = file_access(Uri{}, &cfg);  // pool.owner, pool.group, pool.mode
     auto give_up = [&] {
         if (lock(&rec) == SPECKV_OK) {
             if (h->cold_pid.load() == uint32_t(getpid())) h->cold_pid.store(0);

@@ -36,7 +36,7 @@ bool Pool::summarize_page_locked(uint64_t page, const unsigned char *values, siz
     return true;
 }
 
-int Pool::check_select_params(const speckv_select_params &p, size_t q_len) const {
+int Pool::check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const {
     if (p.struct_size != sizeof(speckv_select_params))
         return fail(SPECKV_ESTRUCT, "speckv_select_params.struct_size is %zu, this library knows %zu", p.struct_size,
                     sizeof(speckv_select_params));
@@ -45,12 +45,16 @@ int Pool::check_select_params(const speckv_select_params &p, size_t q_len) const
     if (q_len != g.q_len())
         return fail(SPECKV_EINVAL, "q has %zu floats; %u query heads x %u head_dim need %zu", q_len, g.q_heads(),
                     p.head_dim, g.q_len());
+    if (!(p.scale >= 0) || std::isinf(p.scale)) return fail(SPECKV_EINVAL, "scale %g is not a finite number >= 0", double(p.scale));
+    if (std::isnan(p.band)) return fail(SPECKV_EINVAL, "band is NaN");
+    for (size_t i = 0; i < q_len; i++)
+        if (!std::isfinite(q[i])) return fail(SPECKV_EINVAL, "query element %zu is not finite", i);
+    if (select && p.budget == 0 && p.budget_tokens == 0) return fail(SPECKV_EINVAL, "budget is 0: select at least one page");
+    // Only once the arguments are known good: what this pool cannot do.
     if (!summaries_)
         return fail(SPECKV_ENOTSUP,
                     "this pool has no summary area: create it with pool.summary_bytes >= %zu for %u channels",
                     nmp::summary_size(g.channels()), g.channels());
-    if (!(p.scale >= 0) || std::isinf(p.scale)) return fail(SPECKV_EINVAL, "scale %g is not a finite number >= 0", double(p.scale));
-    if (std::isnan(p.band)) return fail(SPECKV_EINVAL, "band is NaN");
     return SPECKV_OK;
 }
 
@@ -102,6 +106,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
         for (uint32_t i = 0; i < b.v.npages; i++) {
             const uint64_t off = uint64_t(i) * page_size_;
             const uint64_t rows = std::min<uint64_t>(per_page, (b.v.bytes - off) / row);
+            if (uint64_t(i) * per_page >= context_tokens - std::min(context_tokens, b.token_pos)) break;  // tp would pass the context (or wrap)
             const uint64_t tp = b.token_pos + uint64_t(i) * per_page;
             if (!rows || tp >= context_tokens) break;
             KPage k{b.handle, b.v.first_page + i, off, tp,
@@ -126,8 +131,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
 
 int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
                  const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages) {
-    if (int rc = check_select_params(p, q_len); rc != SPECKV_OK) return rc;
-    if (p.budget == 0 && p.budget_tokens == 0) return fail(SPECKV_EINVAL, "budget is 0: select at least one page");
+    if (int rc = check_select_params(p, q, q_len, /*select=*/true); rc != SPECKV_OK) return rc;
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
@@ -142,7 +146,8 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     uint32_t want = p.budget;
     if (p.budget_tokens) {  // tokens -> pages: a page counts as the tokens a full one holds
         const uint64_t per_page = page_size_ / (uint64_t(C) * codec::dtype_size(pages[0].dtype));
-        want = static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, (p.budget_tokens + per_page - 1) / per_page));
+        want = static_cast<uint32_t>(std::min<uint64_t>(
+            UINT32_MAX, p.budget_tokens / per_page + (p.budget_tokens % per_page != 0)));  // no wrap near 2^64
     }
     budget = std::min(want, n);
     if (cap < budget) return fail(SPECKV_ERANGE, "out holds %zu page refs, the selection has %u", cap, budget);
@@ -272,7 +277,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
 int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
                  const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
                  const speckv_partial &res) {
-    if (int rc = check_select_params(p, q_len); rc != SPECKV_OK) return rc;
+    if (int rc = check_select_params(p, q, q_len, /*select=*/false); rc != SPECKV_OK) return rc;
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
@@ -316,7 +321,7 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
         if (int rc = read(k.handle, k.offset, kbuf.data() + j * page_size_, len); rc != SPECKV_OK) return rc;
         const VBlk *vb = nullptr;
         for (const VBlk &v : vs)
-            if (k.token_pos >= v.token_pos && (k.token_pos - v.token_pos + k.tokens) * row <= v.bytes) {
+            if (k.token_pos >= v.token_pos && k.token_pos - v.token_pos <= v.bytes / row && k.token_pos - v.token_pos + k.tokens <= v.bytes / row) {
                 vb = &v;
                 break;
             }

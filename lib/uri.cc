@@ -1,5 +1,7 @@
 #include "uri.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 
 #include <cctype>
@@ -49,6 +51,43 @@ std::string named_pool_path(std::string_view name, std::string_view suffix) {
     return dir + (dir == "/dev/shm" || dir == "/tmp" ? "/speckv-" : "/") + std::string(name) + std::string(suffix);
 }
 
+bool parse_file_mode(std::string_view t, int64_t *out) {
+    if (t.empty() || t.size() > 4) return false;
+    int64_t v = 0;
+    for (char c : t) {
+        if (c < '0' || c > '7') return false;
+        v = v * 8 + (c - '0');
+    }
+    // Read and write for the owner (the pool must stay usable), nothing
+    // executable, no set-id bits.
+    if ((v & 0600) != 0600 || (v & ~int64_t(0666))) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_id(std::string_view t, bool user, int64_t *out) {
+    if (t.empty() || t.size() > 64) return false;
+    if (t.find_first_not_of("0123456789") == std::string_view::npos) {
+        if (t.size() > 10) return false;
+        int64_t v = std::strtoll(std::string(t).c_str(), nullptr, 10);
+        if (v > int64_t(UINT32_MAX) - 1) return false;
+        *out = v;
+        return true;
+    }
+    std::string name(t);
+    char buf[4096];
+    if (user) {
+        struct passwd pw, *res = nullptr;
+        if (getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &res) != 0 || !res) return false;
+        *out = res->pw_uid;
+    } else {
+        struct group gr, *res = nullptr;
+        if (getgrnam_r(name.c_str(), &gr, buf, sizeof buf, &res) != 0 || !res) return false;
+        *out = res->gr_gid;
+    }
+    return true;
+}
+
 static bool valid_name(std::string_view n) {
     if (n.empty() || n.size() > 200 || n[0] == '.') return false;
     for (char c : n)
@@ -65,9 +104,11 @@ int parse_uri(std::string_view text, Uri *out) {
     std::string_view scheme = text.substr(0, colon);
     std::string_view rest = text.substr(colon + 1);
     std::string_view query;
+    bool has_query = false;
     if (size_t q = rest.find('?'); q != std::string_view::npos) {
         query = rest.substr(q + 1);
         rest = rest.substr(0, q);
+        has_query = true;
     }
     if (scheme == "file") u.scheme = Scheme::File;
     else if (scheme == "anon") u.scheme = Scheme::Anon;
@@ -107,11 +148,17 @@ int parse_uri(std::string_view text, Uri *out) {
             break;
     }
 
-    while (!query.empty()) {
+    if (has_query && query.empty())
+        return fail(SPECKV_EURI, "URI '%.*s' ends in '?' with no parameter after it", static_cast<int>(text.size()),
+                    text.data());
+    while (has_query) {
         size_t amp = query.find('&');
         std::string_view kv = query.substr(0, amp);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-        if (kv.empty()) continue;
+        has_query = amp != std::string_view::npos;
+        query = has_query ? query.substr(amp + 1) : std::string_view{};
+        if (kv.empty())
+            return fail(SPECKV_EURI, "URI '%.*s' has an empty parameter (a stray or trailing '&')",
+                        static_cast<int>(text.size()), text.data());
         size_t eq = kv.find('=');
         if (u.scheme == Scheme::Numa && kv == "name=")
             return fail(SPECKV_EURI, "numa: name= is empty: give the pool a name (numa:%s?name=kv0) or leave name= out "
@@ -121,9 +168,29 @@ int parse_uri(std::string_view text, Uri *out) {
         std::string key(kv.substr(0, eq));
         std::string_view val = kv.substr(eq + 1);
         const bool numa_key = u.scheme == Scheme::Numa && (key == "policy" || key == "name");
-        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" && !numa_key)
-            return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create%s)", key.c_str(),
+        const bool file_key = (u.scheme == Scheme::File || u.scheme == Scheme::Numa) &&
+                              (key == "owner" || key == "group" || key == "mode");
+        if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" && !numa_key && !file_key)
+            return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create%s%s)",
+                        key.c_str(), u.scheme == Scheme::File || u.scheme == Scheme::Numa ? ", owner, group, mode" : "",
                         u.scheme == Scheme::Numa ? ", policy, name" : "");
+        if (file_key) {
+            if (u.params.count(key)) return fail(SPECKV_EURI, "URI parameter '%s' given twice", key.c_str());
+            int64_t v = -1;
+            if (key == "mode") {
+                if (!parse_file_mode(val, &v))
+                    return fail(SPECKV_EURI,
+                                "URI parameter mode='%.*s' is not an octal file mode in [0600, 0666] that keeps the "
+                                "owner's read and write bits (e.g. mode=0640)",
+                                static_cast<int>(val.size()), val.data());
+            } else if (!parse_id(val, key == "owner", &v)) {
+                return fail(SPECKV_EURI, "URI parameter %s='%.*s' is not a %s id or a known %s name", key.c_str(),
+                            static_cast<int>(val.size()), val.data(), key == "owner" ? "user" : "group",
+                            key == "owner" ? "user" : "group");
+            }
+            u.params[key] = v;
+            continue;
+        }
         if (key == "name") {
             if (!u.name.empty()) return fail(SPECKV_EURI, "URI parameter 'name' given twice");
             if (!valid_name(val))

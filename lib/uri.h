@@ -19,13 +19,19 @@ struct Uri {
     int node = -1;     // numa: the node number
     std::string name;  // numa: the name= value ("" = unnamed, process-private)
     // Query parameters, already validated: size, page_size, max_blocks, create;
-    // for numa:, policy (0 = bind, 1 = preferred).
+    // for numa:, policy (0 = bind, 1 = preferred); for file: and numa:,
+    // owner (uid), group (gid) and mode (permission bits) of the pool file
+    // (lib/file_access.h).
     std::map<std::string, int64_t> params;
 };
 
 // Parses `text` into *out. Returns SPECKV_OK or SPECKV_EURI with a detail
 // message naming the problem.
 int parse_uri(std::string_view text, Uri *out);
+
+// Parses an octal file mode such as "0640" for a pool file: the owner's read
+// and write bits set, nothing beyond 0666. False otherwise.
+bool parse_file_mode(std::string_view text, int64_t *out);
 
 // Parses "4096", "8G", "64MiB", "1k" (binary multiples) into bytes.
 // Returns false on anything else, including overflow.
