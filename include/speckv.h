@@ -6,7 +6,7 @@
  * part of the interface, and no symbol other than the speckv_* functions below
  * is exported from libspeckv.so.
  *
- * Conventions (see docs/api.md for the long form):
+ * Conventions (see docs/speckv.3.md, `man 3 speckv`, for the long form):
  *   - Every function that can fail returns an int status: SPECKV_OK (0) or a
  *     negative SPECKV_E* code. Results come back through out-pointers.
  *     Codes are only ever added, never renumbered.
@@ -114,7 +114,7 @@ typedef void (*speckv_log_fn)(void *user, int level, const char *msg);
 
 /* Settings used when opening a pool. Keys are the same as in the TOML file,
  * with a dot between table and key ("pool.size" is `[pool] size = ...`).
- * The full list with bounds and defaults is in docs/config.md and can be
+ * The full list with bounds and defaults is in README.md ("Configuration") and can be
  * queried with speckv_config_bounds(). Not thread-safe: one thread at a time. */
 typedef struct speckv_config speckv_config;
 
@@ -172,7 +172,7 @@ typedef struct speckv_pool speckv_pool;
 typedef uint64_t speckv_handle;
 #define SPECKV_HANDLE_INVALID ((speckv_handle)0)
 
-/* Opens (attaching or creating) a pool. URI grammar (docs/uri.md):
+/* Opens (attaching or creating) a pool. URI grammar (README.md, "Pool URIs"):
  *   file:/path/to/pool[?size=8G&page_size=4096]  an mmap'd file, MAP_SHARED
  *   file:NAME[?size=...]       a named pool under $XDG_RUNTIME_DIR/speckv/ or
  *                              /dev/shm/ (the embedded default: "file:default")
@@ -547,7 +547,7 @@ typedef struct speckv_pool_stats {
                                   block bytes of every lookup hit and publish collision */
     uint64_t evictions;        /* unreferenced published blocks evicted for room */
     uint64_t reclaimed_blocks; /* blocks of dead processes reclaimed */
-    /* Tiers and prefetch (this process). DESIGN: hit rate = l2_hits /
+    /* Tiers and prefetch (this process). docs/design.md §6: hit rate = l2_hits /
      * (l2_hits + sync_reads); precision = prefetch_used / (prefetch_used +
      * prefetch_wasted); waste = prefetch_wasted_bytes. cache_hits are L1 hits. */
     uint64_t l2_hits;          /* pages served from the prefetch buffer (L2) */

@@ -1,5 +1,5 @@
 // Settings: one table of keys (name, type, bounds, default), shared by the
-// setters of the C API and the TOML loader. docs/config.md lists them.
+// setters of the C API and the TOML loader. README.md ("Configuration") lists them.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-// Pool URIs: scheme, target and query parameters (docs/uri.md).
+// Pool URIs: scheme, target and query parameters (README.md, "Pool URIs").
 #pragma once
 #include <cstdint>
 #include <map>
