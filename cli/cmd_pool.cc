@@ -101,6 +101,11 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w);
 
 void print_info(const speckv::PoolInfo &i, bool json) { print_info_where(i, json, nullptr); }
 
+std::string damaged_text(uint64_t packed_damaged) {
+    return std::to_string(packed_damaged) + " packed block" + (packed_damaged == 1 ? "" : "s") +
+           " with a damaged image (head or directory), left out of the figures above: run `speckv pool check`";
+}
+
 namespace {
 void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w) {
     if (json) {
@@ -253,6 +258,10 @@ void register_pool_commands(CLI::App &app) {
             if (speckv::numa_placement(p->image(), p->image_size(), u.node, &w.pages) != SPECKV_OK) w.numa = false;
         }
         print_info_where(i, i_json, &w);
+        if (i.packed_damaged) {
+            error(damaged_text(i.packed_damaged));
+            g_exit = 1;
+        }
     });
 
     auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, 2 could not run)");

@@ -80,6 +80,7 @@ void register_pool_stats_command(CLI::App &pool) {
         }
         speckv::PoolInfo i;
         p->info(&i);
+        if (i.packed_damaged) g_exit = 1;  // told after the figures
         uint64_t total[kTierCounters] = {};
         for (uint32_t t = 0; t < kTcSummed; t++) total[t] = i.tier_detached[t];
         for (const auto &a : i.attach)
@@ -102,6 +103,7 @@ void register_pool_stats_command(CLI::App &pool) {
             std::printf("},\"total\":{");
             json_counters(total, false);
             std::printf("}}\n");
+            if (i.packed_damaged) error(damaged_text(i.packed_damaged));
             return;
         }
         std::printf("pool %s: %" PRIu64 " of %" PRIu64 " pages used, %" PRIu64
@@ -121,6 +123,7 @@ void register_pool_stats_command(CLI::App &pool) {
         text_row("total", total, false);
         std::printf("\nhit = L2 hits / (L2 hits + sync reads); prec = prefetched pages read / (read + evicted unread);\n"
                     "waste = bytes prefetched and never read; link = bytes moved L3 -> L2 (records for coded pages)\n");
+        if (i.packed_damaged) error(damaged_text(i.packed_damaged));
     });
 }
 

@@ -24,6 +24,8 @@ void register_trace_command(CLI::App &app);
 void error(const std::string &msg);
 // Prints `pool inspect` output.
 void print_info(const speckv::PoolInfo &i, bool json);
+// The error `pool inspect` and `pool stats` end with when packed images are damaged.
+std::string damaged_text(uint64_t packed_damaged);
 // Formats the last library failure: "<strerror>: <detail>".
 std::string describe(int rc);
 

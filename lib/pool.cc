@@ -616,11 +616,8 @@ void Pool::recover_locked(const char *why) {
         // A packed block's pages are its image's (fewer than npages; format 6 only).
         const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
         bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
-                  r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 &&
-                  (r.packed_pages == 0 || (r.packed_pages < r.npages && s.format_version >= 6)) &&
-                  (cold || (r.first_page < s.n_pages && np <= s.n_pages - r.first_page)) &&
-                  r.bytes > uint64_t(r.npages - 1) * s.page_size && r.bytes <= uint64_t(r.npages) * s.page_size &&
-                  record_crc(r) == r.crc;
+                  r.generation <= kMaxGeneration &&
+                  geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold) && record_crc(r) == r.crc;
         for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + np; p++)
             if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
         if (!ok) {
@@ -954,8 +951,7 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
                 relaxed_load(r.packed_pages)};
     if (tseq & 1) [[unlikely]]
         v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
-    if (v.npages == 0 || v.first_page >= sb()->n_pages || v.stored() > sb()->n_pages - v.first_page ||
-        v.bytes > uint64_t(v.npages) * page_size_ || v.packed >= v.npages) {
+    if (!geometry_ok(*sb(), v.first_page, v.packed, v.npages, v.bytes, v.dtype, v.cold())) [[unlikely]] {
         if (r.handle.load(std::memory_order_acquire) != handle)
             return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
         return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
@@ -1383,12 +1379,16 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
-            // Read what the publishing host wrote back, not stale lines.
-            uint64_t first = relaxed_load(r.first_page);
-            uint64_t np = relaxed_load(r.packed_pages);
-            if (!np) np = relaxed_load(r.npages);
-            invalidate_range(&pages()[first], np * sizeof(PageEntry));
-            invalidate_range(page_data(first), size_t(np) << page_shift_);
+            // Read what the publishing host wrote back, not stale lines (a
+            // block in L4 has none here; a damaged record is resolve()'s to report).
+            const uint64_t first = relaxed_load(r.first_page), packed = relaxed_load(r.packed_pages);
+            const uint32_t npages = relaxed_load(r.npages);
+            const uint64_t np = packed ? packed : npages;
+            if (!(r.tier_seq.load(std::memory_order_acquire) & 1) &&
+                geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
+                invalidate_range(&pages()[first], np * sizeof(PageEntry));
+                invalidate_range(page_data(first), size_t(np) << page_shift_);
+            }
         }
         me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
         me.dedup_bytes.fetch_add(relaxed_load(r.bytes), std::memory_order_relaxed);
@@ -2313,7 +2313,7 @@ void Pool::info(PoolInfo *o) const {
         o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
     o->pages_coded = o->coded_raw_bytes = o->coded_stored_bytes = 0;
-    o->blocks_packed = o->packed_pages = o->packed_saved = 0;
+    o->blocks_packed = o->packed_pages = o->packed_saved = o->packed_damaged = 0;
     // Packed blocks: what their directories say (a snapshot: a block moved
     // meanwhile is skipped).
     for (uint64_t i = 0, hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks); i < hwm; i++) {
@@ -2325,9 +2325,11 @@ void Pool::info(PoolInfo *o) const {
             continue;
         }
         uint64_t coded = 0, raw = 0, stored = 0;
-        for (uint32_t k = 0; k < v.npages; k++) {
+        bool damaged = false;
+        for (uint32_t k = 0; k < v.npages && !damaged; k++) {
             PackEntry e;
-            if (!pack_entry(v, k, &e) || !(e.flags & kPageCoded)) continue;
+            if (!pack_entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
+            if (damaged || !(e.flags & kPageCoded)) continue;
             uint8_t hb[codec::kHeaderSize];
             copy_from_pool(hb, page_data(v.first_page) + e.off, sizeof hb);
             codec::Header ch;
@@ -2338,6 +2340,10 @@ void Pool::info(PoolInfo *o) const {
         }
         clear_error();
         if (v.moved()) continue;
+        if (damaged) {
+            o->packed_damaged++;
+            continue;
+        }
         o->blocks_packed++;
         o->packed_pages += v.packed;
         o->packed_saved += v.npages - v.packed;
@@ -2447,9 +2453,7 @@ int Pool::check(CheckReport *rep) const {
         }
         const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
         const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
-        if (r.dtype > 3 || r.npages == 0 || (!cold && (r.first_page >= s.n_pages || np > s.n_pages - r.first_page)) ||
-            r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size ||
-            (r.packed_pages && (r.packed_pages >= r.npages || s.format_version < 6))) {
+        if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
             problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
             continue;
         }

@@ -67,6 +67,9 @@ struct PoolInfo {
     uint64_t pages_quarantined, pages_in_write;
     uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
     uint64_t blocks_packed, packed_pages, packed_saved;  // packed blocks, their image pages, pages they gave back
+    // Packed blocks whose image head or directory fails its checks (not in
+    // the figures above; `speckv pool check` says which and why).
+    uint64_t packed_damaged;
     uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
     uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
     uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
@@ -226,6 +229,19 @@ class Pool {
         bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
     int resolve(uint64_t handle, BlockView *out) const;
+    // The one check of a block record's placement and size, the record's
+    // validating accessor (docs/pool-format.md "Validation"): resolve() (so
+    // every live access), recovery, check, the L4 demotion's view and the
+    // lookup's cache flush all use it, so no record one of them accepts is
+    // refused by another. Fields as read from the record; cold = in L4
+    // (first_page is then stale and not checked).
+    static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
+                            uint8_t dtype, bool cold) {
+        const uint64_t stored = packed ? packed : npages;
+        return npages >= 1 && dtype < 4 && bytes > uint64_t(npages - 1) * s.page_size &&
+               bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
+               (cold || (first < s.n_pages && stored <= s.n_pages - first));
+    }
     int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
     // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
     int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
@@ -289,8 +305,14 @@ class Pool {
     // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
     int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
                          int *src);
-    // Entry i of a packed block's directory, copied and bounds-checked
-    // (false: out of bounds; a moved block gives any answer, callers re-check).
+    // The validating accessors of a packed image (lib/pool_pack.cc), the only
+    // way any caller reads one: its head, copied and checked against the view
+    // (magic, the block's handle, pages and bytes, page size, summary slots,
+    // image_bytes); entry i of its directory, copied and checked against that
+    // head (a zero page is flag kPageZero alone with no bytes; others lie
+    // inside the image). false: damaged; a moved block gives any answer,
+    // callers re-check the view before they call it damage.
+    bool pack_head(const BlockView &v, fmt::PackHead *ph) const;
     bool pack_entry(const BlockView &v, uint32_t i, fmt::PackEntry *e) const;
     // L1/L2 key of logical page i of the packed block in `slot`: never a pool
     // page number, unique per (slot, i); the tag is the block's tier_seq,

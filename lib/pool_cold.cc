@@ -424,8 +424,8 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         // The view resolve() would give, whatever this handle's tenant binding.
         BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
                      r.tier_seq.load(std::memory_order_acquire), relaxed_field(r.packed_pages)};
-        if (bv.cold() || bv.npages == 0 || bv.first_page >= sb()->n_pages ||
-            bv.stored() > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd) {
+        if (bv.cold() || !geometry_ok(*sb(), bv.first_page, bv.packed, bv.npages, bv.bytes, relaxed_field(r.dtype), false) ||
+            r.handle.load(std::memory_order_acquire) != hd) {
             unclaim(hd);
             continue;  // in L4 already, or freed / being reused meanwhile
         }
