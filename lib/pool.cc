@@ -604,6 +604,9 @@ void Pool::recover_locked(const char *why) {
             r.first_page = h->move_first_page;
             r.packed_pages = h->move_packed_pages;
             r.crc = record_crc(r);
+            // The mover may have died before it bumped tier_seq: readers'
+            // views of the old placement must see a move (parity kept).
+            r.tier_seq.fetch_add(2);
             log(SPECKV_LOG_WARN, "recovery: finished the move of block slot %" PRIu64 " cut short by a crash", ms - 1);
         }
         h->move_slot.store(0);
@@ -946,9 +949,24 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
     if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
-    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype), tseq,
-                relaxed_load(r.packed_pages)};
+    // The placement (first_page, packed_pages) changes in two stores under
+    // the lock (commit_placement_locked), with SharedHeader::move_slot naming
+    // the slot meanwhile and tier_seq bumped before it is cleared: a snapshot
+    // taken across such a change (new first_page, old packed_pages: the new
+    // pages read through the old layout) is taken again, never used.
+    BlockView v;
+    uint64_t deadline = 0;
+    for (uint32_t spins = 0;; spins++) {
+        const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
+        v = BlockView{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype),
+                      tseq, relaxed_load(r.packed_pages)};
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (sh()->move_slot.load(std::memory_order_acquire) != slot &&
+            r.tier_seq.load(std::memory_order_relaxed) == tseq) [[likely]]
+            break;
+        if (int rc = wait_move(handle, spins, &deadline); rc != SPECKV_OK) return rc;
+    }
+    const uint64_t tseq = v.tseq;
     if (tseq & 1) [[unlikely]]
         v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
     if (!geometry_ok(*sb(), v.first_page, v.packed, v.npages, v.bytes, v.dtype, v.cold())) [[unlikely]] {
@@ -961,6 +979,20 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
 }
 
 int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
+
+int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
+    if (spins < 64) return SPECKV_OK;
+    sched_yield();
+    // A move holds the pool lock: it lasts as long as the lock may be held.
+    const uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    if (!*deadline) *deadline = now + uint64_t(lock_timeout_ms_) * 1000000u;
+    else if (now > *deadline)
+        return fail(SPECKV_EBUSY,
+                    "block 0x%" PRIx64 " stayed in the middle of a move for %d ms (lock.timeout_ms): a process died "
+                    "moving it? (the next recovery finishes the move)",
+                    handle, lock_timeout_ms_);
+    return SPECKV_OK;
+}
 
 bool Pool::pinned(uint64_t handle) {
     PinShard &ps = pin_shard(handle);
@@ -986,14 +1018,28 @@ int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
     }
 }
 
-void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages) {
+void (*testing::placement_hook)(uint64_t slot, int stage) = nullptr;
+
+void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                   uint64_t tier_step) {
     SharedHeader *h = sh();
     h->move_first_page = first_page;
     h->move_packed_pages = packed_pages;
     h->move_slot.store(slot + 1, std::memory_order_seq_cst);  // from here recovery completes the move
+    // Lock-free readers (resolve) read the two fields, then move_slot: one
+    // that saw either new field sees this move in progress (or tier_seq moved).
+    std::atomic_thread_fence(std::memory_order_release);
     std::atomic_ref<uint64_t>(r.first_page).store(first_page, std::memory_order_relaxed);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 0);
     std::atomic_ref<uint64_t>(r.packed_pages).store(packed_pages, std::memory_order_relaxed);
     r.crc = record_crc(r);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 1);
+    // Published before the move is over: a reader that took any field of the
+    // new placement finds either move_slot still set or tier_seq moved, and
+    // reads the record again.
+    r.tier_seq.fetch_add(tier_step, std::memory_order_seq_cst);
     h->move_slot.store(0, std::memory_order_seq_cst);
 }
 

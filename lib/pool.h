@@ -243,6 +243,9 @@ class Pool {
                (cold || (first < s.n_pages && stored <= s.n_pages - first));
     }
     int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
+    // resolve() found the block's placement mid-change: spin, then yield;
+    // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
+    int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
     // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
     int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
@@ -290,8 +293,11 @@ class Pool {
     uint64_t claim_page(fmt::PageEntry &pe) const;
     // Under the lock: the one place a block record's placement changes
     // (first_page, packed_pages, their CRC), atomically for a crash through
-    // SharedHeader::move_slot. The caller then bumps tier_seq.
-    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages);
+    // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by
+    // tier_step (2: pack, unpack; 1: back from L4) before move_slot clears,
+    // and resolve() retakes a snapshot taken while move_slot names the slot.
+    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                 uint64_t tier_step);
     // Packed blocks (lib/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.
@@ -586,6 +592,15 @@ uint32_t superblock_crc(const fmt::Superblock &s);
 uint64_t proc_start_time(pid_t pid);
 bool process_alive(uint32_t pid, uint64_t start_time);
 uint32_t record_crc(const fmt::BlockRecord &r);
+
+// Test-only, not part of the C ABI (libspeckv.so exports speckv_* alone):
+// commit_placement_locked calls it, pool lock held, at stage 0 between the
+// record's first_page and packed_pages stores and at stage 1 after both (and
+// their CRC), before the move is published. Null outside tests; tests set it
+// to interleave readers with a move deterministically.
+namespace testing {
+extern void (*placement_hook)(uint64_t slot, int stage);
+}
 
 }  // namespace speckv
 

@@ -847,8 +847,7 @@ int Pool::promote(uint64_t handle) {
                        std::memory_order_relaxed);
         pe.seq.store(q + 2, std::memory_order_release);
     }
-    commit_placement_locked(r, slot, first, r.packed_pages);
-    r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // commit point: the block is in the pool again
+    commit_placement_locked(r, slot, first, r.packed_pages, 1);  // commit point: the block is in the pool again
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);

@@ -259,8 +259,7 @@ void Pool::pack_block(uint64_t handle) {
         pe.seq.store(q + 2, std::memory_order_release);
     }
     const uint64_t old_first = v.first_page;
-    commit_placement_locked(r, slot_of(handle), first, P);
-    r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: the block is its image now
+    commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
     for (uint32_t i = 0; i < np; i++) {
         const uint64_t p = old_first + i;
         PageEntry &pe = pages()[p];
@@ -389,8 +388,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             seqs[i] = q + 2;
         }
         const uint64_t old_first = v->first_page;
-        commit_placement_locked(r, slot, first, 0);
-        r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: page per page again
+        commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
         // The image's pages go free. Nobody locks them but a writer with a
         // stale view, for a moment (it backs off on the moved tier_seq).
         for (uint64_t j = 0; j < P; j++) {
