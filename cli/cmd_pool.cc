@@ -103,6 +103,11 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool
 
 void print_info(const speckv::PoolInfo &i, bool json, bool nl) { print_info_where(i, json, nullptr, nl); }
 
+std::string damaged_text(uint64_t packed_damaged) {
+    return std::to_string(packed_damaged) + " packed block" + (packed_damaged == 1 ? "" : "s") +
+           " with a damaged image (head or directory), left out of the figures above: run `speckv pool check`";
+}
+
 namespace {
 void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool nl) {
     if (json) {
@@ -300,6 +305,10 @@ void register_pool_commands(CLI::App &app) {
             if (speckv::numa_placement(p->image(), p->image_size(), u.node, &w.pages) != SPECKV_OK) w.numa = false;
         }
         print_info_where(i, g_opt.json, &w);
+        if (i.packed_damaged) {
+            error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
+            g_exit = 1;
+        }
     });
 
     auto *check = pool->add_subcommand("check", "Verify every checksum and metadata invariant (exit 0 clean, 1 problems, "

@@ -2,7 +2,7 @@
 // every process attached to a pool, as each last published them into its
 // attach record (at speckv_stats, every 100 ms from its prefetch thread, and
 // at close), plus the totals of processes that have gone. Reads the pool
-// without attaching. Definitions: DESIGN.md §6, docs/tiers.md.
+// without attaching. Definitions: docs/design.md §6, docs/tiers.md.
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -30,7 +30,7 @@ std::string when(uint64_t ns) {
     return b;
 }
 
-// The derived figures of one set of counters (DESIGN.md §6).
+// The derived figures of one set of counters (docs/design.md §6).
 void json_counters(const uint64_t *c, bool gauges) {
     std::printf("\"reads\":%" PRIu64 ",\"l1_hits\":%" PRIu64 ",\"l1_misses\":%" PRIu64 ",\"l2_hits\":%" PRIu64
                 ",\"sync_reads\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"prefetch_pages\":%" PRIu64
@@ -81,6 +81,7 @@ void register_pool_stats_command(CLI::App &pool) {
         }
         speckv::PoolInfo i;
         p->info(&i);
+        if (i.packed_damaged) g_exit = 1;  // told after the figures
         uint64_t total[kTierCounters] = {};
         for (uint32_t t = 0; t < kTcSummed; t++) total[t] = i.tier_detached[t];
         for (const auto &a : i.attach)
@@ -103,6 +104,7 @@ void register_pool_stats_command(CLI::App &pool) {
             std::printf("},\"total\":{");
             json_counters(total, false);
             std::printf("}}\n");
+            if (i.packed_damaged) error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
             return;
         }
         std::printf("pool %s: %" PRIu64 " of %" PRIu64 " pages used, %" PRIu64
@@ -122,6 +124,7 @@ void register_pool_stats_command(CLI::App &pool) {
         text_row("total", total, false);
         std::printf("\nhit = L2 hits / (L2 hits + sync reads); prec = prefetched pages read / (read + evicted unread);\n"
                     "waste = bytes prefetched and never read; link = bytes moved L3 -> L2 (records for coded pages)\n");
+        if (i.packed_damaged) error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
     });
 }
 

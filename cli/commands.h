@@ -56,6 +56,8 @@ void print_json_error();
 std::string json_error(int code, const std::string &msg);
 // Prints `pool inspect` output (json: one object, then a newline if `nl`).
 void print_info(const speckv::PoolInfo &i, bool json, bool nl = true);
+// The error `pool inspect` and `pool stats` end with when packed images are damaged.
+std::string damaged_text(uint64_t packed_damaged);
 // Formats the last library failure: "<strerror>: <detail>".
 std::string describe(int rc);
 

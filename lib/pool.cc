@@ -622,6 +622,9 @@ void Pool::recover_locked(const char *why) {
             r.first_page = h->move_first_page;
             r.packed_pages = h->move_packed_pages;
             r.crc = record_crc(r);
+            // The mover may have died before it bumped tier_seq: readers'
+            // views of the old placement must see a move (parity kept).
+            r.tier_seq.fetch_add(2);
             log(SPECKV_LOG_WARN, "recovery: finished the move of block slot %" PRIu64 " cut short by a crash", ms - 1);
         }
         h->move_slot.store(0);
@@ -634,11 +637,8 @@ void Pool::recover_locked(const char *why) {
         // A packed block's pages are its image's (fewer than npages; format 6 only).
         const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
         bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
-                  r.generation <= kMaxGeneration && r.dtype < 4 && r.npages >= 1 &&
-                  (r.packed_pages == 0 || (r.packed_pages < r.npages && s.format_version >= 6)) &&
-                  (cold || (r.first_page < s.n_pages && np <= s.n_pages - r.first_page)) &&
-                  r.bytes > uint64_t(r.npages - 1) * s.page_size && r.bytes <= uint64_t(r.npages) * s.page_size &&
-                  record_crc(r) == r.crc;
+                  r.generation <= kMaxGeneration &&
+                  geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold) && record_crc(r) == r.crc;
         for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + np; p++)
             if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
         if (!ok) {
@@ -976,13 +976,27 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
     if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
-    BlockView v{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype), tseq,
-                relaxed_load(r.packed_pages)};
+    // The placement (first_page, packed_pages) changes in two stores under
+    // the lock (commit_placement_locked), with SharedHeader::move_slot naming
+    // the slot meanwhile and tier_seq bumped before it is cleared: a snapshot
+    // taken across such a change (new first_page, old packed_pages: the new
+    // pages read through the old layout) is taken again, never used.
+    BlockView v;
+    uint64_t deadline = 0;
+    for (uint32_t spins = 0;; spins++) {
+        const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
+        v = BlockView{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype),
+                      tseq, relaxed_load(r.packed_pages)};
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (sh()->move_slot.load(std::memory_order_acquire) != slot &&
+            r.tier_seq.load(std::memory_order_relaxed) == tseq) [[likely]]
+            break;
+        if (int rc = wait_move(handle, spins, &deadline); rc != SPECKV_OK) return rc;
+    }
+    const uint64_t tseq = v.tseq;
     if (tseq & 1) [[unlikely]]
         v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
-    if (v.npages == 0 || v.first_page >= sb()->n_pages || v.stored() > sb()->n_pages - v.first_page ||
-        v.bytes > uint64_t(v.npages) * page_size_ || v.packed >= v.npages) {
+    if (!geometry_ok(*sb(), v.first_page, v.packed, v.npages, v.bytes, v.dtype, v.cold())) [[unlikely]] {
         if (r.handle.load(std::memory_order_acquire) != handle)
             return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
         return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
@@ -992,6 +1006,20 @@ __attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockVi
 }
 
 int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
+
+int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
+    if (spins < 64) return SPECKV_OK;
+    sched_yield();
+    // A move holds the pool lock: it lasts as long as the lock may be held.
+    const uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    if (!*deadline) *deadline = now + uint64_t(lock_timeout_ms_) * 1000000u;
+    else if (now > *deadline)
+        return fail(SPECKV_EBUSY,
+                    "block 0x%" PRIx64 " stayed in the middle of a move for %d ms (lock.timeout_ms): a process died "
+                    "moving it? (the next recovery finishes the move)",
+                    handle, lock_timeout_ms_);
+    return SPECKV_OK;
+}
 
 bool Pool::pinned(uint64_t handle) {
     PinShard &ps = pin_shard(handle);
@@ -1017,14 +1045,28 @@ int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
     }
 }
 
-void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages) {
+void (*testing::placement_hook)(uint64_t slot, int stage) = nullptr;
+
+void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                   uint64_t tier_step) {
     SharedHeader *h = sh();
     h->move_first_page = first_page;
     h->move_packed_pages = packed_pages;
     h->move_slot.store(slot + 1, std::memory_order_seq_cst);  // from here recovery completes the move
+    // Lock-free readers (resolve) read the two fields, then move_slot: one
+    // that saw either new field sees this move in progress (or tier_seq moved).
+    std::atomic_thread_fence(std::memory_order_release);
     std::atomic_ref<uint64_t>(r.first_page).store(first_page, std::memory_order_relaxed);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 0);
     std::atomic_ref<uint64_t>(r.packed_pages).store(packed_pages, std::memory_order_relaxed);
     r.crc = record_crc(r);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 1);
+    // Published before the move is over: a reader that took any field of the
+    // new placement finds either move_slot still set or tier_seq moved, and
+    // reads the record again.
+    r.tier_seq.fetch_add(tier_step, std::memory_order_seq_cst);
     h->move_slot.store(0, std::memory_order_seq_cst);
 }
 
@@ -1410,12 +1452,16 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
-            // Read what the publishing host wrote back, not stale lines.
-            uint64_t first = relaxed_load(r.first_page);
-            uint64_t np = relaxed_load(r.packed_pages);
-            if (!np) np = relaxed_load(r.npages);
-            invalidate_range(&pages()[first], np * sizeof(PageEntry));
-            invalidate_range(page_data(first), size_t(np) << page_shift_);
+            // Read what the publishing host wrote back, not stale lines (a
+            // block in L4 has none here; a damaged record is resolve()'s to report).
+            const uint64_t first = relaxed_load(r.first_page), packed = relaxed_load(r.packed_pages);
+            const uint32_t npages = relaxed_load(r.npages);
+            const uint64_t np = packed ? packed : npages;
+            if (!(r.tier_seq.load(std::memory_order_acquire) & 1) &&
+                geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
+                invalidate_range(&pages()[first], np * sizeof(PageEntry));
+                invalidate_range(page_data(first), size_t(np) << page_shift_);
+            }
         }
         me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
         me.dedup_bytes.fetch_add(relaxed_load(r.bytes), std::memory_order_relaxed);
@@ -2340,7 +2386,7 @@ void Pool::info(PoolInfo *o) const {
         o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
     o->pages_coded = o->coded_raw_bytes = o->coded_stored_bytes = 0;
-    o->blocks_packed = o->packed_pages = o->packed_saved = 0;
+    o->blocks_packed = o->packed_pages = o->packed_saved = o->packed_damaged = 0;
     // Packed blocks: what their directories say (a snapshot: a block moved
     // meanwhile is skipped).
     for (uint64_t i = 0, hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks); i < hwm; i++) {
@@ -2352,9 +2398,11 @@ void Pool::info(PoolInfo *o) const {
             continue;
         }
         uint64_t coded = 0, raw = 0, stored = 0;
-        for (uint32_t k = 0; k < v.npages; k++) {
+        bool damaged = false;
+        for (uint32_t k = 0; k < v.npages && !damaged; k++) {
             PackEntry e;
-            if (!pack_entry(v, k, &e) || !(e.flags & kPageCoded)) continue;
+            if (!pack_entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
+            if (damaged || !(e.flags & kPageCoded)) continue;
             uint8_t hb[codec::kHeaderSize];
             copy_from_pool(hb, page_data(v.first_page) + e.off, sizeof hb);
             codec::Header ch;
@@ -2365,6 +2413,10 @@ void Pool::info(PoolInfo *o) const {
         }
         clear_error();
         if (v.moved()) continue;
+        if (damaged) {
+            o->packed_damaged++;
+            continue;
+        }
         o->blocks_packed++;
         o->packed_pages += v.packed;
         o->packed_saved += v.npages - v.packed;
@@ -2485,9 +2537,7 @@ int Pool::check(CheckReport *rep) const {
         }
         const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
         const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
-        if (r.dtype > 3 || r.npages == 0 || (!cold && (r.first_page >= s.n_pages || np > s.n_pages - r.first_page)) ||
-            r.bytes > uint64_t(r.npages) * s.page_size || r.bytes <= uint64_t(r.npages - 1) * s.page_size ||
-            (r.packed_pages && (r.packed_pages >= r.npages || s.format_version < 6))) {
+        if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
             problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
             continue;
         }

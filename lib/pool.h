@@ -67,6 +67,9 @@ struct PoolInfo {
     uint64_t pages_quarantined, pages_in_write;
     uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
     uint64_t blocks_packed, packed_pages, packed_saved;  // packed blocks, their image pages, pages they gave back
+    // Packed blocks whose image head or directory fails its checks (not in
+    // the figures above; `speckv pool check` says which and why).
+    uint64_t packed_damaged;
     uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
     uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
     uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
@@ -231,7 +234,23 @@ class Pool {
         bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
     int resolve(uint64_t handle, BlockView *out) const;
+    // The one check of a block record's placement and size, the record's
+    // validating accessor (docs/pool-format.md "Validation"): resolve() (so
+    // every live access), recovery, check, the L4 demotion's view and the
+    // lookup's cache flush all use it, so no record one of them accepts is
+    // refused by another. Fields as read from the record; cold = in L4
+    // (first_page is then stale and not checked).
+    static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
+                            uint8_t dtype, bool cold) {
+        const uint64_t stored = packed ? packed : npages;
+        return npages >= 1 && dtype < 4 && bytes > uint64_t(npages - 1) * s.page_size &&
+               bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
+               (cold || (first < s.n_pages && stored <= s.n_pages - first));
+    }
     int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
+    // resolve() found the block's placement mid-change: spin, then yield;
+    // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
+    int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
     // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
     int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
@@ -287,8 +306,11 @@ class Pool {
     uint64_t claim_page(fmt::PageEntry &pe) const;
     // Under the lock: the one place a block record's placement changes
     // (first_page, packed_pages, their CRC), atomically for a crash through
-    // SharedHeader::move_slot. The caller then bumps tier_seq.
-    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages);
+    // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by
+    // tier_step (2: pack, unpack; 1: back from L4) before move_slot clears,
+    // and resolve() retakes a snapshot taken while move_slot names the slot.
+    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                 uint64_t tier_step);
     // Packed blocks (lib/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.
@@ -302,8 +324,14 @@ class Pool {
     // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
     int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
                          int *src);
-    // Entry i of a packed block's directory, copied and bounds-checked
-    // (false: out of bounds; a moved block gives any answer, callers re-check).
+    // The validating accessors of a packed image (lib/pool_pack.cc), the only
+    // way any caller reads one: its head, copied and checked against the view
+    // (magic, the block's handle, pages and bytes, page size, summary slots,
+    // image_bytes); entry i of its directory, copied and checked against that
+    // head (a zero page is flag kPageZero alone with no bytes; others lie
+    // inside the image). false: damaged; a moved block gives any answer,
+    // callers re-check the view before they call it damage.
+    bool pack_head(const BlockView &v, fmt::PackHead *ph) const;
     bool pack_entry(const BlockView &v, uint32_t i, fmt::PackEntry *e) const;
     // L1/L2 key of logical page i of the packed block in `slot`: never a pool
     // page number, unique per (slot, i); the tag is the block's tier_seq,
@@ -577,6 +605,15 @@ uint32_t superblock_crc(const fmt::Superblock &s);
 uint64_t proc_start_time(pid_t pid);
 bool process_alive(uint32_t pid, uint64_t start_time);
 uint32_t record_crc(const fmt::BlockRecord &r);
+
+// Test-only, not part of the C ABI (libspeckv.so exports speckv_* alone):
+// commit_placement_locked calls it, pool lock held, at stage 0 between the
+// record's first_page and packed_pages stores and at stage 1 after both (and
+// their CRC), before the move is published. Null outside tests; tests set it
+// to interleave readers with a move deterministically.
+namespace testing {
+extern void (*placement_hook)(uint64_t slot, int stage);
+}
 
 }  // namespace speckv
 

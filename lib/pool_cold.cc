@@ -425,8 +425,8 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         // The view resolve() would give, whatever this handle's tenant binding.
         BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
                      r.tier_seq.load(std::memory_order_acquire), relaxed_field(r.packed_pages)};
-        if (bv.cold() || bv.npages == 0 || bv.first_page >= sb()->n_pages ||
-            bv.stored() > sb()->n_pages - bv.first_page || r.handle.load(std::memory_order_acquire) != hd) {
+        if (bv.cold() || !geometry_ok(*sb(), bv.first_page, bv.packed, bv.npages, bv.bytes, relaxed_field(r.dtype), false) ||
+            r.handle.load(std::memory_order_acquire) != hd) {
             unclaim(hd);
             continue;  // in L4 already, or freed / being reused meanwhile
         }
@@ -848,8 +848,7 @@ int Pool::promote(uint64_t handle) {
                        std::memory_order_relaxed);
         pe.seq.store(q + 2, std::memory_order_release);
     }
-    commit_placement_locked(r, slot, first, r.packed_pages);
-    r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // commit point: the block is in the pool again
+    commit_placement_locked(r, slot, first, r.packed_pages, 1);  // commit point: the block is in the pool again
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);

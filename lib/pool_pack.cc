@@ -66,16 +66,56 @@ uint64_t slot_of(uint64_t handle) { return (handle & ((uint64_t(1) << kSlotBits)
 
 }  // namespace
 
-bool Pool::pack_entry(const BlockView &v, uint32_t i, PackEntry *e) const {
-    if (i >= v.npages || !v.packed) return false;
+// ---------------------------------------------------------------- accessors
+//
+// The only way into an image: every reader of a packed block (info, reads,
+// prefetch, select, unpack, check) takes its head and its directory entries
+// through these checks, so a combination of fields that one of them refuses
+// no other accepts (docs/pool-format.md "Packed blocks", "Validation").
+namespace {
+
+// Where records may start: past the head, the directory and the summary slots.
+size_t meta_bytes(const PackHead &ph) { return dir_bytes(ph.npages) + size_t(ph.npages) * ph.summary_bytes; }
+
+// The head of an image in `cap` bytes (its block record's packed_pages) of
+// block `handle` (npages pages, `bytes` bytes), in a pool of page size ps and
+// summary slots of pool_sb bytes: it names that block, fills its last page,
+// and its directory and summary slots fit before image_bytes.
+bool head_ok(const PackHead &ph, uint64_t handle, uint32_t npages, uint64_t bytes, size_t cap, uint32_t ps,
+             uint32_t pool_sb) {
+    return ph.magic == kPackMagic && ph.npages == npages && ph.handle == handle && ph.bytes == bytes &&
+           ph.page_size == ps && (ph.summary_bytes == 0 || ph.summary_bytes == pool_sb) && ph.image_bytes <= cap &&
+           ph.image_bytes + ps > cap && meta_bytes(ph) <= ph.image_bytes;
+}
+
+// Entry e of an image whose head passed head_ok. A zero page is exactly what
+// pack_block writes (flag kPageZero alone, offset and length 0: a zero entry
+// that also says coded, or names bytes, is damage, not zeros); any other is a
+// codec record (kPageCoded) or a page in clear, 8-byte aligned, past the
+// summary slots, inside image_bytes, with no flag but kPageCoded and
+// kPageSummary.
+bool entry_ok(const PackEntry &e, const PackHead &ph) {
+    if (e.flags & kPageZero) return e.flags == kPageZero && e.off == 0 && e.len == 0;
+    if (e.flags & ~(kPageCoded | kPageSummary)) return false;
+    if (e.off % 8 || e.off < meta_bytes(ph) || e.off > ph.image_bytes || e.len > ph.image_bytes - e.off) return false;
+    if (e.flags & kPageCoded) return e.len >= codec::kHeaderSize && e.len <= codec::max_record_size(ph.page_size);
+    return e.len == ph.page_size;
+}
+
+}  // namespace
+
+bool Pool::pack_head(const BlockView &v, PackHead *ph) const {
+    if (!v.packed || v.cold()) return false;
     const size_t cap = size_t(v.packed) << page_shift_;
-    const size_t at = sizeof(PackHead) + size_t(i) * sizeof(PackEntry);
-    if (at + sizeof(PackEntry) > cap) return false;
-    pool_copy(e, page_data(v.first_page) + at, sizeof *e);
-    if (e->flags & kPageZero) return e->len == 0;
-    if (e->off % 8 || e->off < dir_bytes(v.npages) || e->off > cap || e->len > cap - e->off) return false;
-    if (e->flags & kPageCoded) return e->len >= codec::kHeaderSize && e->len <= codec::max_record_size(page_size_);
-    return e->len == page_size_;
+    pool_copy(ph, page_data(v.first_page), sizeof *ph);  // cap >= one page > sizeof *ph
+    return head_ok(*ph, v.rec->handle.load(std::memory_order_acquire), v.npages, v.bytes, cap, page_size_, summary_bytes_);
+}
+
+bool Pool::pack_entry(const BlockView &v, uint32_t i, PackEntry *e) const {
+    PackHead ph;
+    if (i >= v.npages || !pack_head(v, &ph)) return false;
+    pool_copy(e, page_data(v.first_page) + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof *e);
+    return entry_ok(*e, ph);  // head_ok: the directory lies inside the image
 }
 
 // ---------------------------------------------------------------- pack
@@ -219,8 +259,7 @@ void Pool::pack_block(uint64_t handle) {
         pe.seq.store(q + 2, std::memory_order_release);
     }
     const uint64_t old_first = v.first_page;
-    commit_placement_locked(r, slot_of(handle), first, P);
-    r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: the block is its image now
+    commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
     for (uint32_t i = 0; i < np; i++) {
         const uint64_t p = old_first + i;
         PageEntry &pe = pages()[p];
@@ -259,9 +298,8 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         std::vector<uint32_t> crcs(np), flags(np);
         std::vector<unsigned char> sums(size_t(np) * sbytes);
         const unsigned char *src = page_data(v->first_page);
-        PackHead ph;
-        pool_copy(&ph, src, sizeof ph);
-        int bad = -1;
+        PackHead ph{};
+        int bad = pack_head(*v, &ph) ? -1 : 0;
         for (uint32_t i = 0; i < np && bad < 0; i++) {
             PackEntry e;
             unsigned char *d = img + size_t(i) * ps;
@@ -350,8 +388,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             seqs[i] = q + 2;
         }
         const uint64_t old_first = v->first_page;
-        commit_placement_locked(r, slot, first, 0);
-        r.tier_seq.fetch_add(2, std::memory_order_seq_cst);  // readers: page per page again
+        commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
         // The image's pages go free. Nobody locks them but a writer with a
         // stale view, for a moment (it backs off on the moved tier_seq).
         for (uint64_t j = 0; j < P; j++) {
@@ -515,8 +552,7 @@ void Pool::check_packed(const BlockRecord &r, uint64_t hd, CheckReport *rep) con
     PackHead ph;
     std::memcpy(&ph, img.data(), sizeof ph);
     const size_t sb = ph.summary_bytes;
-    if (cap < dir_bytes(np) || ph.magic != kPackMagic || ph.npages != np || ph.handle != hd || ph.bytes != r.bytes ||
-        ph.page_size != ps || (sb && sb != summary_bytes_) || ph.image_bytes > cap || ph.image_bytes + ps <= cap) {
+    if (!head_ok(ph, hd, np, r.bytes, cap, uint32_t(ps), summary_bytes_)) {
         problem("block 0x%" PRIx64 ": its packed image header does not match the block (pool pages %" PRIu64 "..%" PRIu64 ")",
                 hd, r.first_page, r.first_page + P - 1);
         return;
@@ -529,13 +565,12 @@ void Pool::check_packed(const BlockRecord &r, uint64_t hd, CheckReport *rep) con
         return;
     }
     std::memcpy(img.data(), &ph, sizeof ph);
-    size_t end = dir_bytes(np) + size_t(np) * sb;
+    size_t end = meta_bytes(ph);  // beyond entry_ok: records in page order, none overlapping
     for (uint32_t i = 0; i < np; i++) {
         PackEntry e;
         std::memcpy(&e, img.data() + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof e);
         const bool zero = e.flags & kPageZero;
-        if ((zero && e.len) || (!zero && (e.off % 8 || e.off < end || e.off > ph.image_bytes || e.len > ph.image_bytes - e.off ||
-                                          ((e.flags & kPageCoded) ? e.len < codec::kHeaderSize : e.len != ps)))) {
+        if (!entry_ok(e, ph) || (!zero && e.off < end)) {
             problem("block 0x%" PRIx64 " page %u: its packed directory entry is out of bounds", hd, i);
             continue;
         }

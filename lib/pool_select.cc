@@ -98,10 +98,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
         uint32_t psb = 0;
         if (b.v.packed && summaries_) {
             PackHead ph;
-            SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(&ph, page_data(b.v.first_page), sizeof ph);
-            SEQLOCK_IGNORE_END();
-            if (ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
+            if (pack_head(b.v, &ph) && ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
         }
         for (uint32_t i = 0; i < b.v.npages; i++) {
             const uint64_t off = uint64_t(i) * page_size_;

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pool_image fuzz_uri_config fuzz_codec_decode fuzz_codec_roundtrip)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pool_image fuzz_uri_config fuzz_codec_decode fuzz_codec_roundtrip fuzz_trace_reader)
 need=()
 for p in clang libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
