@@ -76,7 +76,7 @@ dups=$(sort "$work/lib.txt" "$work/dev.txt" "$work/tools.txt" | uniq -d)
 # Unpack all three into a scratch root, as dpkg would under /.
 root=$work/root
 for d in "$lib" "$dev" "$tools"; do dpkg-deb -x "$d" "$root"; done
-for f in "usr/lib/libspeckv.so.$version" usr/bin/speckv; do
+for f in "usr/lib/libspeckv.so.$version" usr/bin/speckv usr/lib/libspeckv.a; do
     if readelf -S --wide "$root/$f" | grep -q '\.debug_info'; then fail "$f carries debug info"; fi
 done
 if grep -rq speckv_cli "$root/usr/lib/cmake/speckv"; then fail "the CMake package exports the CLI"; fi
