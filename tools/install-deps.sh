@@ -8,6 +8,8 @@ pkgs=(
   go-md2man                         # man pages speckv(1), speckv(3)
   verilator iverilog yosys          # fpga/: RTL simulation and synthesis checks
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
+  python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
+  dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
 )
 missing=()
 for p in "${pkgs[@]}"; do

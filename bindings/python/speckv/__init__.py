@@ -25,8 +25,8 @@ L4 cold tier (docs/tiers.md section 9): open the pool with config
 cfg.set("cold.path", "/nvme/engine.l4"); pool.demote(h) moves a block to that
 file now, its next access brings it back (stats l4_blocks, l4_demotions, ...).
 
-The library is loaded at run time from $SPECKV_LIB or the soname
-libspeckv.so.0; one of another major version is refused (VersionError, code
+The library is loaded at run time from $SPECKV_LIB, else the soname
+libspeckv.so.0, else ctypes.util.find_library("speckv"); one of another major version is refused (VersionError, code
 SPECKV_EVERSION) with a message naming both versions. Every failure raises a
 SpeckvError subclass carrying .code (the negative SPECKV_E* status) and
 .message (the library's detail). A Pool may be used from several threads.
@@ -36,6 +36,7 @@ import array
 import collections
 import contextlib
 import ctypes
+import ctypes.util
 import json
 import math
 import operator
@@ -275,19 +276,37 @@ def check_version(library):
             "load")
 
 
+def _open_library(path):
+    """(path, CDLL): an explicit path or $SPECKV_LIB is the only candidate;
+    otherwise the soname (the loader's own search: ld.so.cache, the system
+    directories, LD_LIBRARY_PATH), then ctypes.util.find_library("speckv")
+    (on Linux a soname from ldconfig, gcc or ld: useful where it names
+    another file than libspeckv.so.0; a wrong major is then refused)."""
+    explicit = path or os.environ.get("SPECKV_LIB")
+    candidates = [explicit] if explicit else [DEFAULT_LIBRARY]
+    if not explicit:
+        found = ctypes.util.find_library("speckv")
+        if found and found != DEFAULT_LIBRARY:
+            candidates.append(found)
+    errors = []
+    for c in candidates:
+        try:
+            return c, ctypes.CDLL(c)
+        except OSError as e:
+            errors.append(str(e))
+    hint = "" if explicit else " (install libspeckv0 or set SPECKV_LIB to the library's path)"
+    raise NotFoundError(-4, "cannot load libspeckv: %s%s" % ("; ".join(errors), hint), "load")
+
+
 def load(path=None):
     """Loads libspeckv once per process (path, else $SPECKV_LIB, else the
-    soname) and returns the ctypes.CDLL. Raises NotFoundError if it cannot be
+    soname, else ctypes.util.find_library("speckv")) and returns the ctypes.CDLL. Raises NotFoundError if it cannot be
     opened, VersionError if its major version differs."""
     global _lib
     with _lock:
         if _lib is not None:
             return _lib
-        path = path or os.environ.get("SPECKV_LIB") or DEFAULT_LIBRARY
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError as e:
-            raise NotFoundError(-4, "cannot load libspeckv: %s" % e, "load") from None
+        path, lib = _open_library(path)
         vn = getattr(lib, "speckv_version_number", None)
         if vn is None:
             raise NotSupportedError(-15, "%s lacks speckv_version_number" % path, "load")
