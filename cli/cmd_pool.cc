@@ -105,7 +105,9 @@ void print_info(const speckv::PoolInfo &i, bool json, bool nl) { print_info_wher
 
 std::string damaged_text(uint64_t packed_damaged) {
     return std::to_string(packed_damaged) + " packed block" + (packed_damaged == 1 ? "" : "s") +
-           " with a damaged image (head or directory), left out of the figures above: run `speckv pool check`";
+           " with a damaged image (head or directory)" +
+           (g_opt.json ? std::string(": the pool's figures would be incomplete") : std::string(", left out of the figures above")) +
+           ": run `speckv pool check`";
 }
 
 namespace {
@@ -303,6 +305,10 @@ void register_pool_commands(CLI::App &app) {
             w.numa = true;
             w.node = u.node;
             if (speckv::numa_placement(p->image(), p->image_size(), u.node, &w.pages) != SPECKV_OK) w.numa = false;
+        }
+        if (i.packed_damaged && g_opt.json) {  // --json: one object, the error (figures incomplete)
+            error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
+            return void(g_exit = 1);
         }
         print_info_where(i, g_opt.json, &w);
         if (i.packed_damaged) {

@@ -82,6 +82,10 @@ void register_pool_stats_command(CLI::App &pool) {
         speckv::PoolInfo i;
         p->info(&i);
         if (i.packed_damaged) g_exit = 1;  // told after the figures
+        if (json && i.packed_damaged) {     // --json: one object, the error (figures incomplete)
+            error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
+            return;
+        }
         uint64_t total[kTierCounters] = {};
         for (uint32_t t = 0; t < kTcSummed; t++) total[t] = i.tier_detached[t];
         for (const auto &a : i.attach)
@@ -104,7 +108,6 @@ void register_pool_stats_command(CLI::App &pool) {
             std::printf("},\"total\":{");
             json_counters(total, false);
             std::printf("}}\n");
-            if (i.packed_damaged) error(damaged_text(i.packed_damaged), SPECKV_ECORRUPT);
             return;
         }
         std::printf("pool %s: %" PRIu64 " of %" PRIu64 " pages used, %" PRIu64

@@ -56,7 +56,7 @@ static int errno_status(int e) {
 }
 
 int Mapping::open_file(const std::string &path, bool writable, Mapping *out, const FileAccess &access) {
-    int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | secure_open_flags());
+    int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | secure_open_flags(path));
     if (fd < 0) return open_failure(errno, path, "pool file");
     if (int rc = check_open_file(fd, path, access, "pool file", SPECKV_ENOTPOOL); rc != SPECKV_OK) {
         close(fd);
@@ -95,7 +95,7 @@ int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(
     // What creators killed before they published left behind (their pid is gone).
     stale_temp_files(path, /*sweep=*/true);
     std::string tmp = path + ".tmp." + std::to_string(getpid());
-    int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | secure_open_flags(), access.mode & 0777);
+    int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | secure_open_flags(tmp), access.mode & 0777);
     if (fd < 0) {
         int e = errno;
         return fail(errno_status(e), "cannot create pool file '%s': %s", tmp.c_str(), strerror(e));

@@ -163,7 +163,7 @@ int ColdTier::init(const ColdTierOptions &opt) {
     if (int rc = check_directory(directory_of(opt.path), "L4 file"); rc != SPECKV_OK) return rc;
     // Created with O_EXCL (then given exactly opt.access.mode), else opened
     // as it is; never through a symbolic link, and only a file of ours.
-    int flags = O_RDWR | secure_open_flags();
+    int flags = O_RDWR | secure_open_flags(opt.path);
     bool created = false;
     auto open_it = [&](int extra) {
         int fd = -1;

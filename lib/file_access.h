@@ -42,8 +42,10 @@ std::string directory_of(const std::string &path);
 // it and how to opt in); its directory as check_directory says.
 int check_open_file(int fd, const std::string &path, const FileAccess &a, const char *what, int not_regular);
 
-// open(2) flags every speckv file open adds: O_NOFOLLOW | O_CLOEXEC.
-int secure_open_flags();
+// open(2) flags every speckv file open adds: O_NOFOLLOW | O_CLOEXEC; for
+// /proc/self/fd/N (a file this process opened itself, so nothing another user
+// could plant) O_CLOEXEC alone, since that path is a link by construction.
+int secure_open_flags(const std::string &path);
 // A failed open's errno as a SPECKV_* code and message (ELOOP: a symbolic
 // link, which speckv does not follow).
 int open_failure(int e, const std::string &path, const char *what);

@@ -16,7 +16,8 @@ norm() {
         -e 's/"pid":[0-9]*/"pid":PID/g; s/"attach_id":[0-9]*/"attach_id":N/g' \
         -e "s#/dev/shm/speckv-cli-test-[0-9]*#XDG#g" \
         -e "s/block 0x[0-9a-f]*/block HANDLE/g" \
-        -e "s/\.tmp\.[0-9]*/.tmp.PID/g"
+        -e "s/\.tmp\.[0-9]*/.tmp.PID/g" \
+        -e "s/stored [0-9a-f]\{8\}, computed [0-9a-f]\{8\}/stored CRC, computed CRC/g"
 }
 
 # case NAME EXPECTED_RC ARGS...

@@ -266,7 +266,7 @@ TEST_CASE("bad named numa: URIs are refused by the parser and create nothing") {
     CHECK(speckv_pool_open("numa:0?size=8M&name=", nullptr, &p) == SPECKV_EURI);
     CHECK(err().find("name= is empty") != std::string::npos);
     CHECK(speckv_pool_open("numa:0?size=8M&name=ok&color=red", nullptr, &p) == SPECKV_EURI);
-    CHECK(err().find("unknown URI parameter 'color' (known: size, page_size, max_blocks, create, policy, name)") !=
+    CHECK(err().find("unknown URI parameter 'color' (known: size, page_size, max_blocks, create, owner, group, mode, policy, name)") !=
           std::string::npos);
     CHECK(speckv_pool_open("numa:0?size=8M&name=x&name=y", nullptr, &p) == SPECKV_EURI);
     CHECK(err().find("'name' given twice") != std::string::npos);
