@@ -2,9 +2,9 @@
 # Metrics where operators look (issue 19 §4): `speckv pool stats --format
 # prometheus` and `speckv exporter`, scraped over loopback HTTP with curl and
 # checked with `promtool check metrics` (Debian package prometheus).
-# Usage: run.sh SPECKV_BINARY WORK_DIR. Exit 77 (skipped) without curl or promtool.
+# Usage: run.sh SPECKV_BINARY LIBSPECKV_SO WORK_DIR. Exit 77 (skipped) without curl or promtool.
 set -u
-bin=$(realpath "$1") work=$(realpath -m "$2")
+bin=$(realpath "$1") lib=$(realpath "$2") work=$(realpath -m "$3")
 for t in curl promtool; do
     command -v "$t" >/dev/null || { echo "SKIP: $t not installed (tools/install-deps.sh installs it)"; exit 77; }
 done
@@ -34,6 +34,23 @@ grep -q "^speckv_pool_up{pool=\"$A\"} 1$" "$work/stats.prom" && ok "stats: speck
 grep -q '^# TYPE speckv_reads_total counter$' "$work/stats.prom" && ok "stats: TYPE line" || bad "stats: TYPE line"
 if "$bin" pool stats --format prometheus "file:$work/none.pool" >/dev/null 2>"$work/none.err"; then bad "stats of a missing pool fails"
 else ok "stats of a missing pool fails: $(cat "$work/none.err")"; fi
+
+# A process attached now: its counters carry process="<pid>" and attach_id.
+python3 - "$lib" "$A" "$bin" "$work/attached.prom" <<'PY' || bad "stats with a process attached"
+import ctypes, os, subprocess, sys
+lib = ctypes.CDLL(sys.argv[1])
+pool = ctypes.c_void_p()
+assert lib.speckv_pool_open(sys.argv[2].encode(), None, ctypes.byref(pool)) == 0
+buf = ctypes.create_string_buffer(1 << 16)
+assert lib.speckv_stats_json(pool, buf, len(buf), None) == 0  # publishes this process's counters
+with open(sys.argv[4], "w") as f:
+    subprocess.run([sys.argv[3], "pool", "stats", "--format", "prometheus", sys.argv[2]], stdout=f, check=True)
+print(os.getpid())
+lib.speckv_pool_close(pool)
+PY
+lint attached "$work/attached.prom"
+grep -q "^speckv_process_alive{pool=\"$A\",process=\"[0-9]*\",attach_id=\"[0-9]*\"} 1$" "$work/attached.prom" &&
+    ok "stats: the attached process has its own series" || bad "stats: the attached process has its own series"
 
 # 2. The exporter, on a free loopback port (port 0: it prints the one it got).
 "$bin" exporter --listen 127.0.0.1:0 "$A" "$B" >"$work/exporter.out" 2>"$work/exporter.err" &
