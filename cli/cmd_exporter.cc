@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -55,6 +56,11 @@ void register_exporter_command(CLI::App &app) {
             return void(g_exit = 2);
         }
         for (auto &u : uris) u = pool_uri(u);
+        // A pool named twice would repeat its series (invalid exposition): once each.
+        std::vector<std::string> once;
+        for (const auto &u : uris)
+            if (std::find(once.begin(), once.end(), u) == once.end()) once.push_back(u);
+        uris.swap(once);
         // Every pool must be readable now: a typo is an error, not a pool
         // that is down (later, a pool that cannot be read is speckv_pool_up 0).
         std::vector<PoolError> errors;

@@ -53,7 +53,7 @@ grep -q "^speckv_process_alive{pool=\"$A\",process=\"[0-9]*\",attach_id=\"[0-9]*
     ok "stats: the attached process has its own series" || bad "stats: the attached process has its own series"
 
 # 2. The exporter, on a free loopback port (port 0: it prints the one it got).
-"$bin" exporter --listen 127.0.0.1:0 "$A" "$B" >"$work/exporter.out" 2>"$work/exporter.err" &
+"$bin" exporter --listen 127.0.0.1:0 "$A" "$B" "$A" >"$work/exporter.out" 2>"$work/exporter.err" &
 pid=$!
 trap 'kill $pid 2>/dev/null' EXIT
 url=
