@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "prometheus.h"
 #include "pool.h"
 #include "pool_format.h"
 
@@ -71,8 +72,21 @@ void register_pool_stats_command(CLI::App &pool) {
     static std::string uri;
     st->add_option("URI", uri, "file:/path or a plain path, file:NAME, dax:/dev/daxX.Y or numa:N?name=NAME")->required();
     add_json(st);
+    static std::string format = "text";
+    st->add_option("--format", format, "text, or prometheus (the text exposition format; names: README \"Metrics\")")
+        ->check(CLI::IsMember({"text", "prometheus"}));
     st->callback([] {
         uri = pool_uri(uri);
+        if (format == "prometheus") {
+            std::vector<PoolError> errors;
+            std::string text = prometheus_text({uri}, &errors);
+            if (!errors.empty()) {
+                error(errors.front().message, errors.front().code);
+                return void(g_exit = 1);
+            }
+            std::fputs(text.c_str(), stdout);
+            return;
+        }
         const bool json = g_opt.json;
         std::unique_ptr<speckv::Pool> p;
         if (int rc = speckv::Pool::open_readonly_uri(uri, &p); rc != SPECKV_OK) {

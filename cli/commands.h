@@ -41,6 +41,8 @@ void register_demo_command(CLI::App &app);
 void register_codec_commands(CLI::App &app);
 void register_devices_command(CLI::App &app);
 void register_trace_command(CLI::App &app);
+// `exporter` (cmd_exporter.cc): the pools' counters over HTTP for Prometheus.
+void register_exporter_command(CLI::App &app);
 
 // Reports a failure: "speckv: error: <msg>" on stderr, or with --json the
 // object {"error": {"code", "name", "message"}} that main() prints on stdout

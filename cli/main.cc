@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
     register_codec_commands(app);
     register_devices_command(app);
     register_trace_command(app);
+    register_exporter_command(app);
     // After the verbs: CLI11 gives a subcommand the footer its parent has when it is added.
     app.footer("Every verb takes --json (results and errors as JSON on stdout) and --help.\n"
                "Pool URIs: file:/path (or a plain path), file:NAME, dax:/dev/daxX.Y, numa:N?name=NAME.\n"

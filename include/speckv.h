@@ -152,8 +152,10 @@ SPECKV_API int speckv_config_load_toml(speckv_config *cfg, const char *path);
 /* As speckv_config_load_toml, from `len` bytes of text in memory. Since 0.1.0. */
 SPECKV_API int speckv_config_load_toml_string(speckv_config *cfg, const char *text, size_t len);
 
-/* Routes the log of pools opened with this config to `fn` (NULL = silent,
- * the default). Messages above the level of key "log.level" are dropped.
+/* Routes the log of pools opened with this config to `fn` (NULL, the
+ * default: silent, or stderr when the environment variable SPECKV_LOG is
+ * "stderr" or "stderr:error|warn|info|debug", read at each message).
+ * Messages above the level of key "log.level" are dropped.
  * The pool keeps `fn` and `user` (not the config): they must stay valid until
  * speckv_pool_close of every pool opened with them returns; after that it
  * never calls them. Returns SPECKV_OK, SPECKV_EINVAL (cfg NULL). Since 0.1.0. */

@@ -22,6 +22,7 @@
 #include "codec.h"
 #include "crc32c.h"
 #include "flush.h"
+#include "log_env.h"
 #include "nmp.h"
 #include "status.h"
 #include "uri.h"
@@ -483,13 +484,16 @@ int Pool::close() {
 }
 
 void Pool::log(int level, const char *fmtstr, ...) const {
-    if (!cfg_.log_fn || level > log_level_) return;
+    speckv_log_fn fn = cfg_.log_fn;
+    int max = log_level_;
+    if (!fn && !env_log(&fn, &max)) return;  // no callback: SPECKV_LOG=stderr[:LEVEL] (lib/log_env.h)
+    if (level > max) return;
     char buf[768];
     va_list ap;
     va_start(ap, fmtstr);
     std::vsnprintf(buf, sizeof buf, fmtstr, ap);
     va_end(ap);
-    cfg_.log_fn(cfg_.log_user, level, buf);
+    fn(cfg_.log_fn ? cfg_.log_user : nullptr, level, buf);
 }
 
 // ------------------------------------------------------- lock and recovery

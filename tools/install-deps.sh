@@ -6,6 +6,8 @@ pkgs=(
   liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev doctest-dev
   go-md2man                         # man pages speckv(1), speckv(3)
+  libcpp-httplib-dev                # speckv exporter: the HTTP server
+  prometheus curl                   # tests: promtool check metrics, scraping the exporter
   verilator iverilog yosys          # fpga/: RTL simulation and synthesis checks
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline

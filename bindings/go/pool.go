@@ -156,7 +156,8 @@ func (s Stats) CodecRatio() float64 { return ratio(s.CodecRawBytes, s.CodecStore
 // Not safe for concurrent use. Close it when done; a pool opened with it
 // keeps its own copy.
 type Config struct {
-	c *C.skv_config
+	c   *C.skv_config
+	log *logSink // SetLog's sink, if any
 }
 
 // NewConfig returns a config holding the defaults.
@@ -177,6 +178,10 @@ func (c *Config) Close() error {
 	if c != nil && c.c != nil {
 		C.skv_config_free(c.c)
 		c.c = nil
+		if c.log != nil {
+			c.log.release()
+			c.log = nil
+		}
 	}
 	return nil
 }
@@ -260,8 +265,9 @@ func ConfigBounds(key string) (min, max, dflt int64, err error) {
 // flight (speckv.h forbids closing concurrently with other calls) and makes
 // later calls return ErrClosed.
 type Pool struct {
-	mu sync.RWMutex
-	p  *C.skv_pool
+	mu  sync.RWMutex
+	p   *C.skv_pool
+	log *logSink // the config's log sink, held until Close
 }
 
 // Open opens (attaching or creating) a pool with the default settings, e.g.
@@ -287,7 +293,12 @@ func OpenConfig(uri string, cfg *Config) (*Pool, error) {
 	if err := check("pool_open", C.skv_pool_open(u, cc, &p, msg.ptr()), &msg); err != nil {
 		return nil, err
 	}
-	return &Pool{p: p}, nil
+	pool := &Pool{p: p}
+	if cfg != nil && cfg.log != nil {
+		cfg.log.retain()
+		pool.log = cfg.log
+	}
+	return pool, nil
 }
 
 // Close detaches from the pool. Calling it again returns nil.
@@ -300,6 +311,10 @@ func (p *Pool) Close() error {
 	var msg msgBuf
 	err := check("pool_close", C.skv_pool_close(p.p, msg.ptr()), &msg)
 	p.p = nil
+	if p.log != nil { // the library calls it no more
+		p.log.release()
+		p.log = nil
+	}
 	return err
 }
 

@@ -30,6 +30,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "speckv tests:", err, "(set SPECKV_LIB to libspeckv.so.0)")
 		os.Exit(1)
 	}
+	if uri := os.Getenv("SPECKV_DIE_ATTACHED"); uri != "" {
+		// Child of TestLogCallback: attach, then exit without Close.
+		if _, err := Open(uri); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

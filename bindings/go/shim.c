@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include "_cgo_export.h"  // skvGoLog (log.go)
+
 static struct {
 	uint32_t (*version_number)(void);
 	const char *(*version_string)(void);
@@ -18,6 +20,7 @@ static struct {
 	int (*config_bounds)(const char *, int64_t *, int64_t *, int64_t *);
 	int (*config_load_toml)(skv_config *, const char *);
 	int (*config_load_toml_string)(skv_config *, const char *, size_t);
+	int (*config_set_log)(skv_config *, void (*)(void *, int, const char *), void *);
 	int (*pool_open)(const char *, const skv_config *, skv_pool **);
 	int (*pool_close)(skv_pool *);
 	int (*alloc)(skv_pool *, uint64_t, int, const skv_hint *, uint64_t *);
@@ -65,6 +68,7 @@ int skv_resolve(char *err) {
 	SYM(version_string); SYM(strerror); SYM(errmsg);
 	SYM(config_new); SYM(config_free); SYM(config_set_int); SYM(config_set_str);
 	SYM(config_get_int); SYM(config_bounds); SYM(config_load_toml); SYM(config_load_toml_string);
+	SYM(config_set_log);
 	SYM(pool_open); SYM(pool_close); SYM(alloc); SYM(free); SYM(write); SYM(access);
 	SYM(block_info); SYM(pin); SYM(unpin); SYM(demote); SYM(prefetch); SYM(translate); SYM(stats); SYM(stats_json);
 	SYM(select); SYM(attend); SYM(merge_partials);
@@ -95,6 +99,14 @@ int skv_config_get_int(skv_config *c, const char *k, int64_t *v, char *m) { retu
 int skv_config_bounds(const char *k, int64_t *lo, int64_t *hi, int64_t *d, char *m) { return skv_done(skv.config_bounds(k, lo, hi, d), m); }
 int skv_config_load_toml(skv_config *c, const char *p, char *m) { return skv_done(skv.config_load_toml(c, p), m); }
 int skv_config_load_toml_string(skv_config *c, const char *t, size_t n, char *m) { return skv_done(skv.config_load_toml_string(c, t, n), m); }
+// The library's log callback: hands the message to the Go sink whose
+// cgo.Handle is `user` (log.go).
+static void skv_log_trampoline(void *user, int level, const char *msg) {
+	skvGoLog((uintptr_t)user, level, (char *)msg);
+}
+int skv_config_set_log(skv_config *c, uintptr_t h, char *m) {
+	return skv_done(skv.config_set_log(c, h ? skv_log_trampoline : NULL, (void *)h), m);
+}
 int skv_pool_open(const char *u, skv_config *c, skv_pool **o, char *m) { return skv_done(skv.pool_open(u, c, o), m); }
 int skv_pool_close(skv_pool *p, char *m) { return skv_done(skv.pool_close(p), m); }
 int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, char *m) { return skv_done(skv.alloc(p, n, dt, h, o), m); }

@@ -75,6 +75,7 @@ int skv_config_get_int(skv_config *c, const char *k, int64_t *v, char *m);
 int skv_config_bounds(const char *k, int64_t *lo, int64_t *hi, int64_t *d, char *m);
 int skv_config_load_toml(skv_config *c, const char *p, char *m);
 int skv_config_load_toml_string(skv_config *c, const char *t, size_t n, char *m);
+int skv_config_set_log(skv_config *c, uintptr_t h, char *m);
 int skv_pool_open(const char *u, skv_config *c, skv_pool **o, char *m);
 int skv_pool_close(skv_pool *p, char *m);
 int skv_alloc(skv_pool *p, uint64_t n, int dt, const skv_hint *h, uint64_t *o, char *m);

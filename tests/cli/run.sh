@@ -135,6 +135,10 @@ case_ json_trace_gen_stdout 2 trace gen --json
 case_ json_trace_gen 0 trace gen --count 5 -o "$work/t.jsonl" --json
 case_ json_trace_presets 0 trace presets --json
 case_ json_trace_presets_usage 2 trace presets --json extra
+case_ json_exporter_bad_listen 2 exporter --listen nowhere "file:$work/j.pool" --json
+case_ json_exporter_missing 1 exporter --listen 127.0.0.1:0 "file:$work/none.pool" --json
+case_ json_stats_prometheus_missing 1 pool stats --format prometheus "file:$work/none.pool" --json
+case_ stats_bad_format 2 pool stats --format xml "file:$work/j.pool"
 # Each --json case printed exactly one JSON object on stdout; a failure's is
 # the error object with the SPECKV_E* name of its code.
 n=$((n + 1))
@@ -207,7 +211,7 @@ if [ -f "$comp" ]; then
     n=$((n + 1))
     top=$(complete_ speckv "") pool=$(complete_ speckv pool "") ins=$(complete_ speckv pool inspect --j)
     tr=$(complete_ speckv trace re)
-    if [ "$top" = "codec demo devices pool trace " ] && [ "$pool" = "check create inspect reset stats " ] &&
+    if [ "$top" = "codec demo devices exporter pool trace " ] && [ "$pool" = "check create inspect reset stats " ] &&
        [ "$ins" = "--json " ] && [ "$tr" = "replay " ]; then
         echo "ok   bash_completion"
     else
@@ -226,7 +230,7 @@ if [ -f "$page" ]; then
     while read -r verb; do
         grep -q "^speckv $verb\$" "$work/speckv.1.txt" || missing="$missing '$verb'"
     done < <("$bin" --list-commands)
-    if [ -z "$missing" ] && [ "$("$bin" --list-commands | wc -l)" = 13 ] && [ ! -s "$work/speckv.1.err" ]; then
+    if [ -z "$missing" ] && [ "$("$bin" --list-commands | wc -l)" = 14 ] && [ ! -s "$work/speckv.1.err" ]; then
         echo "ok   man_page"
     else
         echo "FAIL man_page: no section for$missing"; cat "$work/speckv.1.err"; fails=$((fails + 1))

@@ -49,6 +49,7 @@ __all__ = [
     "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY", "block_hash", "HASH_BYTES", "HASH_NATIVE",
     "HASH_VLLM_CBOR", "Published", "TenantUsage", "HINT_HAS_HASH", "HINT_KEYS", "HINT_VALUES",
     "SelectParams", "PageRef", "Partial", "Selection", "merge_partials",
+    "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
 
 # The version of speckv.h this binding was written against.
@@ -56,6 +57,8 @@ BINDING_VERSION_NUMBER = 100  # 0.1.0
 DEFAULT_LIBRARY = "libspeckv.so.0"
 
 OPAQUE, FP16, BF16, FP32 = 0, 1, 2, 3
+# Log levels (SPECKV_LOG_*), as Config.set_log's callback receives them.
+LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 # Hint flags (SPECKV_HINT_*). HINT_HAS_HASH is set by Hint from content_hash;
 # HINT_KEYS / HINT_VALUES make the block's pages use config codec.key_mode /
 # codec.value_mode instead of codec.mode (docs/codec.md section 17).
@@ -216,6 +219,8 @@ _I = ctypes.c_int
 _U64 = ctypes.c_uint64
 _SZ = ctypes.c_size_t
 _S = ctypes.c_char_p
+# speckv_log_fn: void (*)(void *user, int level, const char *msg).
+_LOG_FN = ctypes.CFUNCTYPE(None, _P, _I, _S)
 _SIGS = {
     "speckv_version_number": (ctypes.c_uint32, []),
     "speckv_version_string": (_S, []),
@@ -228,6 +233,7 @@ _SIGS = {
     "speckv_config_get_int": (_I, [_P, _S, ctypes.POINTER(ctypes.c_int64)]),
     "speckv_config_bounds": (_I, [_S] + [ctypes.POINTER(ctypes.c_int64)] * 3),
     "speckv_config_load_toml": (_I, [_P, _S]),
+    "speckv_config_set_log": (_I, [_P, _LOG_FN, _P]),
     "speckv_config_load_toml_string": (_I, [_P, _S, _SZ]),
     "speckv_pool_open": (_I, [_S, _P, ctypes.POINTER(_P)]),
     "speckv_pool_close": (_I, [_P]),
@@ -681,6 +687,25 @@ class Config:
             rc = self._lib.speckv_config_set_str(self._live(), _enc(key, "key"), _enc(value, "value"))
         _check(self._lib, rc, "config_set")
 
+    def set_log(self, fn):
+        """Routes the log of pools opened with this config to fn(level, message)
+        (level: LOG_ERROR .. LOG_DEBUG, message: str), from any library thread;
+        None: no callback (silent, or stderr under SPECKV_LOG=stderr). Only
+        messages up to key "log.level" (default 1, warnings) are passed. An
+        exception fn raises is dropped. Pools keep the callback until closed."""
+        if fn is None:
+            cb = None
+        else:
+            def cb_(user, level, msg):
+                try:
+                    fn(level, msg.decode("utf-8", "replace"))
+                except BaseException:  # must not unwind into the library
+                    pass
+            cb = _LOG_FN(cb_)
+        _check(self._lib, self._lib.speckv_config_set_log(self._live(), cb if cb is not None else _LOG_FN(), None),
+               "config_set_log")
+        self._log_cb = cb
+
     def get(self, key):
         v = ctypes.c_int64()
         _check(self._lib, self._lib.speckv_config_get_int(self._live(), _enc(key, "key"), ctypes.byref(v)),
@@ -743,6 +768,8 @@ class Pool:
         self._p = None
         p = _P()
         cfg = config._live() if config is not None else None
+        # The library calls the config's log callback until close: keep it alive.
+        self._log_cb = getattr(config, "_log_cb", None)
         _check(self._lib, self._lib.speckv_pool_open(_enc(uri, "uri"), cfg, ctypes.byref(p)), "pool_open")
         self._p = p
         self.uri = uri

@@ -686,3 +686,35 @@ class FilePoolTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LogTest(unittest.TestCase):
+    def test_callback_gets_the_recovery_warning(self):
+        """A process attaches and dies without closing: the next opener's log
+        callback gets the recovery warning (LOG_WARN)."""
+        with tempfile.TemporaryDirectory() as d:
+            uri = "file:" + os.path.join(d, "log.pool") + "?size=8M"
+            speckv.Pool(uri).close()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    keep = speckv.Pool(uri)  # noqa: F841 (unreferenced, it would close itself)
+                finally:
+                    os._exit(0)  # no close: the attach record stays, its process gone
+            os.waitpid(pid, 0)
+            got = []
+            with speckv.Config() as cfg:
+                cfg.set_log(lambda level, msg: got.append((level, msg)))
+                with speckv.Pool(uri, cfg):
+                    pass
+            self.assertTrue(any(level == speckv.LOG_WARN and "recovering pool" in msg for level, msg in got), got)
+
+    def test_none_removes_the_callback(self):
+        got = []
+        with speckv.Config() as cfg:
+            cfg.set_log(lambda level, msg: got.append(msg))
+            cfg.set_log(None)
+            cfg.set("log.level", 3)
+            with speckv.Pool("anon:?size=8M", cfg) as p:
+                p.free(p.alloc(4096))
+        self.assertEqual(got, [])
