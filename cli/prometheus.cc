@@ -2,7 +2,7 @@
 // `speckv pool stats --format prometheus` and `speckv exporter`. Conventions
 // (prometheus.io/docs/practices/naming): the speckv_ prefix, _total on
 // counters, base units (_bytes, _seconds), the pool as a label.
-// Definitions of the counters: DESIGN.md §6, docs/tiers.md, include/speckv.h.
+// Definitions of the counters: docs/design.md §6, docs/tiers.md, include/speckv.h.
 #include "prometheus.h"
 
 #include <charconv>
