@@ -400,8 +400,15 @@ TEST_CASE("packed blocks: a process killed while packing leaves a pool check fin
     }
     std::mt19937 rng(11);
     for (int round = 0; round < 10; round++) {
+        // The child says when its first block is published; the kill comes
+        // 1-21 ms after that, so every round has packed blocks to lose
+        // (killed after a fixed time, a slow start under ASan and load could
+        // leave all 10 rounds without one, and the test without its subject).
+        int ready[2];
+        REQUIRE(pipe(ready) == 0);
         pid_t pid = fork();
         if (pid == 0) {
+            close(ready[0]);
             // Allocate, write whole (packs), publish; every third block is
             // rewritten in part (unpacks) and completed again (packs).
             speckv_config *c = nullptr;
@@ -434,14 +441,22 @@ TEST_CASE("packed blocks: a process killed while packing leaves a pool check fin
                 std::memcpy(hash, &seed, 4);
                 hash[31] = 0x5A;
                 if (speckv_publish(p, b, hash, nullptr) != SPECKV_OK) _exit(6);
+                if (i == 0 && (write(ready[1], "r", 1) != 1 || close(ready[1]) != 0)) _exit(7);
                 if (i % 4 == 3) speckv_free(p, b);  // published: drops our reference, the block stays
             }
         }
-        timespec ts{0, long(1000000 + rng() % 20000000)};
-        nanosleep(&ts, nullptr);
-        kill(pid, SIGKILL);
+        close(ready[1]);
+        char r = 0;
+        const ssize_t got = read(ready[0], &r, 1);  // 0: the child ended before publishing
+        close(ready[0]);
+        if (got == 1) {
+            timespec ts{0, long(1000000 + rng() % 20000000)};
+            nanosleep(&ts, nullptr);
+            kill(pid, SIGKILL);
+        }
         int st = 0;
         REQUIRE(waitpid(pid, &st, 0) == pid);
+        if (got != 1) REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));  // only a full pool ends it
     }
     // Recovery on open; then every published block reads exactly its values.
     speckv_pool *p = open_pool("file:" + path, {{"log.level", "0"}, {"cache.bytes", "0"}});
