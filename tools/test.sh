@@ -29,7 +29,7 @@ run() {  # run PRESET "BUILD TARGETS (empty: all)" [ctest args...]
   [ -z "$skipped" ] || summary+=("$preset skipped:" "$skipped")
 }
 run release ""
-run asan "" -LE 'install|bindings|fpga|readme'
+run asan "" -LE 'install|bindings|fpga|readme|dlopen'
 run tsan "concurrency_tests c_api_test tiers_concurrency_tests"
 echo
 echo "=== summary"
