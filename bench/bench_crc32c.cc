@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "bench_util.h"
 
 namespace {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "nmp.h"
+#include "select/nmp.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 #include "bench_util.h"
 
 namespace {

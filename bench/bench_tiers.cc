@@ -23,11 +23,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cold_tier.h"
+#include "tiers/cold_tier.h"
 #include "speckv.h"
 #include "decode_sim.h"
-#include "tier_buffers.h"
-#include "tlb.h"
+#include "tiers/tier_buffers.h"
+#include "pool/tlb.h"
 #include "bench_util.h"
 
 using namespace speckv;

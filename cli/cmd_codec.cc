@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "commands.h"
 #include "kv_eval.h"
 #include "speckv.h"
-#include "status.h"
-#include "text.h"
+#include "util/status.h"
+#include "util/text.h"
 
 namespace speckv_cli {
 

@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "kv_bank.h"
-#include "text.h"
+#include "util/text.h"
 #include "trace.h"
 
 namespace speckv_cli {

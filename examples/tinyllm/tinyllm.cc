@@ -661,7 +661,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     References refs;
-    // The direct-mapped L1 rounds its frames down to a power of two (lib/page_cache.cc).
+    // The direct-mapped L1 rounds its frames down to a power of two (lib/tiers/page_cache.cc).
     uint64_t l1_frames = page_size ? uint64_t(l1_bytes) / page_size : 0;
     if (!assoc)
         while (l1_frames & (l1_frames - 1)) l1_frames &= l1_frames - 1;

@@ -1,6 +1,6 @@
 // Verilator testbench of the codec RTL (fpga/rtl): every record byte the
 // encoder emits and every page byte the decoder emits is compared with the C++
-// reference (lib/codec_ref.cc), with random valid/ready stalls on all sides;
+// reference (lib/codec/codec_ref.cc), with random valid/ready stalls on all sides;
 // hostile records must be rejected whenever the C++ decoder rejects them.
 // Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice)
 // from the page generator, every other preset in the decoder's records.
@@ -22,7 +22,7 @@
 #include "Vspeckv_codec_top.h"
 #include "verilated.h"
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "pages.h"
 #include "records.h"
 #include "ref.h"

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "codec.h"
-#include "crc32c.h"
+#include "codec/codec.h"
+#include "util/crc32c.h"
 #include "speckv.h"
 
 namespace c = speckv::codec;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "data_dir.h"
 #include "kv_eval.h"
 #include "speckv.h"

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "pool.h"
-#include "pool_format.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 
 namespace {

@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
-#include "backend.h"
-#include "devices.h"
-#include "pool.h"
+#include "backend/backend.h"
+#include "discovery.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "util.h"
 

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <string>
 
-#include "backend.h"
-#include "devices.h"
-#include "pool.h"
+#include "backend/backend.h"
+#include "backend/devices.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "util.h"
 

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <map>
 
-#include "cold_tier.h"
-#include "status.h"
+#include "tiers/cold_tier.h"
+#include "util/status.h"
 #include "util.h"
 
 using namespace speckv;

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "crc32c.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 #include "codec_testutil.h"
 #include "testutil.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 
 namespace {
 

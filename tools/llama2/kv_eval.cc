@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace llama2 {
 

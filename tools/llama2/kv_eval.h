@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "llama2.h"
 
 namespace llama2 {
