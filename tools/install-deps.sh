@@ -17,6 +17,9 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# bindings/llama.cpp: tools/fetch-llama.sh gets llama.cpp from the npm registry (Debian's
+# nodejs + npm, unless an npm is already installed, e.g. NodeSource's nodejs).
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update
