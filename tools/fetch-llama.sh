@@ -82,7 +82,7 @@ grep -q '"tag": "v0.4.0"' "$work/src/package/llama/llama.cpp.info.json" || {
 rm -rf "$dest/llama.cpp" "$dest/include" "$dest/lib"
 git -c advice.detachedHead=false clone -q "$work/src/package/llama/gitRelease.bundle" "$dest/llama.cpp"
 git -C "$dest/llama.cpp" rev-parse HEAD > "$dest/llama.cpp/COMMIT"
-rm -rf "$dest/llama.cpp/.git"   # 160 MB of history nobody here needs
+rm -rf "$dest/llama.cpp/.git"   # its history (34 MB) is not needed here
 mkdir -p "$dest/include" "$dest/lib"
 cp "$dest/llama.cpp/include/"*.h "$dest/llama.cpp/ggml/include/"*.h "$dest/include/"
 cp "$work/bin/package/bins/linux-x64/"lib*.so "$dest/lib/"
