@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests of the llama.cpp adapter (label llama) on stories260K.gguf:
 //   llama_cache_test CASE MODEL.gguf TMPDIR
-// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input
-// (and `child`, run by `identity` as another process). Exit 0 pass, 1 fail.
+// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input,
+// kill SPECKV_CLI (and `child`, `worker`: processes the others start). Exit 0 pass, 1 fail.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -457,6 +459,87 @@ int case_bad_input(const std::string &tmp) {
     return g_fail;
 }
 
+// A worker: iterations of a new prompt (kText1 + its own suffix: new blocks to
+// store) and, every 4th, kText1 itself, whose greedy output must equal the
+// uncached one. Exit 0 if it always did.
+int case_worker(const std::string &pool_path, int id) {
+    llama_context *c = new_ctx();
+    auto prompt = tokenize(kText1);
+    auto base = run(c, nullptr, 0, prompt, nullptr);
+    speckv_pool *p = open_pool(pool_path, false);
+    speckv_llama *a = open_adapter(p, c, params());
+    uint64_t x = 0x9e3779b97f4a7c15ull * (id + 1);
+    for (int it = 0; it < 40; ++it) {
+        std::vector<int32_t> q = prompt;
+        for (int k = 0; k < 64; ++k) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q.push_back((int32_t)(3 + x % 500));
+        }
+        size_t r = 0;
+        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
+        REQUIRE(speckv_llama_restore(a, 0, q.data(), q.size(), &r) == 0);
+        decode(c, 0, q.data() + r, q.size() - r, r);
+        REQUIRE(speckv_llama_store(a, 0, q.data(), q.size(), nullptr) == 0);
+        if (it % 4 == 3 && run(c, a, 1, prompt, nullptr) != base) {
+            std::fprintf(stderr, "worker %d: output differs at iteration %d\n", id, it);
+            return 1;
+        }
+    }
+    speckv_llama_close(a);
+    speckv_pool_close(p);
+    llama_free(c);
+    return 0;
+}
+
+int case_kill(const std::string &tmp, const char *self, const char *cli) {
+    // Two workers on one pool; one is SIGKILLed while storing. The other keeps
+    // serving identical output; afterwards restores are whole and
+    // `speckv pool check` finds the pool clean.
+    const std::string path = tmp + "/kill.pool";
+    auto prompt = tokenize(kText1);
+    llama_context *c = new_ctx();
+    auto base = run(c, nullptr, 0, prompt, nullptr);
+    speckv_pool_close(open_pool(path, true));
+    const int delays_ms[] = {120, 250, 400};
+    for (int round = 0; round < 3; ++round) {
+        pid_t pid[2];
+        for (int w = 0; w < 2; ++w) {
+            pid[w] = fork();
+            REQUIRE(pid[w] >= 0);
+            if (pid[w] == 0) {
+                std::string id = std::to_string(round * 2 + w);
+                execl(self, self, "worker", g_model.c_str(), tmp.c_str(), path.c_str(), id.c_str(), (char *)nullptr);
+                _exit(127);
+            }
+        }
+        usleep(delays_ms[round] * 1000);
+        kill(pid[0], SIGKILL);
+        int st0 = 0, st1 = 0;
+        waitpid(pid[0], &st0, 0);
+        waitpid(pid[1], &st1, 0);
+        std::printf("round %d: killed worker after %d ms (%s); survivor exit %d\n", round, delays_ms[round],
+                    WIFSIGNALED(st0) ? "killed" : "had finished", WIFEXITED(st1) ? WEXITSTATUS(st1) : -1);
+        CHECK(WIFEXITED(st1) && WEXITSTATUS(st1) == 0);
+    }
+    speckv_pool *p = open_pool(path, false);
+    speckv_llama *a = open_adapter(p, c, params());
+    size_t r = 0;
+    auto out = run(c, a, 0, prompt, &r);
+    CHECK(r == expect_restore(prompt.size()));
+    CHECK(out == base);
+    CHECK(stats(a).bad_blocks == 0 && stats(a).fallbacks == 0);
+    std::printf("after the kills: restored %zu, %llu blocks published\n", r,
+                (unsigned long long)pstats(p).blocks_published);
+    speckv_llama_close(a);
+    speckv_pool_close(p);
+    std::string cmd = std::string(cli) + " pool check --quiet file:" + path;
+    int rc = std::system(cmd.c_str());
+    std::printf("%s: exit %d\n", cmd.c_str(), WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    llama_free(c);
+    return g_fail;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -473,6 +556,8 @@ int main(int argc, char **argv) {
         g_fa = true;
         rc = case_child(argv[4]);
     }
+    else if (cs == "worker") rc = case_worker(argv[4], std::atoi(argv[5]));
+    else if (cs == "kill") rc = argc > 4 ? case_kill(tmp, argv[0], argv[4]) : 2;
     else if (cs == "identity") rc = case_identity(tmp, argv[0]);
     else if (cs == "identity_fa") {
         g_fa = true;
