@@ -12,6 +12,7 @@ pkgs=(
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
+  python3-numpy                     # bench/llamacpp/random_gguf.py (gguf-py): the random-weight 1B GGUF
 )
 missing=()
 for p in "${pkgs[@]}"; do
