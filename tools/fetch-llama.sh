@@ -22,6 +22,8 @@ pkg_src="node-llama-cpp@3.21.1"
 sri_src="sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=="
 pkg_bin="@node-llama-cpp/linux-x64@3.21.1"
 sri_bin="sha512-Totj6RTDMGo3FoK2yNUaz/oGmZD0olAqTrRluFUWmu0kW2i9TOzHSW0OWCAiGkzRCVX0WsU2CyUQo/W2NYtdPA=="
+# (bindings/llama.cpp/fetch_integrity_test.sh sets SPECKV_LLAMA_SRI_SRC to a wrong value: the fetch must fail)
+sri_src=${SPECKV_LLAMA_SRI_SRC:-$sri_src}
 stamp="$pkg_src $sri_src $pkg_bin $sri_bin"
 
 if [ -f "$dest/STAMP" ] && [ "$(cat "$dest/STAMP")" = "$stamp" ] && [ -f "$dest/lib/libllama.v0.4.0.so" ]; then
@@ -42,8 +44,8 @@ mkdir -p "$work"
 # sha512 of a file as an npm integrity string.
 sri_of() { node -e 'const c=require("crypto"),f=require("fs");process.stdout.write("sha512-"+c.createHash("sha512").update(f.readFileSync(process.argv[1])).digest("base64"))' "$1"; }
 
-fetch() {  # fetch PKG@VER RECORDED_SRI -> prints the tarball path
-  local spec=$1 want=$2 reg tgz got
+registry_check() {  # registry_check PKG@VER RECORDED_SRI: the registry must list the recorded hash
+  local spec=$1 want=$2 reg
   if ! reg=$(npm view "$spec" dist.integrity 2>"$work/npm.err"); then
     echo "fetch-llama.sh: npm view $spec failed (registry unreachable?):" >&2
     tail -3 "$work/npm.err" >&2
@@ -53,6 +55,9 @@ fetch() {  # fetch PKG@VER RECORDED_SRI -> prints the tarball path
     echo "fetch-llama.sh: $spec: the registry's integrity $reg is not the recorded $want" >&2
     return 1
   fi
+}
+fetch() {  # fetch PKG@VER RECORDED_SRI -> prints the tarball path
+  local spec=$1 want=$2 tgz got
   if ! tgz=$(cd "$work" && npm pack --silent "$spec" 2>"$work/npm.err" | tail -1); then
     echo "fetch-llama.sh: npm pack $spec failed:" >&2
     tail -3 "$work/npm.err" >&2
@@ -66,7 +71,12 @@ fetch() {  # fetch PKG@VER RECORDED_SRI -> prints the tarball path
   echo "$work/$tgz"
 }
 
+# Both registry entries first (cheap), then the downloads.
 rc=0
+registry_check "$pkg_src" "$sri_src" || rc=$?
+[ $rc -eq 0 ] || exit $rc
+registry_check "$pkg_bin" "$sri_bin" || rc=$?
+[ $rc -eq 0 ] || exit $rc
 src_tgz=$(fetch "$pkg_src" "$sri_src") || rc=$?
 [ $rc -eq 0 ] || exit $rc
 bin_tgz=$(fetch "$pkg_bin" "$sri_bin") || rc=$?
