@@ -111,6 +111,10 @@ struct speckv_llama {
     bool known_set = false;
     speckv_llama_stats st{};
     std::string err;
+    // Scratch kept between calls: fresh multi-megabyte buffers cost page
+    // faults on every restore (most of a restore's time on a 1B model).
+    std::vector<std::vector<uint8_t>> blk_bufs;
+    std::vector<uint8_t> state_buf;
 
     int fail(int code, std::string msg) {
         err = std::move(msg);
@@ -281,14 +285,15 @@ int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_
     if (int rc = keys(tokens, want, key)) return rc;
 
     // The blocks of the longest cached prefix, checked.
-    std::vector<std::vector<uint8_t>> blocks;
+    if (blk_bufs.size() < want) blk_bufs.resize(want);
+    size_t nb = 0;
     Layout layout;
     for (size_t b = 0; b < want; ++b) {
         speckv_handle h = 0;
         int rc = speckv_lookup(pool, tenant, &key[b * SPECKV_HASH_BYTES], &h);
         if (rc == SPECKV_ENOENT) break;
         if (rc != SPECKV_OK) return pool_fail("speckv_lookup", rc);
-        std::vector<uint8_t> buf;
+        std::vector<uint8_t> &buf = blk_bufs[b];
         Layout lb;
         bool good = read_block(h, b, &key[b * SPECKV_HASH_BYTES], tokens, buf, lb);
         speckv_free(pool, h);
@@ -302,9 +307,10 @@ int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_
         }
         if (b == 0) layout = lb;
         st.bytes_restored += buf.size();
-        blocks.push_back(std::move(buf));
+        nb = b + 1;
     }
-    if (blocks.empty()) return SPECKV_LLAMA_OK;
+    if (nb == 0) return SPECKV_LLAMA_OK;
+    const auto &blocks = blk_bufs;
 
     // The stream count: from this (empty) sequence's own state.
     size_t esz = llama_state_seq_get_size(ctx, seq_id);
@@ -316,18 +322,18 @@ int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_
     if (esz != 12 + 4ull * n_stream) return fail(SPECKV_LLAMA_EFORMAT, "empty sequence state has an unexpected size");
 
     // Assemble the sequence state of the prefix (docs/llamacpp.md).
-    const size_t nb = blocks.size(), B = block_tokens, N = nb * B;
+    const size_t B = block_tokens, N = nb * B;
     const size_t hdr = sizeof(BlockHeader) + B * 4 + n_layer * sizeof(LayerFmt);
     size_t total = 12 + 4 + N * 12 + 8 + 4ull * (n_stream - 1);
     for (size_t l = 0; l < n_layer; ++l)
         total += 12 + N * layout.k_bytes(l) + (layout.v_trans ? 12 : 12) + N * layout.v_bytes(l);
-    std::vector<uint8_t> s;
     try {
-        s.resize(total);
+        if (state_buf.size() < total) state_buf.resize(total);
     } catch (const std::bad_alloc &) {
         return fail(SPECKV_LLAMA_ENOMEM, "no memory for a " + std::to_string(total) + "-byte state");
     }
-    uint8_t *w = s.data();
+    uint8_t *const s = state_buf.data();
+    uint8_t *w = s;
     auto put = [&](const void *p, size_t len) { std::memcpy(w, p, len); w += len; };
     uint32_t u32;
     int32_t i32;
@@ -370,13 +376,13 @@ int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_
     }
     u32 = 0;
     for (uint32_t k = 1; k < n_stream; ++k) put(&u32, 4);
-    if ((size_t)(w - s.data()) != total) return fail(SPECKV_LLAMA_EFORMAT, "internal: state size mismatch");
+    if ((size_t)(w - s) != total) return fail(SPECKV_LLAMA_EFORMAT, "internal: state size mismatch");
 
-    size_t rd = llama_state_seq_set_data(ctx, s.data(), s.size(), seq_id);
-    if (rd != s.size()) {
+    size_t rd = llama_state_seq_set_data(ctx, s, total, seq_id);
+    if (rd != total) {
         llama_memory_seq_rm(mem, seq_id, -1, -1);
         st.fallbacks++;
-        err = "llama.cpp refused the restored state (read " + std::to_string(rd) + " of " + std::to_string(s.size()) +
+        err = "llama.cpp refused the restored state (read " + std::to_string(rd) + " of " + std::to_string(total) +
               " bytes): recomputing";
         return SPECKV_LLAMA_OK;
     }
