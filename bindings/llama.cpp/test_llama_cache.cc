@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests of the llama.cpp adapter (label llama) on stories260K.gguf:
 //   llama_cache_test CASE MODEL.gguf TMPDIR
-// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input,
+// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input evict,
 // kill SPECKV_CLI (and `child`, `worker`: processes the others start). Exit 0 pass, 1 fail.
 #include <fcntl.h>
 #include <signal.h>
@@ -459,6 +459,52 @@ int case_bad_input(const std::string &tmp) {
     return g_fail;
 }
 
+// A pool too small for every prompt: stores evict the least recently used
+// unreferenced blocks instead of failing; what is still there restores, what
+// was evicted is recomputed; outputs never change.
+int case_evict(const std::string &tmp) {
+    llama_context *c = new_ctx();
+    auto base_prompt = tokenize(kText1);
+    unlink((tmp + "/evict.pool").c_str());
+    speckv_pool *p = nullptr;
+    REQUIRE(speckv_pool_open(("file:" + tmp + "/evict.pool?size=4M").c_str(), nullptr, &p) == 0);
+    speckv_llama *a = open_adapter(p, c, params());
+    std::vector<std::vector<int32_t>> prompts;
+    uint64_t x = 12345;
+    for (int i = 0; i < 60; ++i) {  // 60 prompts x 8 blocks of 10.5 KB: 5 MB > the pool
+        std::vector<int32_t> q;
+        for (int k = 0; k < 129; ++k) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q.push_back((int32_t)(3 + x % 500));
+        }
+        prompts.push_back(q);
+    }
+    auto first_base = run(c, nullptr, 0, prompts[0], nullptr);
+    auto last_base = run(c, nullptr, 0, prompts.back(), nullptr);
+    for (auto &q : prompts) {
+        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
+        decode(c, 0, q.data(), q.size(), 0);
+        int rc = speckv_llama_store(a, 0, q.data(), q.size(), nullptr);
+        if (rc) std::fprintf(stderr, "store: %s\n", speckv_llama_errmsg(a));
+        REQUIRE(rc == 0);
+    }
+    speckv_pool_stats ps = pstats(p);
+    size_t r_last = 0, r_first = 0;
+    CHECK(run(c, a, 0, prompts.back(), &r_last) == last_base);
+    CHECK(run(c, a, 0, prompts[0], &r_first) == first_base);
+    std::printf("4 MB pool, 480 blocks stored: %llu evictions, %llu published now; last prompt restored %zu, "
+                "first %zu\n",
+                (unsigned long long)ps.evictions, (unsigned long long)ps.blocks_published, r_last, r_first);
+    CHECK(ps.evictions > 0);
+    CHECK(r_last == 128);                      // the most recent blocks are there
+    CHECK(r_first < 128);                      // the oldest were evicted (least recently used first)
+    CHECK(stats(a).bad_blocks == 0 && stats(a).fallbacks == 0);
+    speckv_llama_close(a);
+    speckv_pool_close(p);
+    llama_free(c);
+    return g_fail;
+}
+
 // A worker: iterations of a new prompt (kText1 + its own suffix: new blocks to
 // store) and, every 4th, kText1 itself, whose greedy output must equal the
 // uncached one. Exit 0 if it always did.
@@ -559,6 +605,7 @@ int main(int argc, char **argv) {
     else if (cs == "worker") rc = case_worker(argv[4], std::atoi(argv[5]));
     else if (cs == "kill") rc = argc > 4 ? case_kill(tmp, argv[0], argv[4]) : 2;
     else if (cs == "identity") rc = case_identity(tmp, argv[0]);
+    else if (cs == "evict") rc = case_evict(tmp);
     else if (cs == "identity_fa") {
         g_fa = true;
         rc = case_identity(tmp, argv[0]);
