@@ -149,6 +149,21 @@ public:
         thread = std::thread([this] { loop(); });
         return true;
     }
+    // Finishes the requests in flight, then closes the adapter, the pool and the context.
+    void stop() {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            stopping = true;
+        }
+        cv.notify_one();
+        if (thread.joinable()) thread.join();
+        speckv_llama_close(cache);
+        cache = nullptr;
+        if (pool) speckv_pool_close(pool);
+        pool = nullptr;
+        llama_free(ctx);
+        llama_model_free(model);
+    }
     std::future<Result> submit(const std::string &prompt, int max_tokens) {
         auto r = std::make_shared<Request>();
         r->max_tokens = max_tokens;
@@ -251,7 +266,8 @@ private:
                     std::unique_lock<std::mutex> g(mu);
                     bool any = false;
                     for (auto &s : slots) any |= s.busy;
-                    if (!any) cv.wait(g, [this] { return !queue.empty(); });
+                    if (!any) cv.wait(g, [this] { return !queue.empty() || stopping; });
+                    if (!any && stopping && queue.empty()) return;
                     if (queue.empty()) break;
                     r = queue.front();
                     queue.pop_front();
@@ -301,6 +317,7 @@ private:
     std::thread thread;
     uint64_t requests = 0;
     speckv_llama_stats st{};
+    bool stopping = false;
 };
 
 void quiet(ggml_log_level, const char *, void *) {}
@@ -352,13 +369,23 @@ int worker(const Options &o, int id) {
                             "\",\"finish_reason\":\"length\"}]," + usage + "}",
                         "application/json");
     });
+    // SIGTERM/SIGINT (blocked in every thread, inherited from main) stop the server cleanly.
+    std::thread sigs([&svr] {
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        int sig = 0;
+        sigwait(&ss, &sig);
+        svr.stop();
+    });
+    sigs.detach();
     int port = o.port + (o.distinct_ports ? id : 0);
     std::fprintf(stderr, "worker %d (pid %d) on %s:%d\n", id, (int)getpid(), o.host.c_str(), port);
-    if (!svr.listen(o.host.c_str(), port)) {
-        std::fprintf(stderr, "worker %d: cannot listen on %d\n", id, port);
-        return 1;
-    }
-    return 0;
+    bool ok = svr.listen(o.host.c_str(), port);
+    if (!ok) std::fprintf(stderr, "worker %d: cannot listen on %d\n", id, port);
+    e.stop();
+    return ok ? 0 : 1;
 }
 
 }  // namespace
@@ -405,10 +432,7 @@ int main(int argc, char **argv) {
     std::vector<pid_t> kids;
     for (int w = 0; w < o.workers; ++w) {
         pid_t p = fork();
-        if (p == 0) {
-            sigprocmask(SIG_UNBLOCK, &ss, nullptr);
-            _exit(worker(o, w));
-        }
+        if (p == 0) _exit(worker(o, w));  // signals stay blocked: the worker sigwaits
         kids.push_back(p);
     }
     int sig = 0;

@@ -1,12 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# server_test.sh SERVER MODEL.gguf TMPDIR: drives examples/llamacpp's server with curl.
+# server_test.sh SERVER MODEL.gguf TMPDIR SPECKV_CLI: drives examples/llamacpp's server with curl.
 # Two workers on one pool (distinct ports): worker 1 serves from speckv the prompt
 # worker 0 computed; concurrent requests batch together with the same outputs;
 # after a restart the prompt is still served from the pool; outputs always equal
-# those of a server without the cache; a bad request is a 400.
+# those of a server without the cache; a bad request is a 400; stopped workers
+# close the pool cleanly, `speckv pool inspect` shows their published blocks and
+# `speckv pool check` finds it clean.
 set -u
-server=$1 model=$2 tmp=$3
+server=$1 model=$2 tmp=$3 cli=$4
 mkdir -p "$tmp"
 rm -f "$tmp/server.pool"
 pool="file:$tmp/server.pool?size=64M"
@@ -70,4 +72,9 @@ echo "after restart: $r"
 [ "$(echo "$r" | restored)" -gt 0 ] || fail "nothing restored after the restart"
 [ "$(echo "$r" | text)" = "$base2" ] || fail "output after restart differs"
 stop
+"$cli" pool inspect "file:$tmp/server.pool" > "$tmp/inspect.txt" || fail "pool inspect"
+grep -E "^(shared|attached)" "$tmp/inspect.txt"
+grep -qE "^shared +[1-9][0-9]* published blocks" "$tmp/inspect.txt" || fail "no published blocks in the pool"
+grep -qE "^attached +0 processes" "$tmp/inspect.txt" || fail "workers did not detach cleanly"
+"$cli" pool check --quiet "file:$tmp/server.pool" || fail "pool check"
 echo "PASS"
