@@ -12,11 +12,15 @@ pkgs=(
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
+  python3-numpy                     # bench/llamacpp/random_gguf.py (gguf-py): the random-weight 1B GGUF
 )
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# bindings/llama.cpp: tools/fetch-llama.sh gets llama.cpp from the npm registry (Debian's
+# nodejs + npm, unless an npm is already installed, e.g. NodeSource's nodejs).
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update
