@@ -12,6 +12,7 @@ pkgs=(
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
+  libisal-dev                       # bench/bench_crc32c: ISA-L crc32_iscsi beside ours (bench only)
 )
 missing=()
 for p in "${pkgs[@]}"; do
