@@ -6,6 +6,7 @@
 // order of the contenders alternated between repetitions:
 //   memcpy      one process copies pass-bytes from a cold source, block by block
 //   pwrite      one process writes the blocks into a new /dev/shm file
+//               (allocated ahead with posix_fallocate, as a pool file is)
 //   pread       another process reads them back: first pass, then again (warm)
 //   publish     one process alloc + write + publish each block into a new pool
 //   access      another process (fresh attach) lookup + speckv_access copy-out,
@@ -16,6 +17,7 @@
 // adversarial hashes (same first 8 bytes) against random ones.
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +90,7 @@ enum Row : int {
     kAccessFirst,
     kAccessWarm,
     kPin,
+    kAttach,
     kRows
 };
 const char *kRowName[kRows] = {
@@ -99,6 +102,7 @@ const char *kRowName[kRows] = {
     "speckv lookup+access, first pass",
     "speckv lookup+access, warm",
     "speckv lookup+pin+unpin, warm",
+    "speckv attach (pool_open), reader",
 };
 
 // Times `n` operations; op(i) does one. Fills *out.
@@ -175,6 +179,12 @@ void run_file(const Setup &s, size_t bs, Pass *out) {
         fill_source(src, s.src_bytes);
         int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0600);
         if (fd < 0) die_errno("open");
+        // Allocated ahead, as a pool file is (posix_fallocate at creation):
+        // both sides then copy into memory that exists.
+        if (int e = posix_fallocate(fd, 0, off_t(s.pass_bytes)); e != 0) {
+            errno = e;
+            die_errno("posix_fallocate");
+        }
         std::vector<uint64_t> lat;
         timed_pass(n, bs, lat, &out[kPwrite], [&](size_t i) {
             if (pwrite(fd, src + (i * bs) % s.src_bytes, bs, off_t(i * bs)) != ssize_t(bs)) die_errno("pwrite");
@@ -221,7 +231,11 @@ void run_speckv(const Setup &s, size_t bs, uint64_t seed, Pass *out) {
         std::vector<std::array<uint8_t, SPECKV_HASH_BYTES>> hashes(n);
         for (size_t i = 0; i < n; i++) hash_of(seed, i, false, hashes[i].data());
         speckv_pool *p = nullptr;
+        const uint64_t t0 = now_ns();
         if (int rc = speckv_pool_open(uri.c_str(), nullptr, &p); rc) die("pool_open (reader)", rc);
+        const double open_ns = double(now_ns() - t0);
+        // GB/s here: the pass's bytes over the time to attach; p50 = p99 = that time.
+        out[kAttach] = Pass{double(s.pass_bytes) / open_ns, open_ns / 1e3, open_ns / 1e3};
         std::vector<uint64_t> lat;
         for (int k : {kAccessFirst, kAccessWarm})
             timed_pass(n, bs, lat, &out[k], [&](size_t i) {
@@ -245,15 +259,17 @@ void run_speckv(const Setup &s, size_t bs, uint64_t seed, Pass *out) {
 }
 
 // The hash index: publish p50 while filling a pool to `nblocks` blocks of
-// one page each (allocated, never written: the file stays sparse), random
-// hashes against hashes sharing their first 8 bytes.
-void run_index(const Setup &s, size_t nblocks, bool adversarial, Pass *out) {
-    const std::string path = s.dir + "/bench_datapath." + std::to_string(getpid()) + ".index";
-    unlink(path.c_str());
+// one page each (allocated, never written: an anon: pool's untouched pages
+// cost no memory), random hashes against hashes sharing their first 8 bytes.
+void run_index(size_t nblocks, bool adversarial, Pass *result) {
+    // The child reports through a shared page.
+    auto *out = static_cast<Pass *>(mmap(nullptr, sizeof(Pass), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (out == MAP_FAILED) die_errno("mmap");
     in_child([&] {
         const size_t bs = 4096;
         size_t size = nblocks * bs + nblocks * 512 + (size_t(64) << 20);
-        std::string uri = "file:" + path + "?size=" + std::to_string(size) + "&max_blocks=" + std::to_string(nblocks + 64);
+        size = (size + bs - 1) / bs * bs;
+        std::string uri = "anon:?size=" + std::to_string(size) + "&max_blocks=" + std::to_string(nblocks + 64);
         speckv_pool *p = nullptr;
         if (int rc = speckv_pool_open(uri.c_str(), nullptr, &p); rc) die("pool_open (index)", rc);
         std::vector<speckv_handle> hs(nblocks);
@@ -277,7 +293,8 @@ void run_index(const Setup &s, size_t nblocks, bool adversarial, Pass *out) {
         out->gbps = double(t1 - t0) / double(nblocks) / 1e3;  // mean µs per publish over the fill
         speckv_pool_close(p);
     });
-    unlink(path.c_str());
+    *result = *out;
+    munmap(out, sizeof(Pass));
 }
 
 double med(std::vector<double> v) { return bench::median(std::move(v)); }
@@ -304,7 +321,8 @@ std::string cpu_flags() {
 
 int main(int argc, char **argv) {
     Setup s;
-    bool index = false, quick = false;
+    bool index = false, quick = false, copy = true;
+    size_t index_max = 1000000;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> const char * {
@@ -324,9 +342,14 @@ int main(int argc, char **argv) {
             s.dir = next();
         } else if (a == "--index") {
             index = true;
+        } else if (a == "--index-max") {  // the largest index fill (a library with long chains is quadratic)
+            index_max = std::strtoull(next(), nullptr, 0);
+        } else if (a == "--no-copy") {  // the index only
+            copy = false;
         } else {
             std::fprintf(stderr,
-                         "usage: bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--index]\n");
+                         "usage: bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--index "
+                         "[--index-max N] [--no-copy]]\n");
             return 2;
         }
     }
@@ -343,7 +366,7 @@ int main(int argc, char **argv) {
     auto *res = static_cast<Pass *>(
         mmap(nullptr, cells * sizeof(Pass), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (res == MAP_FAILED) die_errno("mmap");
-    for (int r = 0; r < s.repeats; r++)
+    for (int r = 0; r < (copy ? s.repeats : 0); r++)
         for (size_t z = 0; z < sizes.size(); z++) {
             Pass *o = res + (size_t(r) * sizes.size() + z) * kRows;
             // Alternate who goes first.
@@ -357,6 +380,7 @@ int main(int argc, char **argv) {
         }
 
     std::printf("bench_datapath: %s; %s\n", bench::cpu_name().c_str(), cpu_flags().c_str());
+    if (copy) {
     std::printf("%zu MiB per pass, %d repetition(s), medians; GB/s of the pass, p50/p99 us per operation\n\n",
                 s.pass_bytes >> 20, s.repeats);
     std::printf("%-36s", "path");
@@ -393,16 +417,19 @@ int main(int argc, char **argv) {
         for (size_t z = 0; z < sizes.size(); z++) std::printf(" | %15.2fx %14s", g[q.a][z] / g[q.b][z], "");
         std::printf("\n");
     }
+    }
 
     if (index) {
         std::printf("\nhash index: publish while filling a pool (one-page blocks, never written); "
                     "p50/p99 us over the last tenth, mean us over the fill\n");
-        for (size_t nb : {size_t(16000), quick ? size_t(100000) : size_t(1000000)})
+        std::vector<size_t> fills = {std::min<size_t>(16000, index_max)};
+        if (size_t big = std::min(index_max, quick ? size_t(100000) : size_t(1000000)); big > fills[0]) fills.push_back(big);
+        for (size_t nb : fills)
             for (bool adv : {false, true}) {
                 std::vector<double> p50, p99, mean;
                 for (int r = 0; r < (quick ? 1 : 3); r++) {
                     Pass o{};
-                    run_index(s, nb, adv, &o);
+                    run_index(nb, adv, &o);
                     p50.push_back(o.p50);
                     p99.push_back(o.p99);
                     mean.push_back(o.gbps);

@@ -40,6 +40,12 @@ const std::vector<KeySpec> &config_keys() {
         {"cache.associative", 0, 1, 1,
          "L1 frames fully associative (any page in any frame, CLOCK eviction); 0: direct-mapped (no hash probe, "
          "conflict misses, a lock-free write-allocate)"},
+        {"pool.prefault", 0, int64_t(1) << 46, 0,
+         "a file pool up to this size has its page tables populated when attached (no page faults on the first "
+         "pass, a longer attach); 0 = never"},
+        {"cache.admit", 0, 2, 2,
+         "which pages enter the per-process cache: 0 every page written or read, 1 pages read, 2 a page on its "
+         "second touch in this process (a write or a read, then a read)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
         {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug"},
         {"prefetch.enable", 0, 1, 1, "run the prefetcher behind speckv_prefetch (0: hints are only counted)"},

@@ -255,5 +255,6 @@ TEST_CASE("CRC32C: an AVX2-class CPU with VPCLMULQDQ gets the 256-bit folding pa
     if (v256 && !speckv::crc32c_path_available(Crc32cPath::vpclmul))
         CHECK(speckv::crc32c_active_path() == Crc32cPath::vpclmul256);
     if (speckv::crc32c_path_available(Crc32cPath::vpclmul)) CHECK(v256);
-    MESSAGE("vpclmul256 " << (v256 ? "available" : "not available") << " here");
+    const std::string what = v256 ? "available" : "not available";
+    MESSAGE("vpclmul256 " << what << " here");
 }
