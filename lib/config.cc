@@ -45,7 +45,7 @@ const std::vector<KeySpec> &config_keys() {
          "pass, a longer attach); 0 = never"},
         {"cache.admit", 0, 2, 2,
          "which pages enter the per-process cache: 0 every page written or read, 1 pages read, 2 a page on its "
-         "second touch in this process (a write or a read, then a read)"},
+         "second touch in this process (a write or a read miss, then another)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before SPECKV_EBUSY"},
         {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug"},
         {"prefetch.enable", 0, 1, 1, "run the prefetcher behind speckv_prefetch (0: hints are only counted)"},

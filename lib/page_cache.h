@@ -15,9 +15,12 @@
 // so data this process touches once should not pay it.
 //   0  every page written or read by this process (the behaviour before)
 //   1  pages read (a miss), never pages written
-//   2  on the second touch (the default): a write or a read miss only marks
-//      the page in a small table of page numbers; a read miss of a marked page
-//      stores it. A page written then read here enters on that first read.
+//   2  on the second touch (the default): a write or a read miss of an
+//      unmarked page only marks it in a small table of page numbers; a write
+//      or a read miss of a marked page stores it. A page written once is never
+//      copied; a page written then read enters on that read; a page written
+//      again and again (the tail page of a growing KV block, read after each
+//      append) is stored by every write after the first, as before.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -47,8 +50,7 @@ class PageCache {
     // This process wrote the page (version seq): stored or only marked, per
     // the admission policy.
     void put_written(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
-        if (admit_ == 0) put(page, seq, epoch, src);
-        else if (admit_ == 2) mark(page);
+        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) put(page, seq, epoch, src);
     }
     // A read missed the page: whether its verified copy should be put() (the
     // admission policy; a first touch under policy 2 is marked and refused).

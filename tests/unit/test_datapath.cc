@@ -175,6 +175,16 @@ TEST_CASE("admission: pages written once stay out of the cache; the second touch
         CHECK(back == page);
         REQUIRE(speckv_stats(p, &st2) == SPECKV_OK);
         CHECK(st2.cache_hits - st1.cache_hits == 1u);
+        // A page written again (the tail page of a growing block): policies 0
+        // and 2 store the new version at the write, so the read after it hits.
+        REQUIRE(speckv_write(p, h, 0, page.data(), 4096) == SPECKV_OK);
+        speckv_pool_stats st3{}, st4{};
+        st3.struct_size = st4.struct_size = sizeof st3;
+        REQUIRE(speckv_stats(p, &st3) == SPECKV_OK);
+        REQUIRE(speckv_access(p, h, 0, back.data(), 4096, 0) == SPECKV_OK);
+        CHECK(back == page);
+        REQUIRE(speckv_stats(p, &st4) == SPECKV_OK);
+        CHECK(st4.cache_hits - st3.cache_hits == (admit == 1 ? 0u : 1u));
         speckv_pool_close(p);
         // Another process's view: a fresh attach reads a page twice; under
         // policy 2 the first read (first touch here) is not cached, the third is.
