@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The data path across processes (issue 27), through the public C ABI only,
 // beside a plain file in /dev/shm and memcpy, in the same run:
-//   ./build/release/bench/bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--index]
+//   ./build/release/bench/bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D]
+//                                        [--set KEY=VALUE]... [--index [--index-max N] [--no-copy]]
 // Per block size (4 KiB, 64 KiB, 512 KiB, 2 MiB) and repetition, with the
 // order of the contenders alternated between repetitions:
 //   memcpy      one process copies pass-bytes from a cold source, block by block
@@ -124,6 +125,7 @@ void timed_pass(size_t n, size_t bytes_each, std::vector<uint64_t> &lat, Pass *o
 
 struct Setup {
     std::string dir = "/dev/shm";
+    std::vector<std::pair<std::string, std::string>> keys;  // --set KEY=VALUE: config of every speckv process
     size_t pass_bytes = size_t(256) << 20;
     size_t src_bytes = size_t(64) << 20;  // the writers' source arena
     int repeats = 7;
@@ -143,6 +145,15 @@ void in_child(F &&f) {
         std::fprintf(stderr, "bench_datapath: a child failed (status %d)\n", st);
         std::exit(1);
     }
+}
+
+// The config every speckv process of the run opens its pool with.
+speckv_config *config_of(const Setup &s) {
+    speckv_config *c = nullptr;
+    if (int rc = speckv_config_new(&c); rc) die("config_new", rc);
+    for (const auto &[k, v] : s.keys)
+        if (int rc = speckv_config_set_str(c, k.c_str(), v.c_str()); rc) die(k.c_str(), rc);
+    return c;
 }
 
 std::string pool_uri(const std::string &path, size_t pass_bytes, size_t nblocks) {
@@ -216,7 +227,7 @@ void run_speckv(const Setup &s, size_t bs, uint64_t seed, Pass *out) {
         std::vector<std::array<uint8_t, SPECKV_HASH_BYTES>> hashes(n);
         for (size_t i = 0; i < n; i++) hash_of(seed, i, false, hashes[i].data());
         speckv_pool *p = nullptr;
-        if (int rc = speckv_pool_open(uri.c_str(), nullptr, &p); rc) die("pool_open (writer)", rc);
+        if (int rc = speckv_pool_open(uri.c_str(), config_of(s), &p); rc) die("pool_open (writer)", rc);
         std::vector<uint64_t> lat;
         timed_pass(n, bs, lat, &out[kPublish], [&](size_t i) {
             speckv_handle h;
@@ -231,8 +242,9 @@ void run_speckv(const Setup &s, size_t bs, uint64_t seed, Pass *out) {
         std::vector<std::array<uint8_t, SPECKV_HASH_BYTES>> hashes(n);
         for (size_t i = 0; i < n; i++) hash_of(seed, i, false, hashes[i].data());
         speckv_pool *p = nullptr;
+        speckv_config *cfg = config_of(s);
         const uint64_t t0 = now_ns();
-        if (int rc = speckv_pool_open(uri.c_str(), nullptr, &p); rc) die("pool_open (reader)", rc);
+        if (int rc = speckv_pool_open(uri.c_str(), cfg, &p); rc) die("pool_open (reader)", rc);
         const double open_ns = double(now_ns() - t0);
         // GB/s here: the pass's bytes over the time to attach; p50 = p99 = that time.
         out[kAttach] = Pass{double(s.pass_bytes) / open_ns, open_ns / 1e3, open_ns / 1e3};
@@ -340,6 +352,14 @@ int main(int argc, char **argv) {
             s.repeats = std::max(1, std::atoi(next()));
         } else if (a == "--dir") {
             s.dir = next();
+        } else if (a == "--set") {  // KEY=VALUE, repeatable
+            std::string kv = next();
+            size_t eq = kv.find('=');
+            if (eq == std::string::npos) {
+                std::fprintf(stderr, "bench_datapath: --set wants KEY=VALUE, not '%s'\n", kv.c_str());
+                return 2;
+            }
+            s.keys.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
         } else if (a == "--index") {
             index = true;
         } else if (a == "--index-max") {  // the largest index fill (a library with long chains is quadratic)
@@ -348,8 +368,8 @@ int main(int argc, char **argv) {
             copy = false;
         } else {
             std::fprintf(stderr,
-                         "usage: bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--index "
-                         "[--index-max N] [--no-copy]]\n");
+                         "usage: bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--set KEY=VALUE]... "
+                         "[--index [--index-max N] [--no-copy]]\n");
             return 2;
         }
     }
@@ -381,8 +401,11 @@ int main(int argc, char **argv) {
 
     std::printf("bench_datapath: %s; %s\n", bench::cpu_name().c_str(), cpu_flags().c_str());
     if (copy) {
-    std::printf("%zu MiB per pass, %d repetition(s), medians; GB/s of the pass, p50/p99 us per operation\n\n",
+    std::printf("%zu MiB per pass, %d repetition(s), medians; GB/s of the pass, p50/p99 us per operation; config:",
                 s.pass_bytes >> 20, s.repeats);
+    if (s.keys.empty()) std::printf(" defaults");
+    for (const auto &[k, v] : s.keys) std::printf(" %s=%s", k.c_str(), v.c_str());
+    std::printf("\n\n");
     std::printf("%-36s", "path");
     for (size_t bs : sizes) std::printf(" | %6zu KiB: GB/s  p50    p99 ", bs >> 10);
     std::printf("\n");
