@@ -13,6 +13,7 @@ pkgs=(
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
   python3-numpy                     # bench/llamacpp/random_gguf.py (gguf-py): the random-weight 1B GGUF
+  libisal-dev                       # bench/bench_crc32c: ISA-L crc32_iscsi beside ours (bench only)
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -67,6 +67,7 @@ struct Options {
     std::string uri = "anon:?size=64M";
     int batch = 4, steps = 128, requests = 0;
     int64_t l1_bytes = -1, l2_bytes = -1;
+    int64_t admit = -1;       // --cache-admit N: config cache.admit (L1 admission policy)
     bool prefetch = true, pin = false, check = false, json = false, oracle = false;
     std::string codec = "raw";
     std::string cold;         // --cold PATH: the pool's L4 tier file (config cold.path)
@@ -91,6 +92,7 @@ void usage(FILE *f) {
                  "  --requests N    sequences in all (default 2*batch); prompts are reused in turn\n"
                  "  --prompt TEXT   a prompt (repeatable; default: 8 built-in prompts)\n"
                  "  --l1-bytes B    L1 hot buffer, config key cache.bytes\n"
+                 "  --cache-admit N L1 admission policy, config key cache.admit (0, 1, 2)\n"
                  "  --l2-bytes B    L2 prefetch buffer, config key prefetch.l2_bytes\n"
                  "  --no-prefetch   send no speckv_prefetch hints\n"
                  "  --oracle        prefetch.policy = 1: fetch exactly the unit each hint names (the engine's\n"
@@ -177,6 +179,8 @@ int parse(int argc, char **argv, Options *o) {
             o->requests = int(n);
         } else if (a == "--l1-bytes") {
             if (!number(0, INT64_MAX, &o->l1_bytes)) return 2;
+        } else if (a == "--cache-admit") {
+            if (!number(0, 2, &o->admit)) return 2;
         } else if (a == "--l2-bytes") {
             if (!number(0, INT64_MAX, &o->l2_bytes)) return 2;
         } else if (a == "--no-prefetch") {
@@ -535,6 +539,7 @@ int main(int argc, char **argv) {
     if (speckv_config_new(&cfg) != SPECKV_OK) return 1;
     bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
                   (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes)) &&
+                  (o.admit < 0 || set_key(cfg, "cache.admit", o.admit)) &&
                   (!o.oracle || set_key(cfg, "prefetch.policy", 1));
     if (cfg_ok && !o.cold.empty()) {
         int crc = speckv_config_set_str(cfg, "cold.path", o.cold.c_str());

@@ -45,6 +45,14 @@ const std::vector<KeySpec> &config_keys() {
         {"cache.associative", 0, 1, 1,
          "L1 frames fully associative (the tier manager's `HotBuffer`: any page in any frame, CLOCK eviction); 0: "
          "direct-mapped frames (no hash probe; conflict misses) (`docs/tiers.md` §8)"},
+        {"pool.prefault", 0, int64_t(1) << 46, 0,
+         "a `file:` pool up to this size gets its page tables populated at attach (`MADV_POPULATE_WRITE`: no page "
+         "fault per page on the first pass, but the attach pays for every page of the pool, touched or not: "
+         "`bench/README.md` \"Data path\"); 0 = never"},
+        {"cache.admit", 0, 2, 2,
+         "which pages enter the per-process cache: 0 every page written or read, 1 pages read, 2 a page on its "
+         "second touch in this process (a write or a read miss, then another) — data written once, or read once, is "
+         "not copied into it (`lib/tiers/page_cache.h`)"},
         {"lock.timeout_ms", 1, 600000, 5000, "longest wait for the pool lock before `SPECKV_EBUSY`"},
         {"log.level", 0, 3, 1, "0 error, 1 warn, 2 info, 3 debug (to the `speckv_config_set_log` callback)"},
         {"prefetch.enable", 0, 1, 1, "run the prefetch thread behind `speckv_prefetch` (0: hints are only counted)"},

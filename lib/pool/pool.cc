@@ -21,6 +21,8 @@
 
 #include "codec/codec.h"
 #include "util/crc32c.h"
+#include "backend/prefault.h"
+#include "share/index_key.h"
 #include "util/flush.h"
 #include "util/log_env.h"
 #include "select/nmp.h"
@@ -47,6 +49,14 @@ void copy_from_pool(void *dst, const void *src, size_t n) {
     SEQLOCK_IGNORE_BEGIN();
     std::memcpy(dst, src, n);
     SEQLOCK_IGNORE_END();
+}
+
+// Copies n bytes out of the pool and returns the CRC32C of the copy, in one pass.
+uint32_t copy_crc_from_pool(void *dst, const void *src, size_t n) {
+    SEQLOCK_IGNORE_BEGIN();
+    uint32_t c = crc32c_copy(0, dst, src, n);
+    SEQLOCK_IGNORE_END();
+    return c;
 }
 
 uint32_t crc_of_pool(const void *src, size_t n) {
@@ -177,6 +187,15 @@ int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t m
     s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
     s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
     s.created_ns = now_ns();
+    // The hash index's bucket key (issue 27): random, in the first reserved
+    // bytes, announced by a flag (docs/pool-format.md).
+    static_assert(sizeof s.reserved >= kIndexKeyBytes);
+    if (getrandom(s.reserved, kIndexKeyBytes, 0) != static_cast<ssize_t>(kIndexKeyBytes)) {
+        uint64_t t = now_ns(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
+        std::memcpy(s.reserved, s.uuid, kIndexKeyBytes);
+        for (size_t i = 0; i < 8; i++) s.reserved[i] ^= static_cast<uint8_t>(t >> (8 * i));
+    }
+    s.flags |= kSbFlagKeyedIndex;
     // Zero is the initial state of every table. A fresh file or anonymous
     // memory is zero already; a device may hold anything.
     if (!zeroed) std::memset(base, 0, s.data_off);
@@ -374,6 +393,9 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                         : uri.scheme == Scheme::Numa && !uri.named ? "NUMA pool"
                                                      : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
+    // No page-fault storm on the first pass after attaching (issue 27).
+    if (uri.scheme == Scheme::File)
+        prefault_mapping(p->map_.base(), p->map_.size(), p->map_.writable(), static_cast<size_t>(cfg.get("pool.prefault")));
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
     p->log_level_ = static_cast<int>(cfg.get("log.level"));
@@ -392,7 +414,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
     p->select_band_ = float(cfg.get("select.band_milli")) / 1000.0f;
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_,
-                                            cfg.get("cache.associative") != 0);
+                                            cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")));
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {
@@ -1197,6 +1219,7 @@ bool key_equal(const BlockRecord &r, const uint8_t *hash) {
 }  // namespace
 
 uint64_t Pool::bucket_of(uint64_t tenant, const uint8_t *hash) const {
+    if (const Superblock &s = *sb(); s.flags & kSbFlagKeyedIndex) return index_mix(s.reserved, tenant, hash) & bucket_mask_;
     uint64_t k;
     std::memcpy(&k, hash, 8);
     k ^= tenant * 0x9E3779B97F4A7C15ull;
@@ -1383,6 +1406,15 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is already published (a published block is immutable)", handle);
     }
     AttachRecord &me = sh()->attach[attach_slot_];
+    // A bounded chain (issue 27): a bucket already holding kIndexMaxChain
+    // blocks takes no more, so no publish walks a long chain under the lock.
+    auto chain_full = [&] {
+        uint64_t idx = std::atomic_ref<uint64_t>(buckets()[bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
+        uint64_t n = 0;
+        for (; idx && idx <= sb()->max_blocks && n < kIndexMaxChain; n++)
+            idx = blocks()[idx - 1].hash_next.load(std::memory_order_acquire);
+        return n >= kIndexMaxChain;
+    };
     if (uint64_t e = find_published_locked(r.tenant, hash)) {
         BlockRecord &er = blocks()[e - 1];
         uint64_t eh = er.handle.load();
@@ -1399,6 +1431,13 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
                     "tenant %" PRIu64 " already has block 0x%" PRIx64 " published under this hash; block 0x%" PRIx64
                     " stays unpublished",
                     r.tenant, eh, handle);
+    }
+    if (chain_full()) {
+        unlock();
+        return fail(SPECKV_EBUSY,
+                    "the hash index bucket of this hash already holds %" PRIu64 " blocks (its most); block 0x%" PRIx64
+                    " stays unpublished",
+                    kIndexMaxChain, handle);
     }
     // Commit: the state goes first, so a writer that locks a page from now
     // on sees it and backs off; then in-flight writes drain; then the block
@@ -1660,7 +1699,10 @@ restart:
             }
             std::memcpy(d, dec, page_size_);
         }
-        std::memcpy(d + poff, in + done, plen);
+        // A whole page is copied and checksummed in one pass (issue 27).
+        const bool fused = whole;
+        const uint32_t fused_crc = fused ? crc32c_copy(0, d, in + done, plen) : 0;
+        if (!fused) std::memcpy(d + poff, in + done, plen);
         // A write that reaches the end of the page's bytes completes it: the
         // page is then stored coded if its block's preset says so. L1 gets the
         // values a read will return (decoded, not what was written).
@@ -1681,7 +1723,7 @@ restart:
             if ((hf & SPECKV_HINT_KEYS) && summaries_ && select_channels_)
                 summarized = summarize_page_locked(page, l1, logical, r.dtype);
         }
-        pe.crc.store(crc32c(0, d, page_size_), std::memory_order_relaxed);
+        pe.crc.store(fused && !coded ? fused_crc : crc32c(0, d, page_size_), std::memory_order_relaxed);
         // A partial write into a quarantined page keeps the quarantine: the
         // rest of the page still holds the bytes that failed.
         uint32_t nfl = fl & ~(kPageZero | kPageCoded | kPageSummary);
@@ -1689,10 +1731,10 @@ restart:
         if (coded) nfl |= kPageCoded;
         if (summarized) nfl |= kPageSummary;
         pe.flags.store(nfl, std::memory_order_relaxed);
-        // Write-allocate into L1: a KV page just written is read next (the
-        // engine's attention over the row it appended). Done while the page
-        // is still locked, so the copy is exactly version q + 2.
-        if (!(nfl & kPageQuarantined)) cache_->put(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), l1);
+        // Into L1 as the admission policy says (config cache.admit): stored,
+        // or marked so that its first read here stores it. Done while the
+        // page is still locked, so a copy is exactly version q + 2.
+        if (!(nfl & kPageQuarantined)) cache_->put_written(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), l1);
         pe.seq.store(q + 2, std::memory_order_release);
         done += plen;
     }
@@ -1743,11 +1785,11 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             *src = 1;
             return SPECKV_OK;
         }
-        copy_from_pool(buf, page_data(page), page_size_);
+        // Copy and CRC in one pass (issue 27); the CRC is of the copy.
+        uint32_t got = copy_crc_from_pool(buf, page_data(page), page_size_);
         uint32_t stored = pe.crc.load(std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: retry
-        uint32_t got = crc32c(0, buf, page_size_);
         if (got != stored) {
             pe.flags.fetch_or(kPageQuarantined);
             bump(kCrcFail);
@@ -1763,11 +1805,12 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
                 log(SPECKV_LOG_ERROR, "page %" PRIu64 " holds a bad codec record; quarantined", page);
                 return rc;
             }
-            cache_->put(page, s1, epoch, dec);
+            if (cache_->admit_read(page)) cache_->put(page, s1, epoch, dec);
             std::memcpy(dst, dec + poff, plen);
             return SPECKV_OK;
         }
-        cache_->put(page, s1, epoch, buf);
+        // Into L1 only as the admission policy says (config cache.admit).
+        if (cache_->admit_read(page)) cache_->put(page, s1, epoch, buf);
         if (buf != dst) std::memcpy(dst, buf + poff, plen);
         return SPECKV_OK;
     }

@@ -9,9 +9,18 @@
 
 namespace speckv {
 
-PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative) : page_size_(page_size) {
+PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative, int admit)
+    : page_size_(page_size) {
+    admit_ = admit;
     size_t n = bytes / page_size;
     if (n == 0) return;
+    if (admit_ == 2) {  // twice as many marks as frames: a page's mark outlives a cache's worth of other pages
+        size_t g = 4096;
+        while (g < 2 * n) g <<= 1;
+        ghosts_ = std::make_unique<std::atomic<uint64_t>[]>(g);
+        for (size_t i = 0; i < g; i++) ghosts_[i].store(0, std::memory_order_relaxed);
+        ghost_mask_ = g - 1;
+    }
     if (associative && HotBuffer::create(n * page_size, page_size, &hot_) == SPECKV_OK) {
         hot_->count_lookups(false);  // the pool counts L1 hits per thread
         return;

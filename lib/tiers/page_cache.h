@@ -9,6 +9,18 @@
 // frame is a sequence lock, readers copy optimistically and never write
 // shared state, a writer that finds the frame busy skips the insert (a busy
 // frame is a miss, never a wait).
+//
+// Admission (config cache.admit, issue 27): which pages enter the cache at
+// all. A copy into the cache costs as much as the copy the caller asked for,
+// so data this process touches once should not pay it.
+//   0  every page written or read by this process (the behaviour before)
+//   1  pages read (a miss), never pages written
+//   2  on the second touch (the default): a write or a read miss of an
+//      unmarked page only marks it in a small table of page numbers; a write
+//      or a read miss of a marked page stores it. A page written once is never
+//      copied; a page written then read enters on that read; a page written
+//      again and again (the tail page of a growing KV block, read after each
+//      append) is stored by every write after the first, as before.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -23,7 +35,7 @@ namespace speckv {
 
 class PageCache {
   public:
-    PageCache(size_t bytes, uint32_t page_size, bool associative = false);
+    PageCache(size_t bytes, uint32_t page_size, bool associative = false, int admit = 0);
     ~PageCache();
     PageCache(const PageCache &) = delete;
     PageCache &operator=(const PageCache &) = delete;
@@ -33,8 +45,24 @@ class PageCache {
     // Copies bytes [off, off+len) of the page into dst if the frame holds
     // exactly (page, seq, epoch).
     bool get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst);
-    // Stores a verified copy of a whole page.
+    // Stores a verified copy of a whole page (no admission check).
     void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src);
+    // This process wrote the page (version seq): stored or only marked, per
+    // the admission policy.
+    void put_written(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
+        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) put(page, seq, epoch, src);
+    }
+    // A read missed the page: whether its verified copy should be put() (the
+    // admission policy; a first touch under policy 2 is marked and refused).
+    bool admit_read(uint64_t page) {
+        if (!enabled()) return false;
+        if (admit_ != 2) return true;
+        std::atomic<uint64_t> &g = ghosts_[ghost_slot(page)];
+        if (g.load(std::memory_order_relaxed) == page + 1) return true;
+        g.store(page + 1, std::memory_order_relaxed);
+        return false;
+    }
+    int admit() const { return admit_; }
     // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
     bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
         if (hot_) return hot_->contains(page, tag_of(seq, epoch));
@@ -51,6 +79,18 @@ class PageCache {
         std::atomic<uint64_t> page{0}, seq{0}, epoch{0};
     };
     static uint64_t tag_of(uint64_t seq, uint64_t epoch) { return seq ^ (epoch << 44); }
+    size_t ghost_slot(uint64_t page) const {
+        uint64_t h = page * 0x9E3779B97F4A7C15ull;
+        return size_t(h >> 20) & ghost_mask_;
+    }
+    void mark(uint64_t page) {
+        if (ghost_mask_) ghosts_[ghost_slot(page)].store(page + 1, std::memory_order_relaxed);
+    }
+    int admit_ = 0;
+    // Policy 2: page + 1 of a recent touch per slot (0 = none); races between
+    // threads only lose a mark (one more miss later).
+    std::unique_ptr<std::atomic<uint64_t>[]> ghosts_;
+    size_t ghost_mask_ = 0;
     uint32_t page_size_;
     std::unique_ptr<HotBuffer> hot_;  // associative: the frames live here instead
     size_t nframes_ = 0;

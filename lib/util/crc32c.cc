@@ -198,55 +198,163 @@ __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline __m128i fold1
 __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline __m128i load128(const unsigned char *p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
 }
+// The fused copy: every kernel below is a template on C (copy or not). With
+// C, each vector loaded from the source is also stored to the destination
+// before it is folded, so the CRC is of exactly the bytes copied, and the
+// data crosses the memory bus once.
+template <bool C>
+__attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline __m128i ld128(const unsigned char *p,
+                                                                                 unsigned char *d) {
+    __m128i v = load128(p);
+    if constexpr (C) _mm_storeu_si128(reinterpret_cast<__m128i *>(d), v);
+    return v;
+}
 // A folded lane is congruent to 16 message bytes: run them through crc32q
-// from a zero register, then the tail.
+// from a zero register, then the tail (copied first when C: the CRC is then of
+// the destination's bytes).
+template <bool C>
 __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline uint32_t finish(__m128i x,
                                                                                    const unsigned char *p,
-                                                                                   size_t n) {
+                                                                                   unsigned char *d, size_t n) {
     uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
     c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+    if constexpr (C) {
+        std::memcpy(d, p, n);
+        p = d;
+    }
     return ~static_cast<uint32_t>(crc_tail(c, p, n));
 }
 
-
+template <bool C>
 __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline uint32_t pclmul_body(uint32_t crc,
                                                                                         const void *data,
-                                                                                        size_t n) {
+                                                                                        void *dst, size_t n) {
     auto p = static_cast<const unsigned char *>(data);
-    if (n < kClmulMin) return ~static_cast<uint32_t>(crc_tail(~crc & 0xFFFFFFFFu, p, n));
+    auto d = static_cast<unsigned char *>(dst);
+    if (n < kClmulMin) {
+        if constexpr (C) {
+            std::memcpy(d, p, n);
+            p = d;
+        }
+        return ~static_cast<uint32_t>(crc_tail(~crc & 0xFFFFFFFFu, p, n));
+    }
     // The initial register xors into the first 32 message bits.
-    __m128i x0 = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(~crc)));
-    __m128i x1 = load128(p + 16), x2 = load128(p + 32), x3 = load128(p + 48);
+    __m128i x0 = _mm_xor_si128(ld128<C>(p, d), _mm_cvtsi32_si128(static_cast<int>(~crc)));
+    __m128i x1 = ld128<C>(p + 16, d + 16), x2 = ld128<C>(p + 32, d + 32), x3 = ld128<C>(p + 48, d + 48);
     p += 64;
+    d += C ? 64 : 0;
     n -= 64;
     const __m128i k512 = k128(kFold512);
     while (n >= 64) {
-        x0 = _mm_xor_si128(fold128(x0, k512), load128(p));
-        x1 = _mm_xor_si128(fold128(x1, k512), load128(p + 16));
-        x2 = _mm_xor_si128(fold128(x2, k512), load128(p + 32));
-        x3 = _mm_xor_si128(fold128(x3, k512), load128(p + 48));
+        x0 = _mm_xor_si128(fold128(x0, k512), ld128<C>(p, d));
+        x1 = _mm_xor_si128(fold128(x1, k512), ld128<C>(p + 16, d + 16));
+        x2 = _mm_xor_si128(fold128(x2, k512), ld128<C>(p + 32, d + 32));
+        x3 = _mm_xor_si128(fold128(x3, k512), ld128<C>(p + 48, d + 48));
         p += 64;
+        d += C ? 64 : 0;
         n -= 64;
     }
     const __m128i k1 = k128(kFold128);
     __m128i x = _mm_xor_si128(_mm_xor_si128(fold128(x0, k128(kFold384)), fold128(x1, k128(kFold256))),
                               _mm_xor_si128(fold128(x2, k1), x3));
     while (n >= 16) {
-        x = _mm_xor_si128(fold128(x, k1), load128(p));
+        x = _mm_xor_si128(fold128(x, k1), ld128<C>(p, d));
         p += 16;
+        d += C ? 16 : 0;
         n -= 16;
     }
-    return finish(x, p, n);
+    return finish<C>(x, p, d, n);
 }
 
 __attribute__((target(SPECKV_CLMUL_TARGET))) uint32_t crc32c_pclmul(uint32_t crc, const void *data, size_t n) {
-    return pclmul_body(crc, data, n);
+    return pclmul_body<false>(crc, data, nullptr, n);
+}
+__attribute__((target(SPECKV_CLMUL_TARGET))) uint32_t copy_pclmul(uint32_t crc, void *dst, const void *src, size_t n) {
+    return pclmul_body<true>(crc, src, dst, n);
 }
 
-// Below this the 512-bit path is no faster than the 128-bit one (its final
-// reduction is longer, and zmm units that were idle start slow).
+// Below this the wide paths are no faster than the 128-bit one (their final
+// reduction is longer, and wide units that were idle start slow).
 constexpr size_t kZmmMin = 256;
 
+// ---------------------------------------------------------------------------
+// VPCLMULQDQ on 256-bit lanes (AVX2-class CPUs: Zen 3 and later, Ice Lake
+// and later without AVX-512, Alder Lake ...): the 128-bit algorithm with two
+// lanes per register; four registers (128 bytes) per round, folded over 1024
+// bits, then the registers into one (768, 512, 256 bits), then its two lanes.
+#define SPECKV_VCLMUL256_TARGET "sse4.2,pclmul,avx2,vpclmulqdq"
+constexpr FoldK kFold768 = fold_k(768);  // 3 ymm
+
+__attribute__((target(SPECKV_VCLMUL256_TARGET), always_inline)) inline __m256i k256v(FoldK k) {
+    const auto h = static_cast<long long>(k.kh), l = static_cast<long long>(k.kl);
+    return _mm256_set_epi64x(l, h, l, h);
+}
+// fold(a) ^ b.
+__attribute__((target(SPECKV_VCLMUL256_TARGET), always_inline)) inline __m256i fold256(__m256i a, __m256i k, __m256i b) {
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11)),
+                            b);
+}
+template <bool C>
+__attribute__((target(SPECKV_VCLMUL256_TARGET), always_inline)) inline __m256i ld256(const unsigned char *p,
+                                                                                     unsigned char *d) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+    if constexpr (C) _mm256_storeu_si256(reinterpret_cast<__m256i *>(d), v);
+    return v;
+}
+
+template <bool C>
+__attribute__((target(SPECKV_VCLMUL256_TARGET), always_inline)) inline uint32_t vpclmul256_body(uint32_t crc,
+                                                                                                const void *data,
+                                                                                                void *dst, size_t n) {
+    auto p = static_cast<const unsigned char *>(data);
+    auto d = static_cast<unsigned char *>(dst);
+    if (n < kZmmMin) return pclmul_body<C>(crc, p, d, n);
+    __m256i y0 = _mm256_xor_si256(ld256<C>(p, d), _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+    __m256i y1 = ld256<C>(p + 32, d + 32), y2 = ld256<C>(p + 64, d + 64), y3 = ld256<C>(p + 96, d + 96);
+    p += 128;
+    d += C ? 128 : 0;
+    n -= 128;
+    const __m256i k4 = k256v(kFold1024);
+    while (n >= 128) {
+        y0 = fold256(y0, k4, ld256<C>(p, d));
+        y1 = fold256(y1, k4, ld256<C>(p + 32, d + 32));
+        y2 = fold256(y2, k4, ld256<C>(p + 64, d + 64));
+        y3 = fold256(y3, k4, ld256<C>(p + 96, d + 96));
+        p += 128;
+        d += C ? 128 : 0;
+        n -= 128;
+    }
+    // y0*x^768 + y1*x^512 + y2*x^256 + y3.
+    const __m256i k1 = k256v(kFold256);
+    __m256i y = fold256(y0, k256v(kFold768), fold256(y1, k256v(kFold512), fold256(y2, k1, y3)));
+    while (n >= 32) {
+        y = fold256(y, k1, ld256<C>(p, d));
+        p += 32;
+        d += C ? 32 : 0;
+        n -= 32;
+    }
+    // The low lane sits 128 bits before the high one.
+    const __m128i kx = k128(kFold128);
+    __m128i x = _mm_xor_si128(fold128(_mm256_castsi256_si128(y), kx), _mm256_extracti128_si256(y, 1));
+    while (n >= 16) {
+        x = _mm_xor_si128(fold128(x, kx), ld128<C>(p, d));
+        p += 16;
+        d += C ? 16 : 0;
+        n -= 16;
+    }
+    return finish<C>(x, p, d, n);
+}
+
+__attribute__((target(SPECKV_VCLMUL256_TARGET))) uint32_t crc32c_vpclmul256(uint32_t crc, const void *data, size_t n) {
+    return vpclmul256_body<false>(crc, data, nullptr, n);
+}
+__attribute__((target(SPECKV_VCLMUL256_TARGET))) uint32_t copy_vpclmul256(uint32_t crc, void *dst, const void *src,
+                                                                           size_t n) {
+    return vpclmul256_body<true>(crc, src, dst, n);
+}
+
+// ---------------------------------------------------------------------------
+// VPCLMULQDQ on 512-bit lanes (AVX-512).
 __attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline __m512i k512v(FoldK k) {
     const auto h = static_cast<long long>(k.kh), l = static_cast<long long>(k.kl);
     return _mm512_set_epi64(l, h, l, h, l, h, l, h);
@@ -256,25 +364,35 @@ __attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline __m512i fold
     return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), b,
                                      0x96);
 }
-__attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline __m512i load512(const unsigned char *p) {
-    return _mm512_loadu_si512(p);
+template <bool C>
+__attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline __m512i ld512(const unsigned char *p,
+                                                                                  unsigned char *d) {
+    __m512i v = _mm512_loadu_si512(p);
+    if constexpr (C) _mm512_storeu_si512(d, v);
+    return v;
 }
 
-__attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t crc, const void *data, size_t n) {
+template <bool C>
+__attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline uint32_t vpclmul_body(uint32_t crc,
+                                                                                          const void *data,
+                                                                                          void *dst, size_t n) {
     auto p = static_cast<const unsigned char *>(data);
-    if (n < kZmmMin) return pclmul_body(crc, p, n);
+    auto d = static_cast<unsigned char *>(dst);
+    if (n < kZmmMin) return pclmul_body<C>(crc, p, d, n);
     // The initial register xors into the first 32 message bits.
-    __m512i z0 = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-    __m512i z1 = load512(p + 64), z2 = load512(p + 128), z3 = load512(p + 192);
+    __m512i z0 = _mm512_xor_si512(ld512<C>(p, d), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+    __m512i z1 = ld512<C>(p + 64, d + 64), z2 = ld512<C>(p + 128, d + 128), z3 = ld512<C>(p + 192, d + 192);
     p += 256;
+    d += C ? 256 : 0;
     n -= 256;
     const __m512i k4 = k512v(kFold2048);
     while (n >= 256) {
-        z0 = fold512(z0, k4, load512(p));
-        z1 = fold512(z1, k4, load512(p + 64));
-        z2 = fold512(z2, k4, load512(p + 128));
-        z3 = fold512(z3, k4, load512(p + 192));
+        z0 = fold512(z0, k4, ld512<C>(p, d));
+        z1 = fold512(z1, k4, ld512<C>(p + 64, d + 64));
+        z2 = fold512(z2, k4, ld512<C>(p + 128, d + 128));
+        z3 = fold512(z3, k4, ld512<C>(p + 192, d + 192));
         p += 256;
+        d += C ? 256 : 0;
         n -= 256;
     }
     // z0*x^1536 + z1*x^1024 + z2*x^512 + z3 (z3 is xored in three times: once).
@@ -282,8 +400,9 @@ __attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t c
                                           fold512(z2, k512v(kFold512), z3), 0x96);
     const __m512i k1 = k512v(kFold512);
     while (n >= 64) {
-        z = fold512(z, k1, load512(p));
+        z = fold512(z, k1, ld512<C>(p, d));
         p += 64;
+        d += C ? 64 : 0;
         n -= 64;
     }
     // Lanes 0..3 of z (lane 0 first in memory) are 384, 256, 128, 0 bits
@@ -299,11 +418,19 @@ __attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t c
     __m128i x = _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
     const __m128i kx = k128(kFold128);
     while (n >= 16) {
-        x = _mm_xor_si128(fold128(x, kx), load128(p));
+        x = _mm_xor_si128(fold128(x, kx), ld128<C>(p, d));
         p += 16;
+        d += C ? 16 : 0;
         n -= 16;
     }
-    return finish(x, p, n);
+    return finish<C>(x, p, d, n);
+}
+
+__attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t crc, const void *data, size_t n) {
+    return vpclmul_body<false>(crc, data, nullptr, n);
+}
+__attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t copy_vpclmul(uint32_t crc, void *dst, const void *src, size_t n) {
+    return vpclmul_body<true>(crc, src, dst, n);
 }
 
 bool cpu_has(Crc32cPath p) {
@@ -311,6 +438,7 @@ bool cpu_has(Crc32cPath p) {
         case Crc32cPath::portable: return true;
         case Crc32cPath::sse42: return cpu::has(cpu::kSse42);
         case Crc32cPath::pclmul: return cpu::has(cpu::kSse42 | cpu::kPclmul);
+        case Crc32cPath::vpclmul256: return cpu::has(cpu::kSse42 | cpu::kPclmul | cpu::kAvx2 | cpu::kVpclmulqdq);
         case Crc32cPath::vpclmul:
             return cpu::has(cpu::kSse42 | cpu::kPclmul | cpu::kAvx2 | cpu::kAvx512f | cpu::kAvx512bw |
                             cpu::kAvx512vl | cpu::kVpclmulqdq);
@@ -328,6 +456,7 @@ CrcFn fn_of(Crc32cPath p) {
     switch (p) {
         case Crc32cPath::sse42: return crc32c_sse42;
         case Crc32cPath::pclmul: return crc32c_pclmul;
+        case Crc32cPath::vpclmul256: return crc32c_vpclmul256;
         case Crc32cPath::vpclmul: return crc32c_vpclmul;
         default: break;
     }
@@ -336,15 +465,37 @@ CrcFn fn_of(Crc32cPath p) {
     return crc32c_table;
 }
 
+using CopyFn = uint32_t (*)(uint32_t, void *, const void *, size_t);
+
+// The paths without folding copy, then checksum the destination.
+uint32_t copy_then_crc(uint32_t crc, void *dst, const void *src, size_t n) {
+    std::memcpy(dst, src, n);
+    return crc32c(crc, dst, n);
+}
+
+CopyFn copy_fn_of(Crc32cPath p) {
+#if defined(__x86_64__)
+    switch (p) {
+        case Crc32cPath::pclmul: return copy_pclmul;
+        case Crc32cPath::vpclmul256: return copy_vpclmul256;
+        case Crc32cPath::vpclmul: return copy_vpclmul;
+        default: break;
+    }
+#endif
+    (void)p;
+    return copy_then_crc;
+}
+
 bool available(Crc32cPath p) {
     static const bool v[kCrc32cPathCount] = {cpu_has(Crc32cPath::portable), cpu_has(Crc32cPath::sse42),
-                                             cpu_has(Crc32cPath::pclmul), cpu_has(Crc32cPath::vpclmul)};
+                                             cpu_has(Crc32cPath::pclmul), cpu_has(Crc32cPath::vpclmul256),
+                                             cpu_has(Crc32cPath::vpclmul)};
     const int i = static_cast<int>(p);
     return i >= 0 && i < kCrc32cPathCount && v[i];
 }
 
 Crc32cPath best_path() {
-    for (Crc32cPath p : {Crc32cPath::vpclmul, Crc32cPath::pclmul, Crc32cPath::sse42})
+    for (Crc32cPath p : {Crc32cPath::vpclmul, Crc32cPath::vpclmul256, Crc32cPath::pclmul, Crc32cPath::sse42})
         if (available(p)) return p;
     return Crc32cPath::portable;
 }
@@ -353,6 +504,8 @@ Crc32cPath best_path() {
 // the first call (constant-initialized, so safe from other static initializers).
 uint32_t resolve(uint32_t crc, const void *data, size_t n);
 std::atomic<CrcFn> g_fn{resolve};
+uint32_t resolve_copy(uint32_t crc, void *dst, const void *src, size_t n);
+std::atomic<CopyFn> g_copy_fn{resolve_copy};
 std::atomic<int> g_path{-1};
 // Whether buffers under kClmulMin bytes go to crc32c_short (any hardware path).
 std::atomic<bool> g_short_hw{false};
@@ -362,9 +515,17 @@ uint32_t resolve(uint32_t crc, const void *data, size_t n) {
     int expected = -1;
     if (g_path.compare_exchange_strong(expected, static_cast<int>(p))) {
         g_short_hw.store(p != Crc32cPath::portable, std::memory_order_relaxed);
+        g_copy_fn.store(copy_fn_of(p), std::memory_order_relaxed);
         g_fn.store(fn_of(p), std::memory_order_relaxed);
     }
     return g_fn.load(std::memory_order_relaxed)(crc, data, n);
+}
+
+uint32_t resolve_copy(uint32_t crc, void *dst, const void *src, size_t n) {
+    (void)resolve(0, nullptr, 0);
+    CopyFn f = g_copy_fn.load(std::memory_order_relaxed);
+    if (f == resolve_copy) f = copy_fn_of(best_path());  // another thread is storing it right now
+    return f(crc, dst, src, n);
 }
 
 }  // namespace
@@ -379,6 +540,18 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t n) {
     return g_fn.load(std::memory_order_relaxed)(crc, data, n);
 }
 
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n) {
+    return g_copy_fn.load(std::memory_order_relaxed)(crc, dst, src, n);
+}
+
+uint32_t crc32c_copy_with(Crc32cPath p, uint32_t crc, void *dst, const void *src, size_t n) {
+    if (!available(p)) p = Crc32cPath::portable;
+    CopyFn f = copy_fn_of(p);
+    if (f != copy_then_crc) return f(crc, dst, src, n);
+    std::memcpy(dst, src, n);
+    return fn_of(p)(crc, dst, n);
+}
+
 bool crc32c_path_available(Crc32cPath p) { return available(p); }
 
 const char *crc32c_path_name(Crc32cPath p) {
@@ -386,6 +559,7 @@ const char *crc32c_path_name(Crc32cPath p) {
         case Crc32cPath::portable: return "portable";
         case Crc32cPath::sse42: return "sse42";
         case Crc32cPath::pclmul: return "pclmul";
+        case Crc32cPath::vpclmul256: return "vpclmul256";
         case Crc32cPath::vpclmul: return "vpclmul";
     }
     return "?";
@@ -404,6 +578,7 @@ bool crc32c_force_path(Crc32cPath p) {
     if (!available(p)) return false;
     g_path.store(static_cast<int>(p));
     g_short_hw.store(p != Crc32cPath::portable, std::memory_order_relaxed);
+    g_copy_fn.store(copy_fn_of(p), std::memory_order_relaxed);
     g_fn.store(fn_of(p), std::memory_order_relaxed);
     return true;
 }
