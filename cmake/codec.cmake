@@ -3,17 +3,19 @@
 set(_codec_dir ${CMAKE_CURRENT_SOURCE_DIR}/lib)
 list(APPEND SPECKV_CORE_SOURCES
   ${_codec_dir}/codec_ref.cc
+  ${_codec_dir}/codec_packed.cc
   ${_codec_dir}/codec_adaptive.cc)
 
 # SIMD translation units: compiled for the baseline, with a target region
 # inside (lib/isa_target.h), reached only after a runtime CPU check
 # (lib/cpu.h; codec_ref.cc kernels_for()).
-list(APPEND SPECKV_CORE_SOURCES ${_codec_dir}/codec_avx2.cc ${_codec_dir}/codec_avx512.cc)
+list(APPEND SPECKV_CORE_SOURCES ${_codec_dir}/codec_avx2.cc ${_codec_dir}/codec_avx512.cc
+  ${_codec_dir}/codec_packed_avx2.cc ${_codec_dir}/codec_packed_avx512.cc)
 # GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized (GCC PR 105593). Source
 # properties are per directory and the core library is defined in lib/, added after this file:
 # so the property is set, deferred, in lib/'s scope.
 function(speckv_codec_simd_flags)
-  set_source_files_properties(${_codec_dir}/codec_avx512.cc DIRECTORY ${ARGN}
+  set_source_files_properties(${_codec_dir}/codec_avx512.cc ${_codec_dir}/codec_packed_avx512.cc DIRECTORY ${ARGN}
     PROPERTIES COMPILE_OPTIONS "$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>")
 endfunction()
 speckv_codec_simd_flags(${CMAKE_CURRENT_SOURCE_DIR})
