@@ -222,6 +222,13 @@ struct BenchOpts {
     std::string impl = "best";
 };
 
+// A preset name, or "K/V": one preset for K pages and one for V pages.
+bool parse_pair(const std::string &s, Mode *k, Mode *v) {
+    const auto slash = s.find('/');
+    if (slash == std::string::npos) return cdc::mode_from_name(s.c_str(), k) && (*v = *k, true);
+    return cdc::mode_from_name(s.substr(0, slash).c_str(), k) && cdc::mode_from_name(s.substr(slash + 1).c_str(), v);
+}
+
 bool parse_impl(const std::string &s, cdc::Impl *out) {
     for (cdc::Impl i : {cdc::Impl::scalar, cdc::Impl::avx2, cdc::Impl::avx512, cdc::Impl::best})
         if (s == cdc::impl_name(i)) return *out = i, true;
@@ -236,8 +243,8 @@ void run_bench(const BenchOpts &o) {
     }
     std::vector<std::string> modes;
     if (!o.mode.empty()) {
-        Mode m;
-        if (o.mode != "adaptive" && !cdc::mode_from_name(o.mode.c_str(), &m)) {
+        Mode m, mv;
+        if (o.mode != "adaptive" && !parse_pair(o.mode, &m, &mv)) {
             error("unknown mode " + o.mode);
             return void(g_exit = 2);
         }
@@ -364,10 +371,10 @@ void run_bench(const BenchOpts &o) {
                 per_page[i] = (ps.is_v[i] ? adaptive.v_mode : adaptive.k_mode)[size_t(ps.layer[i])];
             pol = adaptive;
         } else {
-            Mode m;
-            cdc::mode_from_name(name.c_str(), &m);
-            std::fill(per_page.begin(), per_page.end(), m);
-            if (!o.model.empty()) pol = llama2::KvPolicy::uniform(model.c.n_layers, m, m, page_tokens);
+            Mode m, mv;
+            parse_pair(name, &m, &mv);
+            for (size_t i = 0; i < ps.npages; i++) per_page[i] = ps.is_v[i] ? mv : m;
+            if (!o.model.empty()) pol = llama2::KvPolicy::uniform(model.c.n_layers, m, mv, page_tokens);
         }
         mr.s = bench_codec(ps, per_page, o.repeats, impl);
         if (!o.model.empty()) {
@@ -759,7 +766,7 @@ void register_codec_commands(CLI::App &app) {
     auto *bench = codec->add_subcommand("bench", "Ratio, speed and end-to-end quality per mode on real K/V");
     bench->add_option("--model", bo.model, "llama2.c checkpoint: its K/V on --text are the data");
     bench->add_option("--input", bo.input, "raw FP16 file (4096-byte pages) instead of a model");
-    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...) or adaptive");
+    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...; the packed k3p v3p k4p v4p k5p v5p), a pair K/V (k4p/v4p: K pages, V pages), or adaptive");
     add_json(bench);
     add_no_progress(bench);
     bench->add_option("--text", bo.text, "English text for perplexity (default /usr/share/common-licenses/GPL-3)");

@@ -167,8 +167,13 @@ struct PackedKernels {
     // §19.5: the values of a packed stream (ceil(T*C*bits/8) bytes) as dtype
     // at out, with group g's scale s[g] and zero point z[g] (FP32 values of
     // the FP16 fields).
+    // sat: false when no value can exceed 65504 (every fma(2^b - 1, s, z) <=
+    // 65504): FP16 output needs no saturation then (the result is the same).
     void (*decode)(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s,
-                   const float *z, int dtype, void *out);
+                   const float *z, int dtype, void *out, bool sat);
+    // §19.5 parameter fields: G (s16, z16) pairs at p -> their FP32 values.
+    // false if any s16 is negative or not finite, or any z16 is not finite.
+    bool (*params)(const uint8_t *p, size_t G, float *s, float *z);
 };
 extern const PackedKernels kPackedScalar;
 // AVX2 + F16C + FMA + BMI2 (lib/codec_packed_avx2.cc) and AVX-512 F/BW/VL +
@@ -180,9 +185,10 @@ const PackedKernels *packed_avx512_kernels();
 void packed_encode_scalar(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
                           const float *inv, uint8_t *dst);
 void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s,
-                          const float *z, int dtype, void *out);
+                          const float *z, int dtype, void *out, bool sat);
 bool packed_to_f32_scalar(int dtype, const void *src, size_t n, float *x);
 void packed_minmax_scalar(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx);
+bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z);
 
 // The §19 record body (codec_packed.cc), called by encode_params / decode.
 // packed_encode_payload writes the G (scale, zero point) pairs and the packed

@@ -126,7 +126,7 @@ static inline void store_out(float y, int dtype, void *out, size_t i) {
 }
 
 void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s,
-                          const float *z, int dtype, void *out) {
+                          const float *z, int dtype, void *out, bool /*sat: always applied*/) {
     const uint32_t mask = (1u << bits) - 1u;
     uint64_t acc = 0;
     unsigned nb = 0;
@@ -141,8 +141,18 @@ void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits,
         }
 }
 
+bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z) {
+    for (size_t g = 0; g < G; g++) {
+        const uint16_t s16 = uint16_t(p[4 * g] | (p[4 * g + 1] << 8)), z16 = uint16_t(p[4 * g + 2] | (p[4 * g + 3] << 8));
+        if ((s16 & 0x8000u) || (s16 & 0x7C00u) == 0x7C00u || (z16 & 0x7C00u) == 0x7C00u) return false;
+        s[g] = fp16_to_fp32(s16);
+        z[g] = fp16_to_fp32(z16);
+    }
+    return true;
+}
+
 const PackedKernels kPackedScalar = {"scalar", packed_to_f32_scalar, packed_minmax_scalar, packed_encode_scalar,
-                                     packed_decode_scalar};
+                                     packed_decode_scalar, packed_params_scalar};
 
 // ---------------------------------------------------------- record body
 
@@ -188,9 +198,9 @@ size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, si
     const PackedKernels *K = packed_for(impl);
     PackedScratch &S = pscratch();
     const size_t T = n / C, G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
-    S.x.resize(n);
+    if (S.x.size() < n) S.x.resize(n);
     if (!K->to_f32(dtype, src, n, S.x.data())) return 0;  // §7: non-finite -> raw
-    S.mn.resize(G), S.mx.resize(G), S.s.resize(G), S.z.resize(G), S.inv.resize(G);
+    if (S.mn.size() < G) S.mn.resize(G), S.mx.resize(G), S.s.resize(G), S.z.resize(G), S.inv.resize(G);
     K->minmax(S.x.data(), T, C, P.group, S.mn.data(), S.mx.data());
     for (size_t g = 0; g < G; g++) {
         if (!(S.mn[g] >= -65504.0f) || !(S.mx[g] <= 65504.0f)) return 0;  // §19.2: outside FP16 range -> raw
@@ -211,20 +221,22 @@ int packed_decode_payload(Impl impl, const Params &P, int dtype, size_t n, size_
     if (plen != packed_payload_len(n, G, P.bits))
         return fail(SPECKV_ECORRUPT, "codec: packed payload of %zu bytes, %zu expected", plen,
                     packed_payload_len(n, G, P.bits));
-    S.s.resize(G), S.z.resize(G);
-    for (size_t g = 0; g < G; g++) {
-        const uint16_t s16 = get16(payload + 4 * g), z16 = get16(payload + 4 * g + 2);
-        if ((s16 & 0x8000u) || (s16 & 0x7C00u) == 0x7C00u)
-            return fail(SPECKV_ECORRUPT, "codec: packed scale %zu = 0x%04x is negative or not finite", g, s16);
-        if ((z16 & 0x7C00u) == 0x7C00u)
-            return fail(SPECKV_ECORRUPT, "codec: packed zero point %zu = 0x%04x is not finite", g, z16);
-        S.s[g] = fp16_to_fp32(s16);
-        S.z[g] = fp16_to_fp32(z16);
-    }
+    if (S.s.size() < G) S.s.resize(G), S.z.resize(G);
+    if (!K->params(payload, G, S.s.data(), S.z.data()))
+        for (size_t g = 0; g < G; g++) {  // the first bad field, for the message (cold path)
+            const uint16_t s16 = get16(payload + 4 * g), z16 = get16(payload + 4 * g + 2);
+            if ((s16 & 0x8000u) || (s16 & 0x7C00u) == 0x7C00u)
+                return fail(SPECKV_ECORRUPT, "codec: packed scale %zu = 0x%04x is negative or not finite", g, s16);
+            if ((z16 & 0x7C00u) == 0x7C00u)
+                return fail(SPECKV_ECORRUPT, "codec: packed zero point %zu = 0x%04x is not finite", g, z16);
+        }
     const size_t tail = (n * P.bits) % 8;
     if (tail && (payload[plen - 1] >> tail))
         return fail(SPECKV_ECORRUPT, "codec: packed stream padding bits are not zero");
-    K->decode(payload + 4 * G, T, C, P.bits, P.group, S.s.data(), S.z.data(), dtype, dst);
+    bool sat = false;
+    const float top = float((1u << P.bits) - 1u);
+    for (size_t g = 0; g < G; g++) sat |= std::fma(top, S.s[g], S.z[g]) > 65504.0f;
+    K->decode(payload + 4 * G, T, C, P.bits, P.group, S.s.data(), S.z.data(), dtype, dst, sat);
     return SPECKV_OK;
 }
 

@@ -156,10 +156,11 @@ inline __m256 dequant8(const uint8_t *src, __m256 s, __m256 z) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z);
 }
 
+template <bool kSat>
 inline void store8(__m256 y, int dtype, uint8_t *o) {
     if (dtype == SPECKV_DTYPE_FP16) {
         const __m256 lim = _mm256_set1_ps(65504.0f);
-        y = _mm256_min_ps(_mm256_max_ps(y, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        if (kSat) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
         _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     } else if (dtype == SPECKV_DTYPE_BF16) {
         const __m256i u = _mm256_castps_si256(y);
@@ -172,7 +173,7 @@ inline void store8(__m256 y, int dtype, uint8_t *o) {
     }
 }
 
-template <unsigned B>
+template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
     const size_t es = dtype_size(dtype);
@@ -180,31 +181,50 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     for (size_t t = 0; t < T; t++) {
         if (group == kGroupChannel) {
             for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es)
-                store8(dequant8<B>(src, _mm256_loadu_ps(s + c), _mm256_loadu_ps(z + c)), dtype, o);
+                store8<kSat>(dequant8<B>(src, _mm256_loadu_ps(s + c), _mm256_loadu_ps(z + c)), dtype, o);
         } else {
             const size_t g = group == kGroupPage ? 0 : t;
             const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
-            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es) store8(dequant8<B>(src, sv, zv), dtype, o);
+            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es) store8<kSat>(dequant8<B>(src, sv, zv), dtype, o);
         }
     }
 }
 
 void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
-                 int dtype, void *out) {
-    if (C % 8) return packed_decode_scalar(src, T, C, bits, group, s, z, dtype, out);
+                 int dtype, void *out, bool sat) {
+    if (C % 8) return packed_decode_scalar(src, T, C, bits, group, s, z, dtype, out, sat);
     switch (bits) {
-        case 3: return decode_b<3>(src, T, C, group, s, z, dtype, out);
-        case 4: return decode_b<4>(src, T, C, group, s, z, dtype, out);
-        case 5: return decode_b<5>(src, T, C, group, s, z, dtype, out);
-        case 6: return decode_b<6>(src, T, C, group, s, z, dtype, out);
-        case 7: return decode_b<7>(src, T, C, group, s, z, dtype, out);
-        default: return decode_b<8>(src, T, C, group, s, z, dtype, out);
+        case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
+        case 4: return sat ? decode_b<4, true>(src, T, C, group, s, z, dtype, out) : decode_b<4, false>(src, T, C, group, s, z, dtype, out);
+        case 5: return sat ? decode_b<5, true>(src, T, C, group, s, z, dtype, out) : decode_b<5, false>(src, T, C, group, s, z, dtype, out);
+        case 6: return sat ? decode_b<6, true>(src, T, C, group, s, z, dtype, out) : decode_b<6, false>(src, T, C, group, s, z, dtype, out);
+        case 7: return sat ? decode_b<7, true>(src, T, C, group, s, z, dtype, out) : decode_b<7, false>(src, T, C, group, s, z, dtype, out);
+        default: return sat ? decode_b<8, true>(src, T, C, group, s, z, dtype, out) : decode_b<8, false>(src, T, C, group, s, z, dtype, out);
     }
+}
+
+// 8 (s16, z16) pairs per step: F16C conversions (exact), checks on the bits.
+bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
+    size_t g = 0;
+    __m256i bad = _mm256_setzero_si256();
+    const __m256i e = _mm256_set1_epi32(0x7C00), sm = _mm256_set1_epi32(0x8000), lo = _mm256_set1_epi32(0xFFFF);
+    for (; g + 8 <= G; g += 8) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 4 * g));
+        const __m256i sv = _mm256_and_si256(v, lo), zv = _mm256_srli_epi32(v, 16);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(sv, e), e));
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(zv, e), e));
+        bad = _mm256_or_si256(bad, _mm256_and_si256(sv, sm));
+        const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(sv, zv), 0xD8);  // s0..7 | z0..7
+        _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm256_castsi256_si128(pk)));
+        _mm256_storeu_ps(z + g, _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1)));
+    }
+    if (!_mm256_testz_si256(bad, bad)) return false;
+    return g == G || packed_params_scalar(p + 4 * g, G - g, s + g, z + g);
 }
 
 SPECKV_TARGET_END
 
-const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2, decode_avx2};
+const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2, decode_avx2, params_avx2};
 
 }  // namespace
 

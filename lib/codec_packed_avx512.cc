@@ -157,10 +157,11 @@ inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), s, z);
 }
 
+template <bool kSat>
 inline void store16(__m512 y, int dtype, uint8_t *o) {
     if (dtype == SPECKV_DTYPE_FP16) {
         const __m512 lim = _mm512_set1_ps(65504.0f);
-        y = _mm512_min_ps(_mm512_max_ps(y, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+        if (kSat) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     } else if (dtype == SPECKV_DTYPE_BF16) {
         const __m512i u = _mm512_castps_si512(y);
@@ -172,7 +173,7 @@ inline void store16(__m512 y, int dtype, uint8_t *o) {
     }
 }
 
-template <unsigned B>
+template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
     const size_t es = dtype_size(dtype);
@@ -180,31 +181,48 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     for (size_t t = 0; t < T; t++) {
         if (group == kGroupChannel) {
             for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)
-                store16(dequant16<B>(src, _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c)), dtype, o);
+                store16<kSat>(dequant16<B>(src, _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c)), dtype, o);
         } else {
             const size_t g = group == kGroupPage ? 0 : t;
             const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
-            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) store16(dequant16<B>(src, sv, zv), dtype, o);
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) store16<kSat>(dequant16<B>(src, sv, zv), dtype, o);
         }
     }
 }
 
 void decode_512(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
-                int dtype, void *out) {
-    if (C % 16) return g_narrow->decode(src, T, C, bits, group, s, z, dtype, out);
+                int dtype, void *out, bool sat) {
+    if (C % 16) return g_narrow->decode(src, T, C, bits, group, s, z, dtype, out, sat);
     switch (bits) {
-        case 3: return decode_b<3>(src, T, C, group, s, z, dtype, out);
-        case 4: return decode_b<4>(src, T, C, group, s, z, dtype, out);
-        case 5: return decode_b<5>(src, T, C, group, s, z, dtype, out);
-        case 6: return decode_b<6>(src, T, C, group, s, z, dtype, out);
-        case 7: return decode_b<7>(src, T, C, group, s, z, dtype, out);
-        default: return decode_b<8>(src, T, C, group, s, z, dtype, out);
+        case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
+        case 4: return sat ? decode_b<4, true>(src, T, C, group, s, z, dtype, out) : decode_b<4, false>(src, T, C, group, s, z, dtype, out);
+        case 5: return sat ? decode_b<5, true>(src, T, C, group, s, z, dtype, out) : decode_b<5, false>(src, T, C, group, s, z, dtype, out);
+        case 6: return sat ? decode_b<6, true>(src, T, C, group, s, z, dtype, out) : decode_b<6, false>(src, T, C, group, s, z, dtype, out);
+        case 7: return sat ? decode_b<7, true>(src, T, C, group, s, z, dtype, out) : decode_b<7, false>(src, T, C, group, s, z, dtype, out);
+        default: return sat ? decode_b<8, true>(src, T, C, group, s, z, dtype, out) : decode_b<8, false>(src, T, C, group, s, z, dtype, out);
     }
+}
+
+// 16 (s16, z16) pairs per step.
+bool params_512(const uint8_t *p, size_t G, float *s, float *z) {
+    size_t g = 0;
+    __mmask16 bad = 0;
+    const __m512i e = _mm512_set1_epi32(0x7C00), sm = _mm512_set1_epi32(0x8000);
+    for (; g + 16 <= G; g += 16) {
+        const __m512i v = _mm512_loadu_si512(p + 4 * g);
+        const __m512i zv = _mm512_srli_epi32(v, 16);
+        bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, e), e) | _mm512_cmpeq_epi32_mask(_mm512_and_si512(zv, e), e) |
+               _mm512_test_epi32_mask(v, sm);
+        _mm512_storeu_ps(s + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+        _mm512_storeu_ps(z + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(zv)));
+    }
+    if (bad) return false;
+    return g == G || g_narrow->params(p + 4 * g, G - g, s + g, z + g);
 }
 
 SPECKV_TARGET_END
 
-const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512};
+const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512, params_512};
 
 }  // namespace
 
