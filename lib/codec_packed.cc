@@ -55,14 +55,14 @@ uint16_t packed_f32_to_f16_dir(float f, bool up) {
 void packed_params(float mn, float mx, unsigned bits, uint16_t *s16, uint16_t *z16, float *sf, float *zf, float *inv) {
     uint16_t z = packed_f32_to_f16_dir(mn, false);
     if (z == 0x8000u) z = 0;  // -0 -> +0
-    const float zv = fp16_to_fp32(z);
+    const float zv = f32_of(fp16_bits_to_u32(z));  // exact (§2)
     const float d = mx - zv;                                // >= 0
     const float sv = d / float((1u << bits) - 1u);          // binary32, RNE
     const uint16_t s = sv > 0.0f ? packed_f32_to_f16_dir(sv, true) : uint16_t(0);
     *z16 = z;
     *s16 = s;
     *zf = zv;
-    *sf = fp16_to_fp32(s);
+    *sf = f32_of(fp16_bits_to_u32(s));
     *inv = s ? 1.0f / *sf : 0.0f;
 }
 
@@ -145,8 +145,8 @@ bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z) {
     for (size_t g = 0; g < G; g++) {
         const uint16_t s16 = uint16_t(p[4 * g] | (p[4 * g + 1] << 8)), z16 = uint16_t(p[4 * g + 2] | (p[4 * g + 3] << 8));
         if ((s16 & 0x8000u) || (s16 & 0x7C00u) == 0x7C00u || (z16 & 0x7C00u) == 0x7C00u) return false;
-        s[g] = fp16_to_fp32(s16);
-        z[g] = fp16_to_fp32(z16);
+        s[g] = f32_of(fp16_bits_to_u32(s16));
+        z[g] = f32_of(fp16_bits_to_u32(z16));
     }
     return true;
 }
@@ -233,9 +233,12 @@ int packed_decode_payload(Impl impl, const Params &P, int dtype, size_t n, size_
     const size_t tail = (n * P.bits) % 8;
     if (tail && (payload[plen - 1] >> tail))
         return fail(SPECKV_ECORRUPT, "codec: packed stream padding bits are not zero");
+    // Saturation can only matter where fma(2^b - 1, s, z) > 65504; the test
+    // is conservative (in double, with margin): saturating when not needed
+    // changes nothing.
     bool sat = false;
-    const float top = float((1u << P.bits) - 1u);
-    for (size_t g = 0; g < G; g++) sat |= std::fma(top, S.s[g], S.z[g]) > 65504.0f;
+    const double top = double((1u << P.bits) - 1u);
+    for (size_t g = 0; g < G; g++) sat |= top * double(S.s[g]) + double(S.z[g]) > 65000.0;
     K->decode(payload + 4 * G, T, C, P.bits, P.group, S.s.data(), S.z.data(), dtype, dst, sat);
     return SPECKV_OK;
 }

@@ -147,11 +147,18 @@ void encode_avx2(const float *x, size_t T, size_t C, unsigned bits, unsigned gro
 }
 
 // 8 values of one chunk (B bytes at src) -> FP32 (§19.5: fma, one rounding).
+// `wide`: 8 bytes at src may be read (one load; a partial-width load through
+// the stack would stall store forwarding for b = 3, 5, 6, 7).
 template <unsigned B>
-inline __m256 dequant8(const uint8_t *src, __m256 s, __m256 z) {
+inline __m256 dequant8(const uint8_t *src, __m256 s, __m256 z, bool wide) {
     const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
     uint64_t w = 0;
-    std::memcpy(&w, src, B);
+    if (wide) {
+        std::memcpy(&w, src, 8);
+        if (B < 8) w &= (1ull << (8 * B % 64)) - 1ull;
+    } else {
+        std::memcpy(&w, src, B);
+    }
     const __m256i q = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(_pdep_u64(w, mask))));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z);
 }
@@ -178,14 +185,17 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
               void *out) {
     const size_t es = dtype_size(dtype);
     auto o = static_cast<uint8_t *>(out);
+    const uint8_t *const base = src;
+    const size_t total = T * C * B / 8;  // an 8-byte load at src stays inside while src - base + 8 <= total
     for (size_t t = 0; t < T; t++) {
         if (group == kGroupChannel) {
             for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es)
-                store8<kSat>(dequant8<B>(src, _mm256_loadu_ps(s + c), _mm256_loadu_ps(z + c)), dtype, o);
+                store8<kSat>(dequant8<B>(src, _mm256_loadu_ps(s + c), _mm256_loadu_ps(z + c), size_t(src - base) + 8 <= total), dtype, o);
         } else {
             const size_t g = group == kGroupPage ? 0 : t;
             const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
-            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es) store8<kSat>(dequant8<B>(src, sv, zv), dtype, o);
+            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es)
+                store8<kSat>(dequant8<B>(src, sv, zv, size_t(src - base) + 8 <= total), dtype, o);
         }
     }
 }

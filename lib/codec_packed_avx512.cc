@@ -147,12 +147,21 @@ void encode_512(const float *x, size_t T, size_t C, unsigned bits, unsigned grou
 }
 
 // 16 values (2B bytes at src) -> FP32 (§19.5: fma, one rounding).
+// `wide`: 16 bytes at src may be read (one load; no partial-width load
+// through the stack, which stalls store forwarding for b = 3, 5, 6, 7).
 template <unsigned B>
-inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z) {
+inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z, bool wide) {
     const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
+    const uint64_t keep = B == 8 ? ~0ull : (1ull << (8 * B % 64)) - 1ull;
     uint64_t w0 = 0, w1 = 0;
-    std::memcpy(&w0, src, B);
-    std::memcpy(&w1, src + B, B);
+    if (wide) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src));
+        w0 = uint64_t(_mm_cvtsi128_si64(v)) & keep;
+        w1 = uint64_t(_mm_cvtsi128_si64(_mm_srli_si128(v, B))) & keep;
+    } else {
+        std::memcpy(&w0, src, B);
+        std::memcpy(&w1, src + B, B);
+    }
     const __m128i b = _mm_set_epi64x(int64_t(_pdep_u64(w1, mask)), int64_t(_pdep_u64(w0, mask)));
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), s, z);
 }
@@ -178,14 +187,17 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
               void *out) {
     const size_t es = dtype_size(dtype);
     auto o = static_cast<uint8_t *>(out);
+    const uint8_t *const base = src;
+    const size_t total = T * C * B / 8;  // a 16-byte load at src stays inside while src - base + 16 <= total
     for (size_t t = 0; t < T; t++) {
         if (group == kGroupChannel) {
             for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)
-                store16<kSat>(dequant16<B>(src, _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c)), dtype, o);
+                store16<kSat>(dequant16<B>(src, _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c), size_t(src - base) + 16 <= total), dtype, o);
         } else {
             const size_t g = group == kGroupPage ? 0 : t;
             const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
-            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) store16<kSat>(dequant16<B>(src, sv, zv), dtype, o);
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)
+                store16<kSat>(dequant16<B>(src, sv, zv, size_t(src - base) + 16 <= total), dtype, o);
         }
     }
 }
