@@ -174,6 +174,10 @@ struct PackedKernels {
     // §19.5 parameter fields: G (s16, z16) pairs at p -> their FP32 values.
     // false if any s16 is negative or not finite, or any z16 is not finite.
     bool (*params)(const uint8_t *p, size_t G, float *s, float *z);
+    // §19.2 for G groups: writes the (s16, z16) pairs at `pairs` and zf, inv;
+    // false if a group is outside the FP16 range (the page is then raw).
+    bool (*make_params)(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
+                        float *inv);
 };
 extern const PackedKernels kPackedScalar;
 // AVX2 + F16C + FMA + BMI2 (lib/codec_packed_avx2.cc) and AVX-512 F/BW/VL +
@@ -189,6 +193,8 @@ void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits,
 bool packed_to_f32_scalar(int dtype, const void *src, size_t n, float *x);
 void packed_minmax_scalar(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx);
 bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z);
+bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
+                               float *inv);
 
 // The §19 record body (codec_packed.cc), called by encode_params / decode.
 // packed_encode_payload writes the G (scale, zero point) pairs and the packed

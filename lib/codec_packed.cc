@@ -151,8 +151,21 @@ bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z) {
     return true;
 }
 
+bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
+                               float *inv) {
+    for (size_t g = 0; g < G; g++) {
+        if (!(mn[g] >= -65504.0f) || !(mx[g] <= 65504.0f)) return false;  // §19.2: outside FP16 range -> raw
+        uint16_t s16, z16;
+        float sf;
+        packed_params(mn[g], mx[g], bits, &s16, &z16, &sf, &z[g], &inv[g]);
+        pairs[4 * g] = uint8_t(s16), pairs[4 * g + 1] = uint8_t(s16 >> 8);
+        pairs[4 * g + 2] = uint8_t(z16), pairs[4 * g + 3] = uint8_t(z16 >> 8);
+    }
+    return true;
+}
+
 const PackedKernels kPackedScalar = {"scalar", packed_to_f32_scalar, packed_minmax_scalar, packed_encode_scalar,
-                                     packed_decode_scalar, packed_params_scalar};
+                                     packed_decode_scalar, packed_params_scalar, packed_make_params_scalar};
 
 // ---------------------------------------------------------- record body
 
@@ -202,13 +215,7 @@ size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, si
     if (!K->to_f32(dtype, src, n, S.x.data())) return 0;  // §7: non-finite -> raw
     if (S.mn.size() < G) S.mn.resize(G), S.mx.resize(G), S.s.resize(G), S.z.resize(G), S.inv.resize(G);
     K->minmax(S.x.data(), T, C, P.group, S.mn.data(), S.mx.data());
-    for (size_t g = 0; g < G; g++) {
-        if (!(S.mn[g] >= -65504.0f) || !(S.mx[g] <= 65504.0f)) return 0;  // §19.2: outside FP16 range -> raw
-        uint16_t s16, z16;
-        packed_params(S.mn[g], S.mx[g], P.bits, &s16, &z16, &S.s[g], &S.z[g], &S.inv[g]);
-        put16(payload + 4 * g, s16);
-        put16(payload + 4 * g + 2, z16);
-    }
+    if (!K->make_params(S.mn.data(), S.mx.data(), G, P.bits, payload, S.z.data(), S.inv.data())) return 0;
     K->encode(S.x.data(), T, C, P.bits, P.group, S.z.data(), S.inv.data(), payload + 4 * G);
     return packed_payload_len(n, G, P.bits);
 }

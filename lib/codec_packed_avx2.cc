@@ -232,9 +232,37 @@ bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
     return g == G || packed_params_scalar(p + 4 * g, G - g, s + g, z + g);
 }
 
+// §19.2 for 8 groups per step: F16C's directed conversions are the
+// directed roundings of §19.2; mn + 0 turns -0 into +0 (z16 0x8000 -> 0).
+bool make_params_avx2(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z, float *inv) {
+    size_t g = 0;
+    const __m256 lim = _mm256_set1_ps(65504.0f), nlim = _mm256_set1_ps(-65504.0f), zero = _mm256_setzero_ps();
+    const __m256 top = _mm256_set1_ps(float((1u << bits) - 1u)), one = _mm256_set1_ps(1.0f);
+    for (; g + 8 <= G; g += 8) {
+        const __m256 a = _mm256_loadu_ps(mn + g), b = _mm256_loadu_ps(mx + g);
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(a, nlim, _CMP_GE_OQ), _mm256_cmp_ps(b, lim, _CMP_LE_OQ));
+        if (_mm256_movemask_ps(ok) != 0xFF) return false;
+        const __m128i z16 = _mm256_cvtps_ph(_mm256_add_ps(a, zero), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        const __m256 zf = _mm256_cvtph_ps(z16);
+        const __m256 sv = _mm256_div_ps(_mm256_sub_ps(b, zf), top);
+        const __m256 pos = _mm256_cmp_ps(sv, zero, _CMP_GT_OQ);
+        const __m128i s16 = _mm_and_si128(_mm256_cvtps_ph(sv, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC),
+                                          _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(pos)),
+                                                          _mm256_extracti128_si256(_mm256_castps_si256(pos), 1)));
+        const __m256 sf = _mm256_cvtph_ps(s16);
+        const __m256 iv = _mm256_and_ps(_mm256_div_ps(one, sf), pos);
+        _mm256_storeu_ps(z + g, zf);
+        _mm256_storeu_ps(inv + g, iv);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(pairs + 4 * g), _mm_unpacklo_epi16(s16, z16));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(pairs + 4 * g + 16), _mm_unpackhi_epi16(s16, z16));
+    }
+    return g == G || packed_make_params_scalar(mn + g, mx + g, G - g, bits, pairs + 4 * g, z + g, inv + g);
+}
+
 SPECKV_TARGET_END
 
-const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2, decode_avx2, params_avx2};
+const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2, decode_avx2, params_avx2,
+                                   make_params_avx2};
 
 }  // namespace
 

@@ -232,9 +232,34 @@ bool params_512(const uint8_t *p, size_t G, float *s, float *z) {
     return g == G || g_narrow->params(p + 4 * g, G - g, s + g, z + g);
 }
 
+// §19.2 for 16 groups per step (as make_params_avx2).
+bool make_params_512(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z, float *inv) {
+    size_t g = 0;
+    const __m512 lim = _mm512_set1_ps(65504.0f), nlim = _mm512_set1_ps(-65504.0f), zero = _mm512_setzero_ps();
+    const __m512 top = _mm512_set1_ps(float((1u << bits) - 1u)), one = _mm512_set1_ps(1.0f);
+    for (; g + 16 <= G; g += 16) {
+        const __m512 a = _mm512_loadu_ps(mn + g), b = _mm512_loadu_ps(mx + g);
+        if ((_mm512_cmp_ps_mask(a, nlim, _CMP_GE_OQ) & _mm512_cmp_ps_mask(b, lim, _CMP_LE_OQ)) != 0xFFFF) return false;
+        const __m256i z16 = _mm512_cvtps_ph(_mm512_add_ps(a, zero), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        const __m512 zf = _mm512_cvtph_ps(z16);
+        const __m512 sv = _mm512_div_ps(_mm512_sub_ps(b, zf), top);
+        const __mmask16 pos = _mm512_cmp_ps_mask(sv, zero, _CMP_GT_OQ);
+        const __m256i s16 = _mm256_maskz_mov_epi16(pos, _mm512_cvtps_ph(sv, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+        const __m512 sf = _mm512_cvtph_ps(s16);
+        _mm512_storeu_ps(z + g, zf);
+        _mm512_storeu_ps(inv + g, _mm512_maskz_div_ps(pos, one, sf));
+        // (s, z) pairs in group order: interleave the 16-bit halves, 128-bit lane by lane
+        const __m256i lo = _mm256_unpacklo_epi16(s16, z16), hi = _mm256_unpackhi_epi16(s16, z16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + 4 * g), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + 4 * g + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+    return g == G || g_narrow->make_params(mn + g, mx + g, G - g, bits, pairs + 4 * g, z + g, inv + g);
+}
+
 SPECKV_TARGET_END
 
-const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512, params_512};
+const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512, params_512,
+                                  make_params_512};
 
 }  // namespace
 
