@@ -405,7 +405,9 @@ int main(int argc, char **argv) {
         for (uint64_t k = 0; k < fuzz; k++) {
             Page p = g.page(kMaxBytes);
             // other presets too: valid records the RTL reports UNSUP (or decodes, for C = 1 columnar)
-            if (g.below(3) == 0 && p.dtype != SPECKV_DTYPE_OPAQUE) p.mode = 3 + int(g.below(uint32_t(speckv::codec::kModeCount - 3)));
+            // (not the §19 packed presets, ids from k3p on: this RTL has no entropy 4 yet)
+            if (g.below(3) == 0 && p.dtype != SPECKV_DTYPE_OPAQUE)
+                p.mode = 3 + int(g.below(uint32_t(int(speckv::codec::Mode::k3p) - 3)));
             auto rec = ref_encode(p);
             extra.push_back(g.below(10) == 0 ? random_record(g) : g.below(8) == 0 ? rec : mutate(g, rec));
         }

@@ -43,12 +43,26 @@ enum class Mode : uint8_t {
     vp8s = 30,
     vp6s = 31,
     vp5s = 32,
+    k3p = 33,  // §19: fixed-width packed, asymmetric (scale + zero point, FP16)
+    v3p = 34,
+    k4p = 35,
+    v4p = 36,
+    k5p = 37,
+    v5p = 38,
 };
-constexpr int kModeCount = 33;
+constexpr int kModeCount = 39;
 
 enum Group : uint8_t { kGroupPage = 0, kGroupChannel = 1, kGroupToken = 2 };
 enum Order : uint8_t { kOrderNone = 0, kOrderLinear = 1, kOrderColumnar = 2 };
-enum Entropy : uint8_t { kEntropyBytes = 0, kEntropyRle = 1, kEntropyRice = 2, kEntropySplitRice = 3 };
+// kEntropyPacked (§19): flags bits 2-4 = 4. Not an entropy coder: the
+// asymmetric quantiser of §19 with values bit-packed at fixed width b.
+enum Entropy : uint8_t {
+    kEntropyBytes = 0,
+    kEntropyRle = 1,
+    kEntropyRice = 2,
+    kEntropySplitRice = 3,
+    kEntropyPacked = 4
+};
 
 // The parameters a mode id stands for (bits == 0 for raw).
 struct Params {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "codec/codec.h"
+
 namespace speckv::codec {
 
 struct Kernels {
@@ -142,6 +144,74 @@ const RiceKernels *srice_avx512_kernels();
 const RiceKernels *srice_avx2_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
+
+// ---- §19 fixed-width packed presets (asymmetric quantiser, FP16 scale and
+// zero point per group, values bit-packed at b bits). One table per
+// implementation; every table gives the reference's bytes and values
+// (lib/codec/codec_packed.cc is the reference; tests/codec/codec_packed_test.cc
+// compares). A page is T rows x C channels; group 0 page (G = 1), 1 channel
+// (G = C), 2 token (G = T).
+struct PackedKernels {
+    const char *name;
+    // n elements of dtype -> their exact FP32 values; false if any is Inf/NaN
+    // (x is then unspecified).
+    bool (*to_f32)(int dtype, const void *src, size_t n, float *x);
+    // The minimum and maximum of every group (G entries each). Which zero a
+    // group of zeros reports (+0 or -0) is unspecified: §19.2 makes the
+    // parameters from them the same either way.
+    void (*minmax)(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx);
+    // §19.3 + §19.4: quantises the page with group g's (z[g], inv[g]) and
+    // writes the ceil(T*C*bits/8) bytes of the packed stream at dst (padding 0).
+    void (*encode)(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
+                   const float *inv, uint8_t *dst);
+    // §19.5: the values of a packed stream (ceil(T*C*bits/8) bytes) as dtype
+    // at out, with group g's scale s[g] and zero point z[g] (FP32 values of
+    // the FP16 fields).
+    // sat: false when no value can exceed 65504 (every fma(2^b - 1, s, z) <=
+    // 65504): FP16 output needs no saturation then (the result is the same).
+    void (*decode)(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s,
+                   const float *z, int dtype, void *out, bool sat);
+    // §19.5 parameter fields: G (s16, z16) pairs at p -> their FP32 values.
+    // false if any s16 is negative or not finite, or any z16 is not finite.
+    bool (*params)(const uint8_t *p, size_t G, float *s, float *z);
+    // §19.2 for G groups: writes the (s16, z16) pairs at `pairs` and zf, inv;
+    // false if a group is outside the FP16 range (the page is then raw).
+    bool (*make_params)(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
+                        float *inv);
+};
+extern const PackedKernels kPackedScalar;
+// AVX2 + F16C + FMA + BMI2 (lib/codec/codec_packed_avx2.cc) and AVX-512 F/BW/VL +
+// F16C + FMA + BMI2 (lib/codec/codec_packed_avx512.cc); null when not built for
+// x86-64 or the CPU lacks any of those.
+const PackedKernels *packed_avx2_kernels();
+const PackedKernels *packed_avx512_kernels();
+// The scalar kernels, for the SIMD tables' odd shapes.
+void packed_encode_scalar(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
+                          const float *inv, uint8_t *dst);
+void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s,
+                          const float *z, int dtype, void *out, bool sat);
+bool packed_to_f32_scalar(int dtype, const void *src, size_t n, float *x);
+void packed_minmax_scalar(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx);
+bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z);
+bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
+                               float *inv);
+
+// The §19 record body (codec_packed.cc), called by encode_params / decode.
+// packed_encode_payload writes the G (scale, zero point) pairs and the packed
+// stream at payload and returns their length, or 0 when the page must be
+// stored raw (a non-finite value, or a group outside the FP16 range).
+// packed_decode_payload checks and decodes them (SPECKV_ECORRUPT with a
+// message for a bad payload).
+size_t packed_payload_len(size_t n, size_t G, unsigned bits);
+size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, size_t C, const Params &P,
+                             uint8_t *payload);
+int packed_decode_payload(Impl impl, const Params &P, int dtype, size_t n, size_t C, const uint8_t *payload,
+                          size_t plen, void *dst);
+// The table a call with `impl` uses ("scalar", "avx2", "avx512").
+const char *packed_impl_name(Impl impl);
+// §19.2 helpers (tests).
+uint16_t packed_f32_to_f16_dir(float f, bool up);
+void packed_params(float mn, float mx, unsigned bits, uint16_t *s16, uint16_t *z16, float *sf, float *zf, float *inv);
 
 // FP16 bits -> canonical FP32 pattern u (docs §2), exact.
 inline uint32_t fp16_bits_to_u32(uint16_t h) {

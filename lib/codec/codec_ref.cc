@@ -63,6 +63,13 @@ constexpr Preset kPresets[kModeCount] = {
     {"vp8s", {8, kGroupPage, kOrderNone, kEntropySplitRice}},
     {"vp6s", {6, kGroupPage, kOrderNone, kEntropySplitRice}},
     {"vp5s", {5, kGroupPage, kOrderNone, kEntropySplitRice}},
+    // §19 (fixed-width packed, asymmetric quantiser: K per channel, V per token)
+    {"k3p", {3, kGroupChannel, kOrderNone, kEntropyPacked}},
+    {"v3p", {3, kGroupToken, kOrderNone, kEntropyPacked}},
+    {"k4p", {4, kGroupChannel, kOrderNone, kEntropyPacked}},
+    {"v4p", {4, kGroupToken, kOrderNone, kEntropyPacked}},
+    {"k5p", {5, kGroupChannel, kOrderNone, kEntropyPacked}},
+    {"v5p", {5, kGroupToken, kOrderNone, kEntropyPacked}},
 };
 
 inline void put16(uint8_t *p, uint16_t v) {
@@ -913,14 +920,29 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         return SPECKV_OK;
     }
     const bool wide_ok = P.bits <= 8 || P.entropy == kEntropyRice || P.entropy == kEntropySplitRice;
-    if (P.bits < 3 || P.bits > 12 || !wide_ok || P.group > kGroupToken || P.order > kOrderColumnar ||
-        P.entropy > kEntropySplitRice)
+    const bool packed_ok = P.entropy != kEntropyPacked || (P.bits <= 8 && P.order == kOrderNone);
+    if (P.bits < 3 || P.bits > 12 || !wide_ok || !packed_ok || P.group > kGroupToken || P.order > kOrderColumnar ||
+        P.entropy > kEntropyPacked)
         return fail(SPECKV_EINVAL, "codec: invalid parameters b=%u group=%u order=%u entropy=%u", P.bits, P.group,
                     P.order, P.entropy);
     const uint32_t Q = (1u << (P.bits - 1)) - 1;
     size_t C = layout.channels;
     if (C == 0 || C > 65535 || n % C) C = 1;
     const size_t T = n / C;
+
+    // §19: the asymmetric quantiser, values packed at b bits (codec_packed.cc).
+    if (P.entropy == kEntropyPacked) {
+        const size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
+        const size_t plen = packed_payload_len(n, G, P.bits);
+        // §7: raw when the record would not be shorter than the raw one.
+        size_t got = plen < src_bytes ? packed_encode_payload(impl, dtype, src, n, C, P, dst + kHeaderSize) : 0;
+        if (got == 0) {
+            *out_len = write_raw(dtype, src, src_bytes, dst);
+            return SPECKV_OK;
+        }
+        *out_len = finish_record(mode, dtype, P, n, C, uint32_t(got), dst);
+        return SPECKV_OK;
+    }
 
     // int8 and the like (FP16, b <= 8, one scale per page, bytes, no delta):
     // the maximum, then the scale and the q bytes straight into the record.
@@ -1077,7 +1099,7 @@ int peek_header(const uint8_t *rec, size_t len, Header *out) {
     h.mode = Mode(rec[3]);
     h.dtype = rec[4];
     if (h.dtype > SPECKV_DTYPE_FP32) return fail(SPECKV_ECORRUPT, "codec: unknown dtype %u", h.dtype);
-    h.params = Params{rec[5], rec[6], uint8_t(rec[7] & 3), uint8_t((rec[7] >> 2) & 3)};
+    h.params = Params{rec[5], rec[6], uint8_t(rec[7] & 3), uint8_t((rec[7] >> 2) & 7)};  // §19: entropy bits 2-4
     h.count = get32(rec + 8);
     h.channels = get16(rec + 12);
     h.payload_len = get32(rec + 16);
@@ -1096,9 +1118,12 @@ int peek_header(const uint8_t *rec, size_t len, Header *out) {
         if (h.params.bits > 8 && h.params.entropy != kEntropyRice && h.params.entropy != kEntropySplitRice)
             return fail(SPECKV_ECORRUPT, "codec: %u-bit values need the Rice stage", h.params.bits);
         if (h.params.group > kGroupToken) return fail(SPECKV_ECORRUPT, "codec: unknown group kind %u", h.params.group);
-        // §18: entropy 3 (split Rice) is valid; scan order 3 and bits 4-7 are not.
-        if ((rec[7] & 3) == 3 || (rec[7] >> 4))
+        // §18: entropy 3 (split Rice) is valid; §19: entropy 4 (packed, order 0, b <= 8);
+        // scan order 3, entropy 5-7 and bits 5-7 are not.
+        if ((rec[7] & 3) == 3 || (rec[7] >> 5) || h.params.entropy > kEntropyPacked)
             return fail(SPECKV_ECORRUPT, "codec: unknown flags 0x%02x", rec[7]);
+        if (h.params.entropy == kEntropyPacked && (h.params.order != kOrderNone || h.params.bits > 8))
+            return fail(SPECKV_ECORRUPT, "codec: packed record with flags 0x%02x and b = %u", rec[7], h.params.bits);
         size_t G = h.params.group == kGroupPage ? 1 : h.params.group == kGroupChannel ? h.channels : h.count / h.channels;
         if (h.payload_len < 2 * G || h.payload_len > raw)
             return fail(SPECKV_ECORRUPT, "codec: payload length %u inconsistent with %zu scales / %zu raw bytes", h.payload_len, G, raw);
@@ -1151,6 +1176,11 @@ int decode(const uint8_t *rec, size_t len, void *dst, size_t cap, size_t *out_by
     }
     const Params P = h.params;
     const size_t n = h.count, C = h.channels, T = n / C;
+    if (P.entropy == kEntropyPacked) {  // §19
+        if (int rc = packed_decode_payload(impl, P, h.dtype, n, C, payload, h.payload_len, dst)) return rc;
+        *out_bytes = out;
+        return SPECKV_OK;
+    }
     const size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
     const int32_t Q = (1 << (P.bits - 1)) - 1;
     Scratch &S = scratch();

@@ -13,7 +13,8 @@ namespace speckv {
 // then `adaptive` (= codec::kModeCount): a preset per layer and K/V, chosen by
 // the pool from the first page it stores of each (docs/codec.md §17.1).
 const char *const kCodecChoices = "raw|paper|int8|k8|v8|k6|v6|k5|v5|p8r|k4|v4|k9|k10|k12|vp8|vp6|vp5|"
-                                   "k8s|v8s|k6s|v6s|k5s|v5s|p8rs|k4s|v4s|k9s|k10s|k12s|vp8s|vp6s|vp5s|adaptive";
+                                   "k8s|v8s|k6s|v6s|k5s|v5s|p8rs|k4s|v4s|k9s|k10s|k12s|vp8s|vp6s|vp5s|"
+                                   "k3p|v3p|k4p|v4p|k5p|v5p|adaptive";
 
 const std::vector<KeySpec> &config_keys() {
     static const std::vector<KeySpec> keys = {
