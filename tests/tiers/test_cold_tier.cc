@@ -25,7 +25,7 @@ namespace {
 std::unique_ptr<ColdTier> open_tier(ColdTierOptions o, bool *skipped = nullptr) {
     std::unique_ptr<ColdTier> t;
     int rc = ColdTier::open(o, &t);
-    if (rc == SPECKV_ENOTSUP && o.engine == ColdEngine::kUring) {
+    if (rc == SPECKV_ENOTSUP && o.engine == ColdEngine::kUring && !tiers_test::g_uring_required) {
         MESSAGE("io_uring unavailable here, engine skipped: " << last_error());
         if (skipped) *skipped = true;
         return nullptr;
@@ -57,7 +57,14 @@ int get1(ColdTier &t, uint64_t key, std::vector<unsigned char> *out, size_t cap 
     return rc;
 }
 
-const ColdEngine kEngines[] = {ColdEngine::kUring, ColdEngine::kSync};
+// The engines the engine loops run (main.cc --cold-engines).
+std::vector<ColdEngine> engines() {
+    switch (tiers_test::g_cold_engines) {
+        case tiers_test::ColdEngines::kSync: return {ColdEngine::kSync};
+        case tiers_test::ColdEngines::kUring: return {ColdEngine::kUring};
+        default: return {ColdEngine::kUring, ColdEngine::kSync};
+    }
+}
 std::string engine_name(ColdEngine e) { return e == ColdEngine::kUring ? "io_uring" : "pread/pwrite"; }
 
 }  // namespace
@@ -91,7 +98,7 @@ TEST_CASE("extent allocator: best fit, coalescing, reserve") {
 }
 
 TEST_CASE("cold tier: batched round trip, replace, drop") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         auto t = open_tier(small_opts("rt", e), &skipped);
@@ -192,7 +199,7 @@ TEST_CASE("cold tier: O_DIRECT where the file system takes it, else a recorded r
 }
 
 TEST_CASE("cold tier: an I/O error completion fails its item and loses nothing") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("eio", e);
         o.queue_depth = 1;  // one I/O in flight: completions in submission order
@@ -253,7 +260,7 @@ TEST_CASE("cold tier: an I/O error completion fails its item and loses nothing")
 }
 
 TEST_CASE("cold tier: short reads are retried, then fail; the data survives") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         ColdTierOptions o = small_opts("short", e);
@@ -290,7 +297,7 @@ TEST_CASE("cold tier: short reads are retried, then fail; the data survives") {
 }
 
 TEST_CASE("cold tier: damaged bytes are reported, never returned") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         ColdTierOptions o = small_opts("crc", e);
@@ -352,7 +359,7 @@ TEST_CASE("cold tier: a full tier refuses with ENOSPC and keeps what it has") {
 }
 
 TEST_CASE("cold tier: a file size limit (RLIMIT_FSIZE) fails the put, not the process") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("fsize", e);
         pid_t pid = fork();
@@ -452,7 +459,7 @@ TEST_CASE("cold tier: recovery rebuilds the index from the file") {
 }
 
 TEST_CASE("cold tier: forget is in memory; the next put, flush or close clears the headers; a crash before keeps the newest") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("forget", e);
         bool skipped = false;
