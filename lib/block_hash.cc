@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
+#include <bit>
 #include <cstring>
 
 #include "speckv.h"
@@ -12,8 +13,8 @@
 namespace speckv {
 
 namespace {
-// libcrypto's SHA-256, fetched once per process (an implicit fetch per call
-// costs more than hashing a small block). NULL when no loaded provider has it.
+// libcrypto's SHA-256, fetched once per process rather than looked up by
+// name on every call. NULL when no loaded provider has it.
 const EVP_MD *sha256_md() {
     static const EVP_MD *md = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
     return md;
@@ -172,9 +173,14 @@ int block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t 
         h.update(&has_parent, 1);
         if (parent) h.update(parent, SPECKV_HASH_BYTES);
         le64(h, ntokens);
-        for (size_t i = 0; i < ntokens; i++) {
-            uint8_t b[4] = {uint8_t(tokens[i]), uint8_t(tokens[i] >> 8), uint8_t(tokens[i] >> 16), uint8_t(tokens[i] >> 24)};
-            h.update(b, 4);
+        if constexpr (std::endian::native == std::endian::little) {
+            if (ntokens) h.update(tokens, ntokens * sizeof(uint32_t));  // already the bytes to hash
+        } else {
+            for (size_t i = 0; i < ntokens; i++) {
+                uint8_t b[4] = {uint8_t(tokens[i]), uint8_t(tokens[i] >> 8), uint8_t(tokens[i] >> 16),
+                                uint8_t(tokens[i] >> 24)};
+                h.update(b, 4);
+            }
         }
         le64(h, extra_len);
         if (extra_len) h.update(extra, extra_len);
