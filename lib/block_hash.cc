@@ -23,7 +23,7 @@ const EVP_MD *sha256_md() {
 
 Sha256::Sha256() {
     const EVP_MD *md = sha256_md();
-    if (!md) failed(SPECKV_EINTERNAL, "EVP_MD_fetch(SHA2-256)");
+    if (!md) failed(SPECKV_EINTERNAL, "EVP_MD_fetch(SHA2-256): no loaded OpenSSL provider offers it (OPENSSL_CONF?)");
     else if (!(ctx_ = EVP_MD_CTX_new())) failed(SPECKV_ENOMEM, "EVP_MD_CTX_new");
     else if (EVP_DigestInit_ex(ctx_, md, nullptr) != 1) failed(SPECKV_EINTERNAL, "EVP_DigestInit_ex");
 }
@@ -35,10 +35,10 @@ void Sha256::failed(int code, const char *what) {
     // libcrypto's reason, taken off this thread's OpenSSL error queue (which
     // is the caller's too: left clean).
     unsigned long e = ERR_get_error();
-    char why[256] = "no reason given";
+    char why[256] = "";
     if (e) ERR_error_string_n(e, why, sizeof why);
     ERR_clear_error();
-    rc_ = fail(code, "SHA-256 (libcrypto): %s failed: %s", what, why);
+    rc_ = fail(code, "SHA-256 (libcrypto): %s failed%s%s", what, e ? ": " : "", why);
 }
 
 void Sha256::flush() {
