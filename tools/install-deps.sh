@@ -5,6 +5,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3
   liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev doctest-dev
+  libssl-dev                        # libcrypto: the block hash's SHA-256
   go-md2man                         # man pages speckv(1), speckv(3)
   libcpp-httplib-dev                # speckv exporter: the HTTP server
   prometheus curl                   # tests: promtool check metrics, scraping the exporter

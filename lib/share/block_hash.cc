@@ -1,5 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "share/block_hash.h"
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include <bit>
 #include <cstring>
 
 #include "speckv.h"
@@ -8,83 +13,68 @@
 namespace speckv {
 
 namespace {
-constexpr uint32_t kK[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+// libcrypto's SHA-256, fetched once per process rather than looked up by
+// name on every call. NULL when no loaded provider has it.
+const EVP_MD *sha256_md() {
+    static const EVP_MD *md = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
+    return md;
+}
 }  // namespace
 
 Sha256::Sha256() {
-    static constexpr uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    std::memcpy(h_, init, sizeof h_);
+    const EVP_MD *md = sha256_md();
+    if (!md) failed(SPECKV_EINTERNAL, "EVP_MD_fetch(SHA2-256): no loaded OpenSSL provider offers it (OPENSSL_CONF?)");
+    else if (!(ctx_ = EVP_MD_CTX_new())) failed(SPECKV_ENOMEM, "EVP_MD_CTX_new");
+    else if (EVP_DigestInit_ex(ctx_, md, nullptr) != 1) failed(SPECKV_EINTERNAL, "EVP_DigestInit_ex");
 }
 
-void Sha256::block(const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
+Sha256::~Sha256() { EVP_MD_CTX_free(ctx_); }
+
+void Sha256::failed(int code, const char *what) {
+    if (rc_) return;
+    // libcrypto's reason, taken off this thread's OpenSSL error queue (which
+    // is the caller's too: left clean).
+    unsigned long e = ERR_get_error();
+    char why[256] = "";
+    if (e) ERR_error_string_n(e, why, sizeof why);
+    ERR_clear_error();
+    rc_ = fail(code, "SHA-256 (libcrypto): %s failed%s%s", what, e ? ": " : "", why);
+}
+
+void Sha256::flush() {
+    if (fill_ && !rc_ && EVP_DigestUpdate(ctx_, buf_, fill_) != 1) failed(SPECKV_EINTERNAL, "EVP_DigestUpdate");
+    fill_ = 0;
 }
 
 void Sha256::update(const void *data, size_t len) {
-    auto *p = static_cast<const uint8_t *>(data);
-    total_ += len;
-    while (len) {
-        if (fill_ == 0 && len >= 64) {
-            block(p);
-            p += 64;
-            len -= 64;
-            continue;
-        }
-        size_t n = std::min(len, 64 - fill_);
-        std::memcpy(buf_ + fill_, p, n);
-        fill_ += n;
-        p += n;
-        len -= n;
-        if (fill_ == 64) {
-            block(buf_);
-            fill_ = 0;
-        }
+    if (rc_ || len == 0) return;
+    if (fill_ + len <= sizeof buf_) {
+        std::memcpy(buf_ + fill_, data, len);
+        fill_ += len;
+        return;
+    }
+    flush();
+    if (len < sizeof buf_) {
+        std::memcpy(buf_, data, len);
+        fill_ = len;
+    } else if (!rc_ && EVP_DigestUpdate(ctx_, data, len) != 1) {
+        failed(SPECKV_EINTERNAL, "EVP_DigestUpdate");
     }
 }
 
-void Sha256::final(uint8_t out[32]) {
-    uint64_t bits = total_ * 8;
-    uint8_t pad = 0x80;
-    update(&pad, 1);
-    uint8_t zero = 0;
-    while (fill_ != 56) update(&zero, 1);
-    uint8_t len[8];
-    for (int i = 0; i < 8; i++) len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-    update(len, 8);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) out[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
+int Sha256::final(uint8_t out[32]) {
+    flush();
+    if (rc_) return rc_;
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (EVP_DigestFinal_ex(ctx_, md, &n) != 1 || n != 32) {
+        failed(SPECKV_EINTERNAL, "EVP_DigestFinal_ex");
+        return rc_;
+    }
+    std::memcpy(out, md, 32);
+    // A second final() reports the context as used up, not a stale digest.
+    rc_ = SPECKV_EINTERNAL;
+    return SPECKV_OK;
 }
 
 // ------------------------------------------------------------------- CBOR
@@ -183,9 +173,14 @@ int block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t 
         h.update(&has_parent, 1);
         if (parent) h.update(parent, SPECKV_HASH_BYTES);
         le64(h, ntokens);
-        for (size_t i = 0; i < ntokens; i++) {
-            uint8_t b[4] = {uint8_t(tokens[i]), uint8_t(tokens[i] >> 8), uint8_t(tokens[i] >> 16), uint8_t(tokens[i] >> 24)};
-            h.update(b, 4);
+        if constexpr (std::endian::native == std::endian::little) {
+            if (ntokens) h.update(tokens, ntokens * sizeof(uint32_t));  // already the bytes to hash
+        } else {
+            for (size_t i = 0; i < ntokens; i++) {
+                uint8_t b[4] = {uint8_t(tokens[i]), uint8_t(tokens[i] >> 8), uint8_t(tokens[i] >> 16),
+                                uint8_t(tokens[i] >> 24)};
+                h.update(b, 4);
+            }
         }
         le64(h, extra_len);
         if (extra_len) h.update(extra, extra_len);
@@ -207,8 +202,7 @@ int block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t 
     } else {
         return fail(SPECKV_EINVAL, "unknown hash algorithm %d (SPECKV_HASH_NATIVE or SPECKV_HASH_VLLM_CBOR)", algo);
     }
-    h.final(out);
-    return SPECKV_OK;
+    return h.final(out);
 }
 
 }  // namespace speckv

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <unordered_set>
 
 #include "util/crc32c.h"
@@ -112,8 +113,49 @@ DiskHeader make_header(uint64_t key, uint64_t len, uint64_t gen, uint32_t crc) {
     return h;
 }
 
-bool header_ok(const DiskHeader &h) {
-    return h.magic == kMagic && h.version == 1 && h.hdr_crc == crc32c(0, &h, kHdrCrcSpan);
+// Generations are counted from 1 by one process at a time; a header claiming
+// one at or past this bound is not ours (and would wrap next_gen_).
+constexpr uint64_t kMaxGen = uint64_t(1) << 62;
+
+// The one reader of an extent header from the cold file. `bytes` holds what
+// was read at block `first_block`; the file (as far as this tier may use it)
+// ends at block `file_blocks`. Checks that the bytes hold a whole header,
+// its magic, version and CRC32C, a generation in [1, kMaxGen), and that the
+// extent it describes (header + payload rounded up to `block`) fits between
+// `first_block` and `file_blocks` (no arithmetic on the length can wrap).
+// On success fills *out and *blocks; else returns SPECKV_ECORRUPT with the
+// reason in *why (the status is not touched: recovery skips such blocks).
+// *intact: the bytes carry the magic and a matching header CRC32C (a header
+// was written there, whatever it claims).
+int decode_header(std::span<const unsigned char> bytes, uint32_t block, uint64_t first_block, uint64_t file_blocks,
+                  DiskHeader *out, uint64_t *blocks, const char **why, bool *intact = nullptr) {
+    if (intact) *intact = false;
+    if (bytes.size() < sizeof(DiskHeader)) return *why = "short read: no whole header", SPECKV_ECORRUPT;
+    DiskHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    if (h.magic != kMagic) return *why = "no extent header (magic)", SPECKV_ECORRUPT;
+    if (h.hdr_crc != crc32c(0, &h, kHdrCrcSpan)) return *why = "header CRC32C mismatch", SPECKV_ECORRUPT;
+    if (intact) *intact = true;
+    if (h.version != 1) return *why = "unknown header version", SPECKV_ECORRUPT;
+    if (h.gen == 0 || h.gen >= kMaxGen) return *why = "generation out of range", SPECKV_ECORRUPT;
+    if (first_block >= file_blocks) return *why = "extent starts past the end of the file", SPECKV_ECORRUPT;
+    // Payload bytes that fit from first_block to the end of the file.
+    const uint64_t room = (file_blocks - first_block) * block - kHeaderBytes;  // file_blocks <= 2^50 / 512
+    if (h.len > room) return *why = "payload length runs past the end of the file", SPECKV_ECORRUPT;
+    *blocks = (kHeaderBytes + h.len + block - 1) / block;
+    *out = h;
+    return SPECKV_OK;
+}
+
+// The one reader of payload bytes from the cold file: the part of an
+// extent's payload (length `len`) that a read of `n` bytes at offset `s` of
+// the extent ([header | payload | pad]) holds, as [*lo, *hi) in extent
+// offsets; false when it holds none. `len` was bounded by decode_header (or
+// by put), so kHeaderBytes + len cannot wrap.
+bool payload_part(uint64_t s, uint64_t n, uint64_t len, uint64_t *lo, uint64_t *hi) {
+    *lo = std::max<uint64_t>(s, kHeaderBytes);
+    *hi = std::min<uint64_t>(s + n, kHeaderBytes + len);
+    return *lo < *hi;
 }
 
 bool is_nospace(int err) { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
@@ -438,6 +480,12 @@ int ColdTier::put(std::span<PutItem> items) {
             status[i] = fail(SPECKV_EINVAL, "cold tier: key %llu has NULL data", (unsigned long long)it.key);
             continue;
         }
+        if (it.len > alloc_->total_blocks() * blk - kHeaderBytes) {
+            st_.enospc++;
+            status[i] = fail(SPECKV_ENOSPC, "cold tier %s: key %llu has %zu bytes, more than the tier holds",
+                             opt_.path.c_str(), (unsigned long long)it.key, it.len);
+            continue;
+        }
         uint64_t nb = extent_blocks(it.len), first;
         if (!alloc_->alloc(nb, &first)) {
             st_.enospc++;
@@ -569,16 +617,21 @@ int ColdTier::get(std::span<GetItem> items) {
         const Extent &e = *ext[c.item];
         if (c.stream_off == 0) {  // slot_bytes >= 512: the header is whole in the first chunk
             DiskHeader h;
-            std::memcpy(&h, src, sizeof h);
-            if (!header_ok(h) || h.key != it.key || h.len != e.len || h.gen != e.gen || h.crc != e.crc) {
+            uint64_t nb = 0;
+            const char *why = nullptr;
+            int rc = decode_header({src, c.len}, blk, e.first_block, e.first_block + e.blocks, &h, &nb, &why);
+            if (!rc && (h.key != it.key || h.len != e.len || h.gen != e.gen || h.crc != e.crc || nb != e.blocks))
+                why = "header names another extent", rc = SPECKV_ECORRUPT;
+            if (rc) {
                 st_.crc_failures++;
-                status[c.item] = fail(SPECKV_ECORRUPT, "cold tier: extent header of key %llu at offset %llu in %s is damaged",
-                                      (unsigned long long)it.key, (unsigned long long)c.file_off, opt_.path.c_str());
+                status[c.item] = fail(SPECKV_ECORRUPT, "cold tier: extent header of key %llu at offset %llu in %s is damaged: %s",
+                                      (unsigned long long)it.key, (unsigned long long)c.file_off, opt_.path.c_str(), why);
                 return;
             }
         }
-        uint64_t s = std::max<uint64_t>(c.stream_off, kHeaderBytes), end = std::min<uint64_t>(c.stream_off + c.len, kHeaderBytes + e.len);
-        if (s < end) std::memcpy(static_cast<unsigned char *>(it.dst) + (s - kHeaderBytes), src + (s - c.stream_off), end - s);
+        uint64_t s, end;
+        if (payload_part(c.stream_off, c.len, e.len, &s, &end) && end - kHeaderBytes <= it.cap)
+            std::memcpy(static_cast<unsigned char *>(it.dst) + (s - kHeaderBytes), src + (s - c.stream_off), end - s);
     };
     execute(false, chunks, {}, done);
 
@@ -741,9 +794,14 @@ int ColdTier::recover() {
         if (!read_at(b * blk, blk)) return fail(SPECKV_EIO, "cold tier: reading %s at block %llu: %s", opt_.path.c_str(),
                                                  (unsigned long long)b, strerror(errno));
         DiskHeader h;
-        std::memcpy(&h, buf, sizeof h);
-        uint64_t nb = header_ok(h) ? extent_blocks(h.len) : 0;
-        if (!nb || b + nb > nblocks) {
+        uint64_t nb = 0;
+        const char *why = nullptr;
+        bool intact = false;
+        if (decode_header({buf, blk}, blk, b, nblocks, &h, &nb, &why, &intact) != SPECKV_OK) {
+            // Zeroed (dropped, never written) blocks and payload bytes are
+            // the common case; a header with a valid CRC that describes no
+            // valid extent is counted.
+            if (intact) st_.bad_headers++;
             b++;
             continue;
         }
@@ -757,8 +815,8 @@ int ColdTier::recover() {
                 ok = false;
                 break;
             }
-            uint64_t lo = std::max<uint64_t>(s, kHeaderBytes), hi = std::min<uint64_t>(s + n, kHeaderBytes + h.len);
-            if (lo < hi) crc = crc32c(crc, buf + (lo - s), hi - lo);
+            uint64_t lo, hi;
+            if (payload_part(s, n, h.len, &lo, &hi)) crc = crc32c(crc, buf + (lo - s), hi - lo);
         }
         if (ok && crc == h.crc) {
             auto [pos, ins] = best.try_emplace(h.key, Extent{b, nb, h.len, h.gen, h.crc});

@@ -6,6 +6,11 @@
 // On disk an extent is [64-byte header | payload | zero pad to `block`]. The
 // header names the key, the payload length, the payload CRC32C and a write
 // generation, so open(recover=true) rebuilds the index from the file alone.
+// The file is untrusted input: every header read from it goes through one
+// validating decoder (cold_tier.cc, decode_header: magic, version, CRC32C,
+// generation, and an extent that fits the file), and every payload byte
+// through one bounds-checked span (payload_part); a hostile file yields
+// skipped extents at recovery and SPECKV_ECORRUPT at get, never a crash.
 // Invariants:
 //   - a key maps to at most one extent, and only after every byte of it was
 //     confirmed written; until put() returns OK for an item the caller's copy
@@ -83,6 +88,7 @@ struct ColdTierStats {
     uint64_t bytes_written = 0, bytes_read = 0;  // payload bytes confirmed
     uint64_t submissions = 0, completions = 0;   // io_uring_submit calls, completions reaped
     uint64_t io_errors = 0, short_transfers = 0, crc_failures = 0, enospc = 0, syncs = 0;
+    uint64_t bad_headers = 0;  // recovery: headers with a valid CRC32C that describe no valid extent
     uint64_t keys = 0, used_bytes = 0, free_bytes = 0, capacity = 0;
 };
 
