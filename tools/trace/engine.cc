@@ -831,8 +831,8 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
     ++step_no_;
     for (size_t i = 0; i < stepping.size(); ++i) {
         Seq &p = *stepping[i];
-        uint64_t tail = p.prompt_blocks + (p.generated - 1) / o_.block_tokens;  // the block being appended to
-        if (sl) tail = p.prompt_blocks + p.generated / o_.block_tokens;         // called before this step's token is counted
+        // The block this step's token is appended to (run before the token is counted).
+        uint64_t tail = p.prompt_blocks + p.generated / o_.block_tokens;
         for (uint32_t g = 0; g < LG_; ++g, ++u) {
             uint64_t t0 = paced ? mono_ns() : 0;
             if (offload()) {
