@@ -582,20 +582,36 @@ int Pool::attach() {
 }
 
 void Pool::recover_locked(const char *why) {
-    const Superblock &s = *sb();
-    SharedHeader *h = sh();
     log(SPECKV_LOG_WARN, "recovering pool: %s", why);
     // 1. Attach records: a dead process's record is freed and its counters
     //    kept; what it held is dropped below.
-    uint64_t live_mask = 0;
     std::vector<uint64_t> live_ids;
+    const uint64_t live_mask = recover_attach_locked(&live_ids);
+    // 2. Blocks: validate each record, rebuild the page bitmap and counters
+    //    from the ones that stand.
+    RecoveredTotals t;
+    recover_blocks_locked(live_mask, live_ids, &t);
+    // 3. Torn page writes.
+    recover_pages_locked(live_mask);
+    store_recovered_totals_locked(t);
+    // 4. The hash and translation indexes are derived from the records.
+    rebuild_index_locked();
+    rebuild_xlate_locked();
+    SharedHeader *h = sh();
+    h->epoch.fetch_add(1);
+    h->recoveries.fetch_add(1);
+}
+
+uint64_t Pool::recover_attach_locked(std::vector<uint64_t> *live_ids) {
+    SharedHeader *h = sh();
+    uint64_t live_mask = 0;
     for (uint32_t i = 0; i < kMaxAttach; i++) {
         AttachRecord &a = h->attach[i];
         uint32_t pid = a.pid.load();
         if (!pid) continue;
         if (process_alive(pid, a.start_time)) {
             live_mask |= uint64_t(1) << i;
-            live_ids.push_back(a.id);
+            live_ids->push_back(a.id);
             continue;
         }
         log(SPECKV_LOG_WARN, "process %u attached to the pool is gone: its references and unpublished blocks are reclaimed",
@@ -607,17 +623,11 @@ void Pool::recover_locked(const char *why) {
         a.pid.store(0);
     }
     h->attached = static_cast<uint32_t>(__builtin_popcountll(live_mask));
-    // 2. Blocks: validate each record, rebuild the page bitmap and counters
-    //    from the ones that stand.
-    uint64_t *bm = bitmap();
-    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    h->slot_hwm = hwm;
-    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
-    h->tenants_used = nt;
-    for (uint32_t t = 0; t < nt; t++) tenants()[t].used_pages.store(0);
-    uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
-    uint64_t cold_n = 0, cold_b = 0;
+    return live_mask;
+}
+
+void Pool::finish_cut_move_locked(uint64_t hwm) {
+    SharedHeader *h = sh();
     // A block move cut short between its record's stores: finish it (its new
     // pages were written before the move was recorded).
     if (const uint64_t ms = h->move_slot.load(); ms && ms <= hwm) {
@@ -633,6 +643,19 @@ void Pool::recover_locked(const char *why) {
         }
         h->move_slot.store(0);
     }
+}
+
+void Pool::recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
+    h->slot_hwm = hwm;
+    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
+    h->tenants_used = nt;
+    for (uint32_t i = 0; i < nt; i++) tenants()[i].used_pages.store(0);
+    finish_cut_move_locked(hwm);
     for (uint64_t i = 0; i < hwm; i++) {
         BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
@@ -662,24 +685,24 @@ void Pool::recover_locked(const char *why) {
             // An unpublished block of a dead process (nothing says its
             // contents were complete), or an eviction cut short by a crash.
             r.handle.store(0);
-            reclaimed += orphan;
+            t->reclaimed += orphan;
             continue;
         }
         r.holders.fetch_and(live_mask);  // references (and, on unpublished blocks, pins) of live processes
-        live++;
+        t->live++;
         if (pub) {
-            published++;
-            shared += r.bytes;
+            t->published++;
+            t->shared += r.bytes;
         }
-        by_dtype[r.dtype] += r.bytes;
+        t->by_dtype[r.dtype] += r.bytes;
         if (cold) {
-            cold_n++;
-            cold_b += r.bytes;
+            t->cold_n++;
+            t->cold_b += r.bytes;
             continue;
         }
         for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
-        used += np;
-        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np);
+        t->used += np;
+        if (TenantEntry *te = tenant_row(r.tenant)) te->used_pages.fetch_add(np);
     }
     // Free-slot list, lowest slot first.
     h->slot_free_head = 0;
@@ -689,11 +712,15 @@ void Pool::recover_locked(const char *why) {
         r.next_free = h->slot_free_head;
         h->slot_free_head = i + 1;
     }
-    // 3. Torn page writes: the writer died between locking and unlocking.
-    //    The writer's attach slot is in the page flags; a live writer's page
-    //    is left alone (it is mid-copy). An untagged odd page (the writer was
-    //    between taking the lock and tagging it) is repaired only when no
-    //    process is attached; otherwise it is fixed when its pages are reused.
+}
+
+void Pool::recover_pages_locked(uint64_t live_mask) {
+    const Superblock &s = *sb();
+    // Torn page writes: the writer died between locking and unlocking.
+    // The writer's attach slot is in the page flags; a live writer's page
+    // is left alone (it is mid-copy). An untagged odd page (the writer was
+    // between taking the lock and tagging it) is repaired only when no
+    // process is attached; otherwise it is fixed when its pages are reused.
     for (uint64_t p = 0; p < s.n_pages; p++) {
         PageEntry &pe = pages()[p];
         uint64_t q = pe.seq.load();
@@ -718,21 +745,20 @@ void Pool::recover_locked(const char *why) {
         pe.flags.store(fl & ~(kPageWriterMask | kPageSummary));  // the summary may be of other bytes
         pe.seq.store(q + 1);
     }
-    h->blocks_live.store(live);
-    h->pages_used.store(used);
-    h->cold_blocks.store(cold_n);
-    h->cold_bytes.store(cold_b);
+}
+
+void Pool::store_recovered_totals_locked(const RecoveredTotals &t) {
+    SharedHeader *h = sh();
+    h->blocks_live.store(t.live);
+    h->pages_used.store(t.used);
+    h->cold_blocks.store(t.cold_n);
+    h->cold_bytes.store(t.cold_b);
     if (!process_alive(h->cold_pid.load(), h->cold_start_time)) h->cold_pid.store(0);
-    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(by_dtype[d]);
-    h->blocks_published.store(published);
-    h->shared_bytes.store(shared);
-    h->reclaimed.fetch_add(reclaimed);
+    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(t.by_dtype[d]);
+    h->blocks_published.store(t.published);
+    h->shared_bytes.store(t.shared);
+    h->reclaimed.fetch_add(t.reclaimed);
     h->alloc_cursor = 0;
-    // 4. The hash and translation indexes are derived from the records.
-    rebuild_index_locked();
-    rebuild_xlate_locked();
-    h->epoch.fetch_add(1);
-    h->recoveries.fetch_add(1);
 }
 
 // ---------------------------------------------------------- alloc / free
@@ -807,7 +833,7 @@ uint64_t Pool::unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer
     return UINT64_MAX;
 }
 
-int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
     if (dtype < 0 || dtype > 3) return fail(SPECKV_EINVAL, "unknown dtype %d", dtype);
@@ -817,60 +843,57 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     if (hint && hint->token_count > UINT64_MAX - hint->token_pos)
         return fail(SPECKV_EINVAL, "hint tokens [%" PRIu64 ", +%" PRIu64 ") run past 2^64", hint->token_pos,
                     hint->token_count);
-    uint64_t tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
-    if (!tenant_visible(tenant))
+    *tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
+    if (!tenant_visible(*tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
-                    tenant_id_, tenant);
+                    tenant_id_, *tenant);
     const Superblock &s = *sb();
     // Rounded up without forming bytes + page_size - 1, which wraps for sizes
     // near 2^64 (a block record of 0 pages would be committed).
-    uint64_t np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
-    if (np > s.n_pages || np > UINT32_MAX)  // the record's page count is 32 bits
+    *np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
+    if (*np > s.n_pages || *np > UINT32_MAX)  // the record's page count is 32 bits
         return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
                     s.n_pages);
-    bool rec;
-    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
-relock:
-    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    SharedHeader *h = sh();
-    uint64_t *bm = bitmap();
-    TenantEntry *trow = tenant_row(tenant);
-    if (trow && trow->quota_pages) {
-        auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
-        if (!under()) evict_locked(under, &tenant);
-        if (!under()) {
-            uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
-            unlock();
-            return fail(SPECKV_EQUOTA,
-                        "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
-                        " pages (nothing of it left to evict)",
-                        tenant, used, np, quota);
+    return SPECKV_OK;
+}
+
+int Pool::alloc_quota_locked(TenantEntry *trow, uint64_t tenant, uint64_t np) {
+    if (!trow || !trow->quota_pages) return SPECKV_OK;
+    auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
+    if (!under()) evict_locked(under, &tenant);
+    if (!under()) {
+        uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
+        unlock();
+        return fail(SPECKV_EQUOTA,
+                    "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
+                    " pages (nothing of it left to evict)",
+                    tenant, used, np, quota);
+    }
+    return SPECKV_OK;
+}
+
+bool Pool::alloc_room_locked(AllocPlace *pl) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    const uint64_t *bm = bitmap();
+    const uint64_t after = pl->after, np = pl->np;
+    pl->follows = false;
+    if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
+        uint64_t p = after;
+        while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
+        if (p == after + np) {
+            pl->first = after;
+            pl->follows = true;
+            return true;
         }
     }
-    // Room is a free slot and a run of np free pages. Without it, what dead
-    // processes left is reclaimed first, then unreferenced published blocks
-    // are evicted, least recently used first.
-    uint64_t first = UINT64_MAX, reserved = 0;
-    // Layer-aware placement (docs/tiers.md §10): a block of a (request,
-    // layer) goes right after that unit's latest block when those pages are
-    // free, so a unit's pages form one run for burst reads; a unit's first
-    // block is placed with room for alloc.unit_slack more after it.
-    const bool unit = hint && hint->token_count && unit_slack_;
-    const uint64_t after = unit ? unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
-    bool follows = false;
-    auto room = [&] {
-        follows = false;
-        if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
-            uint64_t p = after;
-            while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
-            if (p == after + np) {
-                first = after;
-                follows = true;
-                return true;
-            }
-        }
-        return find_room_locked(np, &first, unit ? uint64_t(unit_slack_) * np : 0, &reserved);
-    };
+    return find_room_locked(np, &pl->first, pl->unit ? uint64_t(unit_slack_) * np : 0, &pl->reserved);
+}
+
+int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    auto room = [&] { return alloc_room_locked(pl); };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
     // The L4 holder moves the coldest blocks out before anything is evicted:
     // a demoted block keeps its handle and its bytes. The victims are chosen
@@ -878,22 +901,22 @@ relock:
     // threads' and processes' allocations and frees do not wait for this
     // one's I/O; then the allocation starts over (someone may take the room
     // first). After a few rounds lost that way, it demotes holding the lock.
-    if (first == UINT64_MAX && !room() && holder()) {
-        if (offlock_rounds < kOfflockRounds) {
+    if (pl->first == UINT64_MAX && !room() && holder()) {
+        if (*offlock_rounds < kOfflockRounds) {
             std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/false);
             if (batch.size() > cold_batch_) batch.resize(cold_batch_);
             if (!batch.empty()) {
                 unlock();
-                offlock_rounds++;
+                (*offlock_rounds)++;
                 bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
                 clear_error();
-                goto relock;
+                return kAllocRetry;
             }
         }
         demote_locked(room, UINT64_MAX);
     }
-    if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
-    if (first == UINT64_MAX && !room()) {
+    if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
+    if (pl->first == UINT64_MAX && !room()) {
         bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
         uint64_t freep = s.n_pages - h->pages_used.load();
         unlock();
@@ -903,8 +926,15 @@ relock:
         return fail(SPECKV_ENOSPC,
                     "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64
                     " pages free; no evictable published block left)",
-                    np, freep, s.n_pages);
+                    pl->np, freep, s.n_pages);
     }
+    return SPECKV_OK;
+}
+
+uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint) {
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    const uint64_t first = pl.first, np = pl.np;
     uint64_t slot;
     if (h->slot_free_head) {
         slot = h->slot_free_head - 1;
@@ -956,16 +986,48 @@ relock:
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
     if (r.token_count) xlate_insert_locked(slot);
+    return handle;
+}
+
+int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+    uint64_t tenant = 0, np = 0;
+    if (int rc = alloc_check_args(bytes, dtype, hint, &tenant, &np); rc != SPECKV_OK) return rc;
+    bool rec;
+    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
+    AllocPlace pl;
+    TenantEntry *trow;
+    for (;;) {
+        if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+        trow = tenant_row(tenant);
+        if (int rc = alloc_quota_locked(trow, tenant, np); rc != SPECKV_OK) return rc;  // unlocked
+        // Room is a free slot and a run of np free pages. Without it, what dead
+        // processes left is reclaimed first, then unreferenced published blocks
+        // are evicted, least recently used first.
+        // Layer-aware placement (docs/tiers.md §10): a block of a (request,
+        // layer) goes right after that unit's latest block when those pages are
+        // free, so a unit's pages form one run for burst reads; a unit's first
+        // block is placed with room for alloc.unit_slack more after it.
+        pl = AllocPlace{};
+        pl.np = np;
+        pl.unit = hint && hint->token_count && unit_slack_;
+        pl.after = pl.unit ? unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
+        const int rc = alloc_make_room_locked(&pl, &offlock_rounds);
+        if (rc == kAllocRetry) continue;  // unlocked: start over
+        if (rc != SPECKV_OK) return rc;   // unlocked
+        break;
+    }
+    SharedHeader *h = sh();
+    const uint64_t handle = alloc_commit_locked(pl, bytes, dtype, tenant, hint);
     h->blocks_live.fetch_add(1, std::memory_order_relaxed);
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
     if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
-    if (!follows) h->alloc_cursor = first + np + reserved;  // past the unit's room: other units start beyond it
+    if (!pl.follows) h->alloc_cursor = pl.first + np + pl.reserved;  // past the unit's room: other units start beyond it
     unlock();
     bump(kAllocs);
-    if (after != UINT64_MAX) {
+    if (pl.after != UINT64_MAX) {
         bump(kUnitFollowers);
-        if (follows) bump(kUnitContiguous);
+        if (pl.follows) bump(kUnitContiguous);
     }
     *out = handle;
     return SPECKV_OK;
@@ -2481,15 +2543,69 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
     return SPECKV_OK;
 }
 
+namespace {
+// One line of `speckv pool check`'s report.
+__attribute__((format(printf, 2, 3))) void problem(CheckReport *rep, const char *f, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, f);
+    std::vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    rep->problems.emplace_back(buf);
+}
+}  // namespace
+
+// What check() counts while it walks the block table, then compares with
+// the shared counters.
+struct Pool::CheckTally {
+    uint64_t hwm = 0;
+    std::vector<uint64_t> owned;  // pages some block holds (bitmap)
+    std::vector<unsigned char> buf, dec;
+    uint64_t live = 0, used = 0, published = 0, shared = 0, cold_n = 0, cold_b = 0;
+    uint64_t live_mask = 0;
+    std::vector<uint64_t> live_ids;
+    uint32_t nt = 0;
+    std::vector<uint64_t> tenant_pages;
+};
+
 int Pool::check(CheckReport *rep) const {
     const Superblock &s = *sb();
+    CheckTally t;
+    check_lock_state(rep);
+    t.hwm = sh()->slot_hwm;
+    if (t.hwm > s.max_blocks) {
+        problem(rep, "slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, t.hwm, s.max_blocks);
+        t.hwm = s.max_blocks;
+    }
+    t.owned.assign((s.n_pages + 63) / 64, 0);
+    t.buf.resize(s.page_size);
+    t.dec.resize(s.page_size);
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        const AttachRecord &a = sh()->attach[i];
+        if (a.pid.load() && process_alive(a.pid.load(), a.start_time)) {
+            t.live_mask |= uint64_t(1) << i;
+            t.live_ids.push_back(a.id);
+        }
+    }
+    t.nt = std::min<uint32_t>(sh()->tenants_used, kMaxTenants);
+    t.tenant_pages.assign(t.nt, 0);
+    for (uint64_t i = 0; i < s.max_blocks; i++) check_block(i, &t, rep);
+    check_counters(t, rep);
+    check_free_list(t.hwm, rep);
+    for (const auto &a : sh()->attach) {
+        uint32_t pid = a.pid.load();
+        if (pid && !process_alive(pid, a.start_time))
+            problem(rep, "process %u is recorded as attached but is gone (recovered on the next open)", pid);
+    }
+    check_hash_index(t.hwm, t.published, rep);
+    check_xlate(rep, t.hwm);
+    check_shared_counters(t, rep);
+    return SPECKV_OK;
+}
+
+void Pool::check_lock_state(CheckReport *rep) const {
     const SharedHeader *h = sh();
-    auto problem = [&](const char *f, auto... a) {
-        char buf[512];
-        std::snprintf(buf, sizeof buf, f, a...);
-        rep->problems.emplace_back(buf);
-    };
-    if (h->lock_magic != kLockMagic) problem("the pool lock is not initialised (metadata corrupt)");
+    if (h->lock_magic != kLockMagic) problem(rep, "the pool lock is not initialised (metadata corrupt)");
     // The robust lock's word: the kernel marks it FUTEX_OWNER_DIED when its
     // holder dies. Whatever that holder was changing (an alloc, a publish,
     // recovery itself rebuilding the bitmap and index) is half-done; the next
@@ -2498,164 +2614,157 @@ int Pool::check(CheckReport *rep) const {
     if (h->lock_magic == kLockMagic &&
         (__atomic_load_n(&h->lock.__data.__lock, __ATOMIC_ACQUIRE) & kFutexOwnerDied)) {
         rep->recovery_pending = true;
-        problem("a process died holding the pool lock (perhaps inside recovery): what it was changing is half-done "
+        problem(rep, "a process died holding the pool lock (perhaps inside recovery): what it was changing is half-done "
                 "and is recovered at the next open (or `speckv pool check --repair`); the problems below may be that");
     }
     if (h->move_slot.load())
-        problem("a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
-    uint64_t hwm = h->slot_hwm;
-    if (hwm > s.max_blocks) {
-        problem("slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, hwm, s.max_blocks);
-        hwm = s.max_blocks;
+        problem(rep, "a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
+}
+
+void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
+    const Superblock &s = *sb();
+    const BlockRecord &r = blocks()[i];
+    uint64_t hd = r.handle.load();
+    if (!hd) return;
+    if (i >= t->hwm) {
+        problem(rep, "block slot %" PRIu64 " is live above the high-water mark", i);
+        return;
     }
-    std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
-    std::vector<unsigned char> buf(s.page_size), dec(s.page_size);
-    uint64_t live = 0, used = 0, published = 0, shared = 0, cold_n = 0, cold_b = 0;
-    uint64_t live_mask = 0;
-    std::vector<uint64_t> live_ids;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        const AttachRecord &a = h->attach[i];
-        if (a.pid.load() && process_alive(a.pid.load(), a.start_time)) {
-            live_mask |= uint64_t(1) << i;
-            live_ids.push_back(a.id);
-        }
+    rep->blocks_checked++;
+    if ((hd & ((1u << kSlotBits) - 1)) != i + 1 || (hd >> kSlotBits) != r.generation) {
+        problem(rep, "block slot %" PRIu64 ": handle 0x%" PRIx64 " does not match the slot", i, hd);
+        return;
     }
-    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
-    std::vector<uint64_t> tenant_pages(nt, 0);
-    for (uint64_t i = 0; i < s.max_blocks; i++) {
-        const BlockRecord &r = blocks()[i];
-        uint64_t hd = r.handle.load();
-        if (!hd) continue;
-        if (i >= hwm) {
-            problem("block slot %" PRIu64 " is live above the high-water mark", i);
-            continue;
-        }
-        rep->blocks_checked++;
-        if ((hd & ((1u << kSlotBits) - 1)) != i + 1 || (hd >> kSlotBits) != r.generation) {
-            problem("block slot %" PRIu64 ": handle 0x%" PRIx64 " does not match the slot", i, hd);
-            continue;
-        }
-        if (record_crc(r) != r.crc) {
-            problem("block 0x%" PRIx64 ": record checksum mismatch", hd);
-            continue;
-        }
-        const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
-        const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
-        if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
-            problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
-            continue;
-        }
-        live++;
-        if (cold) {
-            cold_n++;
-            cold_b += r.bytes;
-        } else {
-            used += np;
-            for (uint32_t t = 0; t < nt; t++)
-                if (tenants()[t].tenant == r.tenant) tenant_pages[t] += np;
-        }
-        uint64_t holders = r.holders.load();
-        if (r.state & kBlockPublished) {
-            published++;
-            shared += r.bytes;
-            if (holders & kHoldersDying) problem("block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
-            if (holders & ~kHoldersDying & ~live_mask)
-                problem("block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
-            if (find_published_locked(r.tenant, r.content_hash) != i + 1)
-                problem("block 0x%" PRIx64 " is published but the hash index does not find it", hd);
-        } else {
-            if (holders & ~live_mask)
-                problem("block 0x%" PRIx64 " is unpublished and pinned by processes that are gone (repair drops them)", hd);
-            if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
-                problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
-        }
-        if (!cold && r.packed_pages) check_packed(r, hd, rep);
-        for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) {
-            if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
-            owned[p / 64] |= uint64_t(1) << (p % 64);
-            if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem("page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
-            const PageEntry &pe = pages()[p];
-            uint64_t q = pe.seq.load();
-            uint32_t fl = pe.flags.load();
-            if (q & 1) {
-                problem("page %" PRIu64 " of block 0x%" PRIx64 ": a write is in progress or was torn by a crash", p, hd);
-                continue;
-            }
-            if (fl & kPageQuarantined) problem("page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
-            if (bool(fl & kPagePacked) != bool(r.packed_pages))
-                problem("page %" PRIu64 " of block 0x%" PRIx64 " %s", p, hd,
-                    fl & kPagePacked ? "is flagged as a packed image's, but its block is not packed"
-                                     : "is not flagged as a packed image's, but its block is packed");
-            if (fl & kPageZero) continue;
-            copy_from_pool(buf.data(), page_data(p), s.page_size);
-            uint32_t got = crc32c(0, buf.data(), s.page_size);
-            rep->pages_verified++;
-            if (got != pe.crc.load() && pe.seq.load() == q) {
-                problem("page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
-                        pe.crc.load(), got);
-                continue;
-            }
-            if ((fl & kPageSummary) && summaries_) {
-                const unsigned char *sm = summaries_ + p * summary_bytes_;
-                uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
-                size_t need = nmp::summary_size(ch);
-                if ((need > summary_bytes_ || nmp::check_summary(sm, need, ch) != SPECKV_OK) && pe.seq.load() == q)
-                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": its summary fails its checks (%s)", p, hd,
-                            need > summary_bytes_ ? "channel count too large" : last_error());
-                clear_error();
-            }
-            if (fl & kPageCoded) {
-                codec::Header ch;
-                size_t n = 0;
-                int rc = codec::peek_header(buf.data(), s.page_size, &ch);
-                if (rc == SPECKV_OK) rc = codec::decode(buf.data(), ch.record_len(), dec.data(), dec.size(), &n);
-                if (rc != SPECKV_OK && pe.seq.load() == q)
-                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": codec record does not decode (%s)", p, hd, last_error());
-                clear_error();
-            }
-        }
+    if (record_crc(r) != r.crc) {
+        problem(rep, "block 0x%" PRIx64 ": record checksum mismatch", hd);
+        return;
     }
+    const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
+    const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
+    if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
+        problem(rep, "block 0x%" PRIx64 ": geometry out of bounds", hd);
+        return;
+    }
+    t->live++;
+    if (cold) {
+        t->cold_n++;
+        t->cold_b += r.bytes;
+    } else {
+        t->used += np;
+        for (uint32_t k = 0; k < t->nt; k++)
+            if (tenants()[k].tenant == r.tenant) t->tenant_pages[k] += np;
+    }
+    uint64_t holders = r.holders.load();
+    if (r.state & kBlockPublished) {
+        t->published++;
+        t->shared += r.bytes;
+        if (holders & kHoldersDying) problem(rep, "block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
+        if (holders & ~kHoldersDying & ~t->live_mask)
+            problem(rep, "block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
+        if (find_published_locked(r.tenant, r.content_hash) != i + 1)
+            problem(rep, "block 0x%" PRIx64 " is published but the hash index does not find it", hd);
+    } else {
+        if (holders & ~t->live_mask)
+            problem(rep, "block 0x%" PRIx64 " is unpublished and pinned by processes that are gone (repair drops them)", hd);
+        if (r.owner && std::find(t->live_ids.begin(), t->live_ids.end(), r.owner) == t->live_ids.end())
+            problem(rep, "block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
+    }
+    if (!cold && r.packed_pages) check_packed(r, hd, rep);
+    for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) check_block_page(r, hd, p, t, rep);
+}
+
+void Pool::check_block_page(const BlockRecord &r, uint64_t hd, uint64_t p, CheckTally *t, CheckReport *rep) const {
+    const Superblock &s = *sb();
+    if (t->owned[p / 64] >> (p % 64) & 1) problem(rep, "page %" PRIu64 " belongs to two blocks", p);
+    t->owned[p / 64] |= uint64_t(1) << (p % 64);
+    if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem(rep, "page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
+    const PageEntry &pe = pages()[p];
+    uint64_t q = pe.seq.load();
+    uint32_t fl = pe.flags.load();
+    if (q & 1) {
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": a write is in progress or was torn by a crash", p, hd);
+        return;
+    }
+    if (fl & kPageQuarantined) problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
+    if (bool(fl & kPagePacked) != bool(r.packed_pages))
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 " %s", p, hd,
+            fl & kPagePacked ? "is flagged as a packed image's, but its block is not packed"
+                             : "is not flagged as a packed image's, but its block is packed");
+    if (fl & kPageZero) return;
+    copy_from_pool(t->buf.data(), page_data(p), s.page_size);
+    uint32_t got = crc32c(0, t->buf.data(), s.page_size);
+    rep->pages_verified++;
+    if (got != pe.crc.load() && pe.seq.load() == q) {
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
+                pe.crc.load(), got);
+        return;
+    }
+    if ((fl & kPageSummary) && summaries_) {
+        const unsigned char *sm = summaries_ + p * summary_bytes_;
+        uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+        size_t need = nmp::summary_size(ch);
+        if ((need > summary_bytes_ || nmp::check_summary(sm, need, ch) != SPECKV_OK) && pe.seq.load() == q)
+            problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": its summary fails its checks (%s)", p, hd,
+                    need > summary_bytes_ ? "channel count too large" : last_error());
+        clear_error();
+    }
+    if (fl & kPageCoded) {
+        codec::Header ch;
+        size_t n = 0;
+        int rc = codec::peek_header(t->buf.data(), s.page_size, &ch);
+        if (rc == SPECKV_OK) rc = codec::decode(t->buf.data(), ch.record_len(), t->dec.data(), t->dec.size(), &n);
+        if (rc != SPECKV_OK && pe.seq.load() == q)
+            problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": codec record does not decode (%s)", p, hd, last_error());
+        clear_error();
+    }
+}
+
+void Pool::check_counters(const CheckTally &t, CheckReport *rep) const {
+    const SharedHeader *h = sh();
     uint64_t leaked = 0;
-    for (uint64_t w = 0; w < owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~owned[w]);
-    if (leaked) problem("%" PRIu64 " pages are marked used but belong to no block (reclaimed by recovery)", leaked);
-    if (h->blocks_live.load() != live)
-        problem("live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), live);
-    if (h->pages_used.load() != used + leaked)
-        problem("used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), used + leaked);
-    if (h->cold_blocks.load() != cold_n || h->cold_bytes.load() != cold_b)
-        problem("L4 counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the block table holds %" PRIu64 " / %" PRIu64,
-                h->cold_blocks.load(), h->cold_bytes.load(), cold_n, cold_b);
+    for (uint64_t w = 0; w < t.owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~t.owned[w]);
+    if (leaked) problem(rep, "%" PRIu64 " pages are marked used but belong to no block (reclaimed by recovery)", leaked);
+    if (h->blocks_live.load() != t.live)
+        problem(rep, "live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), t.live);
+    if (h->pages_used.load() != t.used + leaked)
+        problem(rep, "used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), t.used + leaked);
+    if (h->cold_blocks.load() != t.cold_n || h->cold_bytes.load() != t.cold_b)
+        problem(rep, "L4 counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the block table holds %" PRIu64 " / %" PRIu64,
+                h->cold_blocks.load(), h->cold_bytes.load(), t.cold_n, t.cold_b);
+}
+
+void Pool::check_free_list(uint64_t hwm, CheckReport *rep) const {
+    const Superblock &s = *sb();
     uint64_t n = 0;
-    for (uint64_t f = h->slot_free_head; f; n++) {
+    for (uint64_t f = sh()->slot_free_head; f; n++) {
         if (f > hwm || n > s.max_blocks) {
-            problem("free-slot list is damaged");
+            problem(rep, "free-slot list is damaged");
             break;
         }
         if (blocks()[f - 1].handle.load()) {
-            problem("free-slot list holds live slot %" PRIu64, f - 1);
+            problem(rep, "free-slot list holds live slot %" PRIu64, f - 1);
             break;
         }
         f = blocks()[f - 1].next_free;
     }
-    for (const auto &a : h->attach) {
-        uint32_t pid = a.pid.load();
-        if (pid && !process_alive(pid, a.start_time))
-            problem("process %u is recorded as attached but is gone (recovered on the next open)", pid);
-    }
+}
+
+void Pool::check_hash_index(uint64_t hwm, uint64_t published, CheckReport *rep) const {
+    const Superblock &s = *sb();
     // The hash index: every chain short and made of live published blocks
     // in the right bucket; as many entries as published blocks.
-    if (h->index_seq.load() & 1) problem("the hash index was being changed by a process that is gone (repair rebuilds it)");
+    if (sh()->index_seq.load() & 1) problem(rep, "the hash index was being changed by a process that is gone (repair rebuilds it)");
     uint64_t entries = 0;
     for (uint64_t b = 0; b < s.index_buckets; b++) {
         uint64_t idx = buckets()[b];
         for (uint64_t steps = 0; idx; steps++) {
             if (idx > hwm || steps > s.max_blocks) {
-                problem("hash index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
+                problem(rep, "hash index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
                 break;
             }
             const BlockRecord &r = blocks()[idx - 1];
             if (!r.handle.load() || !(r.state & kBlockPublished) || bucket_of(r.tenant, r.content_hash) != b) {
-                problem("hash index bucket %" PRIu64 " links slot %" PRIu64 ", which is not a published block of it", b, idx - 1);
+                problem(rep, "hash index bucket %" PRIu64 " links slot %" PRIu64 ", which is not a published block of it", b, idx - 1);
                 break;
             }
             entries++;
@@ -2663,16 +2772,18 @@ int Pool::check(CheckReport *rep) const {
         }
     }
     if (entries != published)
-        problem("the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
-    check_xlate(rep, hwm);
-    if (h->blocks_published.load() != published || h->shared_bytes.load() != shared)
-        problem("published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
-                h->blocks_published.load(), h->shared_bytes.load(), published, shared);
-    for (uint32_t t = 0; t < nt; t++)
-        if (tenants()[t].used_pages.load() != tenant_pages[t])
-            problem("tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
-                    tenants()[t].tenant, tenants()[t].used_pages.load(), tenant_pages[t]);
-    return SPECKV_OK;
+        problem(rep, "the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
+}
+
+void Pool::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
+    const SharedHeader *h = sh();
+    if (h->blocks_published.load() != t.published || h->shared_bytes.load() != t.shared)
+        problem(rep, "published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
+                h->blocks_published.load(), h->shared_bytes.load(), t.published, t.shared);
+    for (uint32_t k = 0; k < t.nt; k++)
+        if (tenants()[k].used_pages.load() != t.tenant_pages[k])
+            problem(rep, "tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
+                    tenants()[k].tenant, tenants()[k].used_pages.load(), t.tenant_pages[k]);
 }
 
 int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {

@@ -168,6 +168,16 @@ class Pool {
     int lock(bool *recovered);
     void unlock();
     void recover_locked(const char *why);
+    // recover_locked's steps, in order (docs/pool-format.md "Recovery").
+    struct RecoveredTotals {
+        uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
+        uint64_t cold_n = 0, cold_b = 0;
+    };
+    uint64_t recover_attach_locked(std::vector<uint64_t> *live_ids);  // returns the live attach slots' mask
+    void finish_cut_move_locked(uint64_t hwm);
+    void recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t);
+    void recover_pages_locked(uint64_t live_mask);
+    void store_recovered_totals_locked(const RecoveredTotals &t);
     bool any_dead_locked() const;
     // Sharing internals, all under the lock unless said otherwise.
     uint64_t bucket_of(uint64_t tenant, const uint8_t *hash) const;
@@ -199,6 +209,15 @@ class Pool {
     // the one covering pos. Retries while the index changes.
     void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
     void check_xlate(CheckReport *rep, uint64_t hwm) const;
+    // check()'s steps, in report order.
+    struct CheckTally;
+    void check_lock_state(CheckReport *rep) const;
+    void check_block(uint64_t slot, CheckTally *t, CheckReport *rep) const;
+    void check_block_page(const fmt::BlockRecord &r, uint64_t hd, uint64_t page, CheckTally *t, CheckReport *rep) const;
+    void check_counters(const CheckTally &t, CheckReport *rep) const;
+    void check_free_list(uint64_t hwm, CheckReport *rep) const;
+    void check_hash_index(uint64_t hwm, uint64_t published, CheckReport *rep) const;
+    void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
     // Prefetcher (lib/pool_tiers.cc).
     int init_tiers(const Config &cfg);
     int start_prefetcher();
@@ -355,6 +374,18 @@ class Pool {
     // Layer-aware placement: the page just past the latest block of (tenant,
     // request, layer), or UINT64_MAX. Under the lock.
     uint64_t unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const;
+    // alloc()'s steps. The _locked ones that fail unlock first.
+    struct AllocPlace {
+        uint64_t np = 0, first = UINT64_MAX, reserved = 0;
+        uint64_t after = UINT64_MAX;  // the unit's end (layer-aware placement), or UINT64_MAX
+        bool unit = false, follows = false;
+    };
+    static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
+    int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
+    int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
+    bool alloc_room_locked(AllocPlace *pl) const;
+    int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
+    uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
 
     // L4 cold tier (lib/pool_cold.cc, docs/tiers.md §9). One process holds
     // it (cold_ != null): it alone moves blocks between L3 and L4.
@@ -381,6 +412,15 @@ class Pool {
     // and only the commit takes it. Returns how many moved; *why (may be
     // null): SPECKV_OK if any moved, else why none did.
     uint64_t demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why = nullptr);
+    // demote_slots' steps: snapshot a block (claim it, copy its pages under
+    // their sequence locks), then, after the L4 write, commit it under the lock.
+    struct DemoteVictim;
+    struct DemoteWhy;
+    bool demote_claim(uint64_t handle);
+    void demote_unclaim(uint64_t handle);
+    bool demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVictim *out);
+    bool demote_copy_pages(DemoteVictim *v, uint32_t *data_pages);
+    bool demote_commit_locked(const DemoteVictim &v, uint64_t mine);
     // Under the lock: demotion candidates, coldest first (slots).
     std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
