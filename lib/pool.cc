@@ -1,6 +1,7 @@
 // The pool core: layout, attach/detach, recovery, alloc/free, and the
 // page-level read/write protocol. docs/pool-format.md explains the rules.
 #include "pool.h"
+#include "pool/resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,8 +41,6 @@ uint64_t now_ns(clockid_t c = CLOCK_REALTIME) {
     clock_gettime(c, &ts);
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
-
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 void copy_from_pool(void *dst, const void *src, size_t n) {
     SEQLOCK_IGNORE_BEGIN();
@@ -83,209 +82,24 @@ void relaxed_store(T &field, T v) {
 
 }  // namespace
 
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 if unknown.
-uint64_t proc_start_time(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    std::ifstream in(path);
-    std::string s;
-    if (!std::getline(in, s)) return 0;
-    size_t rp = s.rfind(')');
-    if (rp == std::string::npos) return 0;
-    const char *p = s.c_str() + rp + 2;  // field 3 starts here
-    for (int field = 3; field < 22 && *p; p++)
-        if (*p == ' ') field++;
-    return std::strtoull(p, nullptr, 10);
-}
-
-bool process_alive(uint32_t pid, uint64_t start_time) {
-    if (pid == 0) return false;
-    if (pid == static_cast<uint32_t>(getpid())) return true;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-    uint64_t st = proc_start_time(static_cast<pid_t>(pid));
-    return st == 0 || start_time == 0 || st == start_time;
-}
-
-uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
-
-uint32_t record_crc(const BlockRecord &r) {
-    return crc32c(0, reinterpret_cast<const unsigned char *>(&r) + 8, offsetof(BlockRecord, crc) - 8);
-}
-
-int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out, uint32_t summary_bytes) {
-    if (page_size < 4096 || page_size > (2u << 20) || (page_size & (page_size - 1)))
-        return fail(SPECKV_EINVAL, "page size %u is not a power of two in [4096, 2 MiB]", page_size);
-    if (size % page_size)
-        return fail(SPECKV_EINVAL, "pool size %" PRIu64 " is not a multiple of the page size %u", size, page_size);
-    if (max_blocks >= (uint64_t(1) << kSlotBits))
-        return fail(SPECKV_EINVAL, "max_blocks %" PRIu64 " exceeds %" PRIu64, max_blocks, (uint64_t(1) << kSlotBits) - 1);
-    if (summary_bytes && (summary_bytes % 16 || summary_bytes < 32 || summary_bytes > page_size))
-        return fail(SPECKV_EINVAL, "summary bytes %u per page is not 0 or a multiple of 16 in [32, page size %u]",
-                    summary_bytes, page_size);
-    uint64_t n = size / page_size;
-    Superblock s{};
-    for (int iter = 0; iter < 64; iter++) {
-        uint64_t mb = max_blocks ? max_blocks : std::min<uint64_t>(std::max<uint64_t>(64, n / 4), (1u << kSlotBits) - 1);
-        s.shared_off = kSharedOff;
-        s.tenant_off = kSharedOff + kSharedSize;
-        s.page_table_off = s.tenant_off + kMaxTenants * sizeof(TenantEntry);
-        s.block_table_off = align_up(s.page_table_off + n * sizeof(PageEntry), 64);
-        s.index_buckets = 64;
-        while (s.index_buckets < mb) s.index_buckets <<= 1;
-        s.index_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
-        s.xlate_off = align_up(s.index_off + s.index_buckets * 8, 64);
-        s.bitmap_off = align_up(s.xlate_off + s.index_buckets * 8, 64);
-        s.summary_off = align_up(s.bitmap_off + (n + 63) / 64 * 8, 64);
-        s.summary_bytes = summary_bytes;
-        uint64_t meta_end = s.summary_off + n * summary_bytes;
-        s.data_off = align_up(meta_end, kDataAlign);
-        s.max_blocks = mb;
-        if (s.data_off + page_size > size)
-            return fail(SPECKV_EINVAL,
-                        "pool size %" PRIu64 " is too small: metadata and 2 MiB alignment need %" PRIu64
-                        " bytes before the first data page",
-                        size, s.data_off);
-        uint64_t fit = (size - s.data_off) / page_size;
-        if (fit >= n) break;
-        n = fit;
-    }
-    // An automatic max_blocks follows n while n shrinks, so its fixed point can differ from the
-    // one a fixed max_blocks reaches; an opener re-plans with the stored max_blocks
-    // (validate_superblock), so the plan recorded must be that one (pools of 2 GiB and more
-    // failed to open before).
-    if (!max_blocks) return plan_geometry(size, page_size, s.max_blocks, out, summary_bytes);
-    s.n_pages = n;
-    s.pool_bytes = size;
-    s.page_size = page_size;
-    s.sb_size = sizeof(Superblock);
-    s.format_version = kFormatVersion;
-    s.magic = kMagic;
-    *out = s;
-    return SPECKV_OK;
-}
-
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed,
-                uint32_t summary_bytes) {
-    Superblock s;
-    if (int rc = plan_geometry(size, page_size, max_blocks, &s, summary_bytes); rc != SPECKV_OK) return rc;
-    if (getrandom(s.uuid, sizeof s.uuid, 0) != sizeof s.uuid) {
-        uint64_t t = now_ns() ^ uint64_t(getpid());
-        std::memcpy(s.uuid, &t, 8);
-        t = now_ns(CLOCK_MONOTONIC);
-        std::memcpy(s.uuid + 8, &t, 8);
-    }
-    s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
-    s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
-    s.created_ns = now_ns();
-    // Zero is the initial state of every table. A fresh file or anonymous
-    // memory is zero already; a device may hold anything.
-    if (!zeroed) std::memset(base, 0, s.data_off);
-    auto *sh = new (base + s.shared_off) SharedHeader;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    int e = pthread_mutex_init(&sh->lock, &a);
-    pthread_mutexattr_destroy(&a);
-    if (e) return fail(SPECKV_EINTERNAL, "pthread_mutex_init: %s", strerror(e));
-    sh->lock_magic = kLockMagic;
-    sh->epoch.store(1);
-    sh->clean.store(1);
-    s.checksum = superblock_crc(s);
-    // The magic last: an opener that sees it sees a whole superblock.
-    std::memcpy(base + sizeof s.magic, reinterpret_cast<const unsigned char *>(&s) + sizeof s.magic, sizeof s - sizeof s.magic);
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(base)).store(s.magic, std::memory_order_release);
-    return SPECKV_OK;
-}
-
-int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted,
-                    uint32_t summary_bytes) {
-    *formatted = false;
-    const char *where = m.path().c_str();
-    auto blank = [&] {
-        uint64_t magic;
-        std::memcpy(&magic, m.base(), sizeof magic);
-        return magic != kMagic;
-    };
-    if (!blank()) return SPECKV_OK;
-    if (!create) return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", where);
-    // Checked before anything is written: a bad geometry must leave the device untouched.
-    if (m.size() % page_size)
-        return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %u", where, m.size(), page_size);
-    Superblock plan;
-    if (int rc = plan_geometry(m.size(), page_size, max_blocks, &plan, summary_bytes); rc) return rc;
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = 1;
-    bool locked = m.fd() >= 0 && fcntl(m.fd(), F_OFD_SETLKW, &fl) == 0;
-    int rc = SPECKV_OK;
-    if (blank()) {  // still: nobody formatted it while we waited
-        rc = format_pool(m.base(), m.size(), page_size, max_blocks, /*zeroed=*/false, summary_bytes);
-        *formatted = rc == SPECKV_OK;
-    }
-    if (locked) {
-        fl.l_type = F_UNLCK;
-        fcntl(m.fd(), F_OFD_SETLK, &fl);
-    }
-    return rc;
-}
-
-int Pool::validate_superblock(const Mapping &m, const char *where) {
-    if (m.size() < sizeof(Superblock))
-        return fail(SPECKV_ENOTPOOL, "%s: %zu bytes is too small to hold a speckv pool", where, m.size());
-    Superblock s;
-    std::memcpy(&s, m.base(), sizeof s);
-    if (s.magic != kMagic) return fail(SPECKV_ENOTPOOL, "%s is not a speckv pool (no pool magic at offset 0)", where);
-    if (superblock_crc(s) != s.checksum)
-        return fail(SPECKV_ECORRUPT, "%s: superblock checksum mismatch (stored %08x, computed %08x): the superblock is corrupt",
-                    where, s.checksum, superblock_crc(s));
-    if (s.format_version > kFormatVersion)
-        return fail(SPECKV_EVERSION, "%s: pool format version %u is newer than this library understands (%u): upgrade speckv",
-                    where, s.format_version, kFormatVersion);
-    if (s.format_version != 0 && s.format_version < kMinFormatVersion)
-        return fail(SPECKV_EVERSION,
-                    "%s: pool format version %u predates this library's (%u), which has no upgrade path from it: "
-                    "recreate the pool (speckv pool reset --force, or delete the file)",
-                    where, s.format_version, kMinFormatVersion);
-    if (s.format_version == 0 || s.sb_size != sizeof(Superblock))
-        return fail(SPECKV_ECORRUPT, "%s: superblock has format version %u, size %u: corrupt", where, s.format_version,
-                    s.sb_size);
-    if (s.pool_bytes > m.size())
-        return fail(SPECKV_ECORRUPT, "%s is truncated: the superblock says %" PRIu64 " bytes, only %zu are there", where,
-                    s.pool_bytes, m.size());
-    if (s.pool_bytes != m.size())
-        return fail(SPECKV_ECORRUPT, "%s: size %zu differs from the %" PRIu64 " bytes the superblock records", where,
-                    m.size(), s.pool_bytes);
-    Superblock plan;
-    if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan, s.summary_bytes) != SPECKV_OK ||
-        plan.n_pages != s.n_pages || plan.summary_off != s.summary_off ||
-        plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
-        plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off || plan.tenant_off != s.tenant_off ||
-        plan.index_off != s.index_off || plan.index_buckets != s.index_buckets || plan.xlate_off != s.xlate_off)
-        return fail(SPECKV_ECORRUPT, "%s: superblock geometry is inconsistent", where);
-    return SPECKV_OK;
-}
-
 // ------------------------------------------------------------------ open
 
 void Pool::bind_layout() {
-    const Superblock &s = *sb();
-    unsigned char *b = map_.base();
-    page_size_ = s.page_size;
-    page_shift_ = static_cast<uint32_t>(__builtin_ctz(page_size_));
-    sh_ = reinterpret_cast<SharedHeader *>(b + s.shared_off);
-    pages_ = reinterpret_cast<PageEntry *>(b + s.page_table_off);
-    blocks_ = reinterpret_cast<BlockRecord *>(b + s.block_table_off);
-    bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
-    buckets_ = reinterpret_cast<uint64_t *>(b + s.index_off);
-    xlate_ = reinterpret_cast<uint64_t *>(b + s.xlate_off);
-    summaries_ = s.summary_bytes ? b + s.summary_off : nullptr;
-    summary_bytes_ = s.summary_bytes;
-    bucket_mask_ = s.index_buckets - 1;
-    tenants_ = reinterpret_cast<TenantEntry *>(b + s.tenant_off);
-    data_ = b + s.data_off;
+    const PoolLayout L = PoolLayout::bind(map_.base());
+    page_size_ = L.page_size;
+    page_shift_ = L.page_shift;
+    sh_ = L.sh;
+    pages_ = L.pages;
+    blocks_ = L.blocks;
+    bitmap_ = L.bitmap;
+    buckets_ = L.buckets;
+    summaries_ = L.summaries;
+    summary_bytes_ = L.summary_bytes;
+    bucket_mask_ = L.bucket_mask;
+    tenants_ = L.tenants;
+    data_ = L.data;
+    share_.bind(L);
+    xlate_index_.bind(L);
 }
 
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {
@@ -376,17 +190,11 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
-    p->log_level_ = static_cast<int>(cfg.get("log.level"));
+    p->log_ = PoolLog{cfg.log_fn, cfg.log_user, static_cast<int>(cfg.get("log.level"))};
     p->tenant_id_ = cfg.get("tenant.id");
     p->flush_ = cfg.get("share.flush") != 0;
-    p->codec_mode_ = static_cast<uint8_t>(cfg.get("codec.mode"));
-    p->codec_kmode_ = cfg.is_set("codec.key_mode") ? static_cast<uint8_t>(cfg.get("codec.key_mode")) : p->codec_mode_;
-    p->codec_vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : p->codec_mode_;
-    p->codec_channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
+    p->codec_.configure(cfg);
     p->unit_slack_ = static_cast<uint32_t>(cfg.get("alloc.unit_slack"));
-    p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
-    p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
-    p->adapt_every_ = static_cast<uint32_t>(cfg.get("codec.recalibrate"));
     p->pack_ = cfg.get("codec.pack") != 0;
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
@@ -484,16 +292,10 @@ int Pool::close() {
 }
 
 void Pool::log(int level, const char *fmtstr, ...) const {
-    speckv_log_fn fn = cfg_.log_fn;
-    int max = log_level_;
-    if (!fn && !env_log(&fn, &max)) return;  // no callback: SPECKV_LOG=stderr[:LEVEL] (lib/log_env.h)
-    if (level > max) return;
-    char buf[768];
     va_list ap;
     va_start(ap, fmtstr);
-    std::vsnprintf(buf, sizeof buf, fmtstr, ap);
+    log_.vlog(level, fmtstr, ap);
     va_end(ap);
-    fn(cfg_.log_fn ? cfg_.log_user : nullptr, level, buf);
 }
 
 // ------------------------------------------------------- lock and recovery
@@ -595,8 +397,8 @@ void Pool::recover_locked(const char *why) {
     recover_pages_locked(live_mask);
     store_recovered_totals_locked(t);
     // 4. The hash and translation indexes are derived from the records.
-    rebuild_index_locked();
-    rebuild_xlate_locked();
+    share_.rebuild_locked();
+    xlate_index_.rebuild_locked();
     SharedHeader *h = sh();
     h->epoch.fetch_add(1);
     h->recoveries.fetch_add(1);
@@ -702,7 +504,7 @@ void Pool::recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t>
         }
         for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
         t->used += np;
-        if (TenantEntry *te = tenant_row(r.tenant)) te->used_pages.fetch_add(np);
+        if (TenantEntry *te = share_.tenant_row(r.tenant)) te->used_pages.fetch_add(np);
     }
     // Free-slot list, lowest slot first.
     h->slot_free_head = 0;
@@ -816,21 +618,6 @@ bool Pool::find_pages_locked(uint64_t np, uint64_t *first) const {
     *first = find_run(bitmap(), cur, s.n_pages, np);
     if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
     return *first != UINT64_MAX;
-}
-
-uint64_t Pool::unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const {
-    const uint64_t max = sb()->max_blocks;
-    uint64_t idx = xlate_[xlate_bucket(tenant, request, layer)];
-    // The chain's head is its newest block: the unit's first match is its latest.
-    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-        const BlockRecord &r = blocks()[idx - 1];
-        if (r.handle.load(std::memory_order_relaxed) && r.tenant == tenant && r.request == request && r.layer == layer)
-            // In L4, or packed (its image went wherever there was room): no run to follow.
-            return (r.tier_seq.load(std::memory_order_relaxed) & 1) || r.packed_pages ? UINT64_MAX
-                                                                                     : r.first_page + r.npages;
-        idx = r.xlate_next.load(std::memory_order_relaxed);
-    }
-    return UINT64_MAX;
 }
 
 int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const {
@@ -985,7 +772,7 @@ uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dty
     r.crc = record_crc(r);
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
-    if (r.token_count) xlate_insert_locked(slot);
+    if (r.token_count) xlate_index_.insert_locked(slot);
     return handle;
 }
 
@@ -998,7 +785,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     TenantEntry *trow;
     for (;;) {
         if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-        trow = tenant_row(tenant);
+        trow = share_.tenant_row(tenant);
         if (int rc = alloc_quota_locked(trow, tenant, np); rc != SPECKV_OK) return rc;  // unlocked
         // Room is a free slot and a run of np free pages. Without it, what dead
         // processes left is reclaimed first, then unreferenced published blocks
@@ -1010,7 +797,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         pl = AllocPlace{};
         pl.np = np;
         pl.unit = hint && hint->token_count && unit_slack_;
-        pl.after = pl.unit ? unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
+        pl.after = pl.unit ? xlate_index_.unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
         const int rc = alloc_make_room_locked(&pl, &offlock_rounds);
         if (rc == kAllocRetry) continue;  // unlocked: start over
         if (rc != SPECKV_OK) return rc;   // unlocked
@@ -1033,45 +820,6 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     return SPECKV_OK;
 }
 
-__attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockView *out) const {
-    uint64_t slot = (handle & ((1u << kSlotBits) - 1));
-    if (handle == 0 || slot == 0 || slot > sb()->max_blocks)
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was never issued by this pool", handle);
-    const BlockRecord &r = blocks()[slot - 1];
-    if (r.handle.load(std::memory_order_acquire) != handle)
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    // The placement (first_page, packed_pages) changes in two stores under
-    // the lock (commit_placement_locked), with SharedHeader::move_slot naming
-    // the slot meanwhile and tier_seq bumped before it is cleared: a snapshot
-    // taken across such a change (new first_page, old packed_pages: the new
-    // pages read through the old layout) is taken again, never used.
-    BlockView v;
-    uint64_t deadline = 0;
-    for (uint32_t spins = 0;; spins++) {
-        const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
-        v = BlockView{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype),
-                      tseq, relaxed_load(r.packed_pages)};
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (sh()->move_slot.load(std::memory_order_acquire) != slot &&
-            r.tier_seq.load(std::memory_order_relaxed) == tseq) [[likely]]
-            break;
-        if (int rc = wait_move(handle, spins, &deadline); rc != SPECKV_OK) return rc;
-    }
-    const uint64_t tseq = v.tseq;
-    if (tseq & 1) [[unlikely]]
-        v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
-    if (!geometry_ok(*sb(), v.first_page, v.packed, v.npages, v.bytes, v.dtype, v.cold())) [[unlikely]] {
-        if (r.handle.load(std::memory_order_acquire) != handle)
-            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
-        return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
-    }
-    *out = v;
-    return SPECKV_OK;
-}
-
-int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
 
 int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
     if (spins < 64) return SPECKV_OK;
@@ -1195,7 +943,7 @@ int Pool::free(uint64_t handle) {
 
 void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     SharedHeader *h = sh();
-    if (r.token_count) xlate_remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
+    if (r.token_count) xlate_index_.remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
     if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
         h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
@@ -1236,7 +984,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
         h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     }
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
     r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
@@ -1248,83 +996,6 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
 }
 
 // ---------------------------------------------------------------- sharing
-
-namespace {
-bool key_equal(const BlockRecord &r, const uint8_t *hash) {
-    SEQLOCK_IGNORE_BEGIN();
-    bool eq = std::memcmp(r.content_hash, hash, sizeof r.content_hash) == 0;
-    SEQLOCK_IGNORE_END();
-    return eq;
-}
-}  // namespace
-
-uint64_t Pool::bucket_of(uint64_t tenant, const uint8_t *hash) const {
-    uint64_t k;
-    std::memcpy(&k, hash, 8);
-    k ^= tenant * 0x9E3779B97F4A7C15ull;
-    k ^= k >> 29;
-    return k & bucket_mask_;
-}
-
-TenantEntry *Pool::tenant_row(uint64_t tenant) const {
-    uint32_t n = std::min<uint32_t>(sh()->tenants_used, kMaxTenants);
-    for (uint32_t i = 0; i < n; i++)
-        if (tenants()[i].tenant == tenant) return &tenants()[i];
-    return nullptr;
-}
-
-uint64_t Pool::find_published_locked(uint64_t tenant, const uint8_t *hash) const {
-    const uint64_t max = sb()->max_blocks;
-    uint64_t idx = std::atomic_ref<uint64_t>(buckets()[bucket_of(tenant, hash)]).load(std::memory_order_acquire);
-    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-        const BlockRecord &r = blocks()[idx - 1];
-        if (r.handle.load() && (r.state & kBlockPublished) && r.tenant == tenant && key_equal(r, hash)) return idx;
-        idx = r.hash_next.load(std::memory_order_acquire);
-    }
-    return 0;
-}
-
-void Pool::index_insert_locked(uint64_t slot) {
-    // Readers walking this chain see either the old head or the new one:
-    // both are consistent, so an insert needs no seqlock round.
-    BlockRecord &r = blocks()[slot];
-    std::atomic_ref<uint64_t> head(buckets()[bucket_of(r.tenant, r.content_hash)]);
-    r.hash_next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    head.store(slot + 1, std::memory_order_release);
-}
-
-void Pool::index_remove_locked(uint64_t slot) {
-    BlockRecord &r = blocks()[slot];
-    SharedHeader *h = sh();
-    const uint64_t b = bucket_of(r.tenant, r.content_hash);
-    std::atomic_ref<uint64_t> head(buckets()[b]);
-    h->index_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
-    uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
-    for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
-        if (idx == slot + 1) {
-            uint64_t next = r.hash_next.load(std::memory_order_relaxed);
-            if (prev) blocks()[prev - 1].hash_next.store(next, std::memory_order_release);
-            else head.store(next, std::memory_order_release);
-            if (flush_) writeback_range(prev ? static_cast<const void *>(&blocks()[prev - 1]) : &buckets()[b], prev ? sizeof(BlockRecord) : 8);
-            break;
-        }
-        prev = idx;
-        idx = blocks()[idx - 1].hash_next.load(std::memory_order_relaxed);
-    }
-    h->index_seq.fetch_add(1, std::memory_order_seq_cst);
-}
-
-void Pool::rebuild_index_locked() {
-    SharedHeader *h = sh();
-    const Superblock &s = *sb();
-    uint64_t q = h->index_seq.load() | 1;  // odd even if a rebuild was cut short
-    h->index_seq.store(q, std::memory_order_seq_cst);
-    for (uint64_t b = 0; b < s.index_buckets; b++) std::atomic_ref<uint64_t>(buckets()[b]).store(0, std::memory_order_relaxed);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    for (uint64_t i = hwm; i-- > 0;)
-        if (blocks()[i].handle.load() && (blocks()[i].state & kBlockPublished)) index_insert_locked(i);
-    h->index_seq.store(q + 1, std::memory_order_seq_cst);
-}
 
 template <typename Fits>
 uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
@@ -1358,7 +1029,7 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
         // Dying first: a lookup racing us either got its reference in
         // before (we skip the block) or sees Dying and misses.
         if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
-        index_remove_locked(slot);
+        share_.remove_locked(slot, flush_);
         release_block_locked(r, hd);
         h->evictions.fetch_add(1, std::memory_order_relaxed);
         n++;
@@ -1445,7 +1116,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is already published (a published block is immutable)", handle);
     }
     AttachRecord &me = sh()->attach[attach_slot_];
-    if (uint64_t e = find_published_locked(r.tenant, hash)) {
+    if (uint64_t e = share_.find_published_locked(r.tenant, hash)) {
         BlockRecord &er = blocks()[e - 1];
         uint64_t eh = er.handle.load();
         me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
@@ -1493,10 +1164,10 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         writeback_range(&pages()[v.first_page], v.stored() * sizeof(PageEntry));
         writeback_range(&r, sizeof r);
     }
-    index_insert_locked(slot);
+    share_.insert_locked(slot);
     if (flush_) {
         writeback_range(&r, sizeof r);
-        writeback_range(&buckets()[bucket_of(r.tenant, r.content_hash)], 8);
+        writeback_range(&buckets()[share_.bucket_of(r.tenant, r.content_hash)], 8);
     }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
@@ -1515,7 +1186,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     AttachRecord &me = h->attach[attach_slot_];
     me.lookups.fetch_add(1, std::memory_order_relaxed);
     const uint64_t max = sb()->max_blocks;
-    std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
+    std::atomic_ref<uint64_t> head(buckets()[share_.bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
             // Read what the publishing host wrote back, not stale lines (a
@@ -1543,15 +1214,15 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             sched_yield();
             continue;
         }
-        if (flush_) invalidate_range(&buckets()[bucket_of(tenant, hash)], 8);
+        if (flush_) invalidate_range(&buckets()[share_.bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
             if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
-            if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && key_equal(r, hash) &&
+            if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash) &&
                 acquire_ref(hd, true) == SPECKV_OK) {
-                if (relaxed_load(r.tenant) == tenant && key_equal(r, hash)) return hit(r, hd);
+                if (relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash)) return hit(r, hd);
                 release_ref(hd);
             }
             idx = r.hash_next.load(std::memory_order_acquire);
@@ -1563,7 +1234,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     // The index kept changing under us: look under the lock.
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    uint64_t e = find_published_locked(tenant, hash);
+    uint64_t e = share_.find_published_locked(tenant, hash);
     int rc = e ? acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
     uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
     unlock();
@@ -1577,7 +1248,7 @@ int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
-    TenantEntry *t = tenant_row(tenant);
+    TenantEntry *t = share_.tenant_row(tenant);
     if (!t) {
         if (max_pages == 0) {
             unlock();
@@ -1606,7 +1277,7 @@ int Pool::tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) {
     if (!tenant_visible(tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id)", tenant_id_);
     uint64_t u = 0, q = 0;
-    if (const TenantEntry *t = tenant_row(tenant)) {
+    if (const TenantEntry *t = share_.tenant_row(tenant)) {
         u = t->used_pages.load();
         q = t->quota_pages;
     } else {
@@ -1896,7 +1567,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
         else a.fetch_add(n, std::memory_order_relaxed);
     };
-    bool own = c != shards_[kShards].v;
+    bool own = c != counters_.overflow();
     if (hits) add(c[kHits], hits, own);
     if (misses) {
         add(c[kMisses], misses, own);
@@ -1915,53 +1586,6 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
 
 // ---- codec (docs/codec.md §17)
 
-uint8_t Pool::codec_mode_for(uint32_t hint_flags, uint8_t dtype) const {
-    if (dtype == SPECKV_DTYPE_OPAQUE) return 0;
-    if (hint_flags & SPECKV_HINT_KEYS) return codec_kmode_;
-    if (hint_flags & SPECKV_HINT_VALUES) return codec_vmode_;
-    return codec_mode_;
-}
-
-uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
-    const bool key = hint_flags & SPECKV_HINT_KEYS;
-    const uint64_t k = uint64_t(layer) << 1 | uint64_t(key);
-    const size_t es = codec::dtype_size(dtype);
-    const bool whole = logical == page_size_ && es != 0;
-    {
-        std::lock_guard g(adapt_mu_);
-        if (auto it = adapt_modes_.find(k); it != adapt_modes_.end()) {
-            // Re-chosen every codec.recalibrate pages, on a whole page, as
-            // the layer's data drifts (the first page is one sample).
-            if (!whole || adapt_every_ == 0 || ++it->second.since < adapt_every_) return it->second.mode;
-            it->second.since = 0;
-        }
-    }
-    if (!whole) return 0;  // calibrate on a whole page only
-    // The candidates and budgets of the offline policy (docs/codec.md §10):
-    // keys get the tight budget, values (and unhinted blocks) the loose one.
-    size_t nc = 0;
-    const codec::Mode *cands = codec::adaptive_candidates(key, &nc);
-    SEQLOCK_IGNORE_BEGIN();  // the page is locked by this write
-    codec::Mode m = codec::choose_mode(dtype, page, 1, logical / es, codec::Layout{codec_channels_},
-                                       key ? adapt_err_k_ : adapt_err_, cands, nc);
-    SEQLOCK_IGNORE_END();
-    clear_error();
-    std::lock_guard g(adapt_mu_);
-    auto [it, fresh] = adapt_modes_.try_emplace(k, AdaptState{static_cast<uint8_t>(m), 0});
-    if (fresh) {
-        log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s -> %s", layer, key ? "K" : "V", codec::mode_name(m));
-    } else {
-        adapt_recalibrations_++;
-        if (it->second.mode != static_cast<uint8_t>(m)) {
-            adapt_switches_++;
-            log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s %s -> %s (re-calibrated)", layer, key ? "K" : "V",
-                codec::mode_name(codec::Mode(it->second.mode)), codec::mode_name(m));
-            it->second.mode = static_cast<uint8_t>(m);
-        }
-    }
-    return it->second.mode;
-}
-
 bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
     unsigned char *d = page_data(page);
     size_t es = codec::dtype_size(dtype);
@@ -1972,7 +1596,7 @@ bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8
     size_t cap = codec::max_record_size(logical);
     unsigned char *rec = scratch_of(t_record, cap);
     size_t len = 0;
-    codec::Layout lay{codec_channels_};
+    codec::Layout lay{codec_.channels()};
     if (codec::encode(static_cast<codec::Mode>(mode), dtype, d, logical, lay, rec, cap, &len) != SPECKV_OK) {
         clear_error();
         bump(kEncBypass);
@@ -2208,7 +1832,7 @@ int Pool::prefetch(const speckv_hint *hint) {
         pf_q_.pop_front();
         dropped = true;
     }
-    pf_q_.push_back(PfHint{*hint, pf_clock_.load(std::memory_order_acquire)});
+    pf_q_.push_back(PfHint{*hint, pf_clocks_.now()});
     g.unlock();
     if (dropped) bump(kPfDropped);
     pf_cv_->notify_one();
@@ -2216,21 +1840,6 @@ int Pool::prefetch(const speckv_hint *hint) {
 }
 
 // ------------------------------------------------- stats, inspect, check
-
-std::atomic<uint64_t> *Pool::my_shard() { return shards_[thread_shard()].v; }
-
-void Pool::bump(Counter c, uint64_t n) {
-    int sh = thread_shard();
-    std::atomic<uint64_t> &a = shards_[sh].v[c];
-    if (sh < kShards) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // ours alone
-    else a.fetch_add(n, std::memory_order_relaxed);
-}
-
-uint64_t Pool::total(Counter c) const {
-    uint64_t t = 0;
-    for (int i = 0; i <= kShards; i++) t += shards_[i].v[c].load(std::memory_order_relaxed);
-    return t;
-}
 
 void Pool::stats_local(speckv_pool_stats *st) const {
     const Superblock &s = *sb();
@@ -2393,13 +2002,7 @@ std::string Pool::stats_json() const {
            ",\"placement_distance\":" + std::to_string(placement_.distance);
     // codec.mode = adaptive: the preset id chosen per layer and K/V, as
     // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
-    {
-        std::lock_guard g(adapt_mu_);
-        for (const auto &[k, st] : adapt_modes_)
-            out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(st.mode);
-        out += ",\"codec_recalibrations\":" + std::to_string(adapt_recalibrations_) +
-               ",\"codec_mode_switches\":" + std::to_string(adapt_switches_);
-    }
+    codec_.append_json(&out);
     return out + "}";
 }
 
@@ -2597,8 +2200,8 @@ int Pool::check(CheckReport *rep) const {
         if (pid && !process_alive(pid, a.start_time))
             problem(rep, "process %u is recorded as attached but is gone (recovered on the next open)", pid);
     }
-    check_hash_index(t.hwm, t.published, rep);
-    check_xlate(rep, t.hwm);
+    share_.check(t.hwm, t.published, &rep->problems);
+    xlate_index_.check(t.hwm, &rep->problems);
     check_shared_counters(t, rep);
     return SPECKV_OK;
 }
@@ -2661,7 +2264,7 @@ void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
         if (holders & kHoldersDying) problem(rep, "block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
         if (holders & ~kHoldersDying & ~t->live_mask)
             problem(rep, "block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
-        if (find_published_locked(r.tenant, r.content_hash) != i + 1)
+        if (share_.find_published_locked(r.tenant, r.content_hash) != i + 1)
             problem(rep, "block 0x%" PRIx64 " is published but the hash index does not find it", hd);
     } else {
         if (holders & ~t->live_mask)
@@ -2749,32 +2352,6 @@ void Pool::check_free_list(uint64_t hwm, CheckReport *rep) const {
     }
 }
 
-void Pool::check_hash_index(uint64_t hwm, uint64_t published, CheckReport *rep) const {
-    const Superblock &s = *sb();
-    // The hash index: every chain short and made of live published blocks
-    // in the right bucket; as many entries as published blocks.
-    if (sh()->index_seq.load() & 1) problem(rep, "the hash index was being changed by a process that is gone (repair rebuilds it)");
-    uint64_t entries = 0;
-    for (uint64_t b = 0; b < s.index_buckets; b++) {
-        uint64_t idx = buckets()[b];
-        for (uint64_t steps = 0; idx; steps++) {
-            if (idx > hwm || steps > s.max_blocks) {
-                problem(rep, "hash index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
-                break;
-            }
-            const BlockRecord &r = blocks()[idx - 1];
-            if (!r.handle.load() || !(r.state & kBlockPublished) || bucket_of(r.tenant, r.content_hash) != b) {
-                problem(rep, "hash index bucket %" PRIu64 " links slot %" PRIu64 ", which is not a published block of it", b, idx - 1);
-                break;
-            }
-            entries++;
-            idx = r.hash_next.load();
-        }
-    }
-    if (entries != published)
-        problem(rep, "the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
-}
-
 void Pool::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
     const SharedHeader *h = sh();
     if (h->blocks_published.load() != t.published || h->shared_bytes.load() != t.shared)
@@ -2803,118 +2380,7 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
         case Scheme::Anon:
             return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: nothing to reset from outside");
     }
-    return reset_mapping(std::move(m), uri.target, even_if_attached);
-}
-
-std::vector<uint32_t> Pool::live_pids(const Mapping &m) {
-    std::vector<uint32_t> out;
-    if (validate_superblock(m, "pool") != SPECKV_OK) return out;
-    Superblock s;
-    std::memcpy(&s, m.base(), sizeof s);
-    const auto *h = reinterpret_cast<const SharedHeader *>(m.base() + s.shared_off);
-    for (const AttachRecord &a : h->attach) {
-        uint32_t pid = a.pid.load();
-        if (pid && pid != static_cast<uint32_t>(getpid()) && process_alive(pid, a.start_time)) out.push_back(pid);
-    }
-    return out;
-}
-
-int Pool::reset_mapping(Mapping &&m, const std::string &path, bool even_if_attached) {
-    if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
-    std::unique_ptr<Pool> p(new Pool);
-    p->map_ = std::move(m);
-    p->bind_layout();
-    const Superblock &s = *p->sb();
-    SharedHeader *h = p->sh();
-    std::vector<uint32_t> others = live_pids(p->map_);
-    std::string list;
-    for (uint32_t pid : others) list += (list.empty() ? "" : ", ") + std::to_string(pid);
-    if (!others.empty() && !even_if_attached)
-        return fail(SPECKV_EBUSY, "processes are attached to '%s' (pid %s): stop them before a reset", path.c_str(),
-                    list.c_str());
-    // With processes attached the wipe happens under the pool lock and their
-    // attach records stay: their handles and references simply stop being
-    // valid. A pool whose lock is damaged gets a new one (nobody can be
-    // using it then, or the lock would not be damaged).
-    bool locked = false;
-    if (h->lock_magic == kLockMagic) {
-        timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 5;
-        int e = pthread_mutex_timedlock(&h->lock, &ts);
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&h->lock);
-        if (e == 0 || e == EOWNERDEAD) locked = true;
-        else if (!others.empty())
-            return fail(SPECKV_EBUSY, "'%s': the pool lock is held by an attached process (pid %s): not reset", path.c_str(),
-                        list.c_str());
-    }
-    // Keep each slot's generation so handles issued before stay unique.
-    for (uint64_t i = 0; i < s.max_blocks; i++) {
-        BlockRecord &r = p->blocks()[i];
-        uint64_t gen = std::min(r.generation, kMaxGeneration);
-        r.handle.store(0);
-        std::memset(reinterpret_cast<unsigned char *>(&r) + 8, 0, sizeof r - 8);
-        r.generation = gen;
-    }
-    // Page sequence numbers keep growing (cached copies must never match).
-    for (uint64_t q = 0; q < s.n_pages; q++) {
-        PageEntry &pe = p->pages()[q];
-        pe.flags.store(0);
-        pe.crc.store(0);
-        pe.seq.store((pe.seq.load() | 1) + 1);
-    }
-    std::memset(p->bitmap(), 0, (s.n_pages + 63) / 64 * 8);
-    std::memset(p->buckets(), 0, s.index_buckets * 8);
-    std::memset(p->xlate_, 0, s.index_buckets * 8);
-    std::memset(static_cast<void *>(p->tenants()), 0, kMaxTenants * sizeof(TenantEntry));
-    uint64_t epoch = h->epoch.load() + 1, recoveries = h->recoveries.load();
-    uint64_t next_id = h->next_attach_id, iseq = (h->index_seq.load() | 1) + 1, xseq = (h->xlate_seq.load() | 1) + 1;
-    // The attached processes' records, as bytes (they hold atomics).
-    std::vector<std::pair<uint32_t, std::array<unsigned char, sizeof(AttachRecord)>>> keep;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        uint32_t pid = h->attach[i].pid.load();
-        if (locked && pid && std::find(others.begin(), others.end(), pid) != others.end()) {
-            keep.emplace_back(i, std::array<unsigned char, sizeof(AttachRecord)>{});
-            std::memcpy(keep.back().second.data(), static_cast<const void *>(&h->attach[i]), sizeof(AttachRecord));
-        }
-    }
-    if (locked) {
-        // Everything after the lock itself.
-        size_t from = offsetof(SharedHeader, lock_magic);
-        std::memset(reinterpret_cast<unsigned char *>(h) + from, 0, sizeof *h - from);
-    } else {
-        std::memset(static_cast<void *>(h), 0, sizeof *h);
-        new (h) SharedHeader;
-        pthread_mutexattr_t a;
-        pthread_mutexattr_init(&a);
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        pthread_mutex_init(&h->lock, &a);
-        pthread_mutexattr_destroy(&a);
-    }
-    h->lock_magic = kLockMagic;
-    h->epoch.store(epoch);
-    h->recoveries.store(recoveries);
-    h->next_attach_id = next_id;  // attach ids are never reused: they own blocks
-    h->index_seq.store(iseq);
-    h->xlate_seq.store(xseq);
-    for (auto &[i, a] : keep) {
-        std::memcpy(static_cast<void *>(&h->attach[i]), a.data(), sizeof(AttachRecord));
-        h->attach[i].lookups.store(0);
-        h->attach[i].lookup_hits.store(0);
-        h->attach[i].dedup_bytes.store(0);
-    }
-    h->attached = static_cast<uint32_t>(keep.size());
-    h->clean.store(keep.empty() ? 1 : 0);
-    // Every slot is free again, lowest first.
-    h->slot_hwm = s.max_blocks;
-    for (uint64_t i = s.max_blocks; i-- > 0;) {
-        if (p->blocks()[i].generation >= kMaxGeneration) continue;
-        p->blocks()[i].next_free = h->slot_free_head;
-        h->slot_free_head = i + 1;
-    }
-    if (locked) pthread_mutex_unlock(&h->lock);
-    return SPECKV_OK;
+    return reset_pool_mapping(std::move(m), uri.target, even_if_attached);
 }
 
 }  // namespace speckv

@@ -28,6 +28,7 @@
 
 #include "crc32c.h"
 #include "pool.h"
+#include "pool/resolve.h"
 #include "seqlock.h"
 #include "status.h"
 
@@ -549,7 +550,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     }
     h->pages_used.fetch_sub(np, std::memory_order_relaxed);
     if (first < h->alloc_cursor) h->alloc_cursor = first;
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_add(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     h->demotions.fetch_add(1, std::memory_order_relaxed);
@@ -779,7 +780,7 @@ void Pool::cold_tick() {
 int Pool::demote(uint64_t handle) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     BlockView v{};
-    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
     if (!holder())
         return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
     if (v.cold()) return SPECKV_OK;
@@ -789,7 +790,7 @@ int Pool::demote(uint64_t handle) {
     uint64_t moved = demote_slots({slot_of(handle) - 1}, /*have_lock=*/false, &rc);
     if (!moved) {
         std::string why = last_error();
-        if (int rrc = resolve_outofline(handle, &v); rrc != SPECKV_OK) return rrc;  // freed meanwhile
+        if (int rrc = resolve(handle, &v); rrc != SPECKV_OK) return rrc;  // freed meanwhile
         if (v.cold()) return SPECKV_OK;  // another thread moved it meanwhile
         return fail(rc == SPECKV_OK ? SPECKV_EBUSY : rc, "demoting block 0x%" PRIx64 ": %s", handle, why.c_str());
     }
@@ -800,12 +801,12 @@ int Pool::promote(uint64_t handle) {
     if (!holder())
         return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
     BlockView v{};
-    if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
     if (!v.cold()) return SPECKV_OK;
     const int64_t len = cold_->length(handle);
     if (len < 0) {
         const uint64_t seen = v.tseq;
-        if (int rc = resolve_outofline(handle, &v); rc != SPECKV_OK) return rc;  // freed meanwhile
+        if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;  // freed meanwhile
         // Brought back meanwhile (its copy dropped), maybe moved out again:
         // the caller re-resolves and tries again.
         if (!v.cold() || v.tseq != seen) return SPECKV_OK;
@@ -818,7 +819,7 @@ int Pool::promote(uint64_t handle) {
     ColdTier::GetItem it{handle, buf.data(), buf.size()};
     if (int rc = cold_->get(std::span<ColdTier::GetItem>(&it, 1)); rc != SPECKV_OK) {
         std::string why = last_error();
-        if (resolve_outofline(handle, &v) == SPECKV_OK && !v.cold()) return SPECKV_OK;
+        if (resolve(handle, &v) == SPECKV_OK && !v.cold()) return SPECKV_OK;
         clear_error();
         return fail(rc, "block 0x%" PRIx64 " stays in L4: reading it back failed: %s", handle, why.c_str());
     }
@@ -836,10 +837,10 @@ int Pool::promote(uint64_t handle) {
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     BlockView now{};
-    if (resolve_outofline(handle, &now) != SPECKV_OK || now.tseq != v.tseq) {  // freed or moved meanwhile
+    if (resolve(handle, &now) != SPECKV_OK || now.tseq != v.tseq) {  // freed or moved meanwhile
         unlock();
         clear_error();
-        return resolve_outofline(handle, &now);
+        return resolve(handle, &now);
     }
     const uint64_t slot = slot_of(handle) - 1;
     uint64_t first = UINT64_MAX;
@@ -882,7 +883,7 @@ int Pool::promote(uint64_t handle) {
     }
     commit_placement_locked(r, slot, first, r.packed_pages, 1);  // commit point: the block is in the pool again
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     h->promotions.fetch_add(1, std::memory_order_relaxed);
@@ -928,7 +929,7 @@ int Pool::ensure_hot(uint64_t handle, BlockView *v) {
         } else if (int rc = promote(handle); rc != SPECKV_OK) {
             return rc;
         }
-        if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+        if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
     }
     return SPECKV_OK;
 }
