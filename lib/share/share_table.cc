@@ -28,28 +28,6 @@ __attribute__((format(printf, 2, 3))) void problem(std::vector<std::string> *rep
 
 }  // namespace
 
-bool ShareTable::key_equal(const BlockRecord &r, const uint8_t *hash) {
-    SEQLOCK_IGNORE_BEGIN();
-    bool eq = std::memcmp(r.content_hash, hash, sizeof r.content_hash) == 0;
-    SEQLOCK_IGNORE_END();
-    return eq;
-}
-
-uint64_t ShareTable::bucket_of(uint64_t tenant, const uint8_t *hash) const {
-    uint64_t k;
-    std::memcpy(&k, hash, 8);
-    k ^= tenant * 0x9E3779B97F4A7C15ull;
-    k ^= k >> 29;
-    return k & L_.bucket_mask;
-}
-
-TenantEntry *ShareTable::tenant_row(uint64_t tenant) const {
-    uint32_t n = std::min<uint32_t>(L_.sh->tenants_used, kMaxTenants);
-    for (uint32_t i = 0; i < n; i++)
-        if (L_.tenants[i].tenant == tenant) return &L_.tenants[i];
-    return nullptr;
-}
-
 uint64_t ShareTable::find_published_locked(uint64_t tenant, const uint8_t *hash) const {
     const uint64_t max = L_.sb->max_blocks;
     uint64_t idx = std::atomic_ref<uint64_t>(L_.buckets[bucket_of(tenant, hash)]).load(std::memory_order_acquire);
