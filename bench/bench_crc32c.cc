@@ -6,6 +6,9 @@
 // over --repeats samples (the machine is a shared, noisy VM).
 // --offset K starts both buffers K bytes past a 64-byte boundary (codec
 // records sit at arbitrary offsets).
+// Beside them: ISA-L's crc32_iscsi on the same buffers (when the bench was
+// built with libisal-dev), and the fused copy + CRC (crc32c_copy) against a
+// memcpy followed by crc32c() of the copy.
 //   ./build/release/bench/bench_crc32c [--repeats N] [--offset K]
 #include <algorithm>
 #include <chrono>
@@ -16,8 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "bench_util.h"
+#if SPECKV_BENCH_ISAL
+#include <isa-l/crc.h>
+#endif
 
 namespace {
 
@@ -63,6 +69,46 @@ double time_crc(Crc32cPath p, const unsigned char *src, size_t n) {
     return ns;
 }
 
+#if SPECKV_BENCH_ISAL
+// ISA-L's register convention: crc32_iscsi(buf, n, ~0) without the final
+// inversion; ~ of it is the usual CRC32C (checked below on every size).
+uint32_t isal_crc32c(const unsigned char *p, size_t n) {
+    return ~crc32_iscsi(const_cast<unsigned char *>(p), static_cast<int>(n), 0xFFFFFFFFu);
+}
+double time_isal(const unsigned char *src, size_t n) {
+    const size_t iters = std::max<size_t>(1, kSampleBytes / n);
+    uint32_t acc = 0;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < iters; i++) {
+        acc ^= isal_crc32c(src, n);
+        asm volatile("" ::: "memory");
+    }
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(iters);
+    g_sink = acc;
+    return ns;
+}
+#endif
+
+// ns per fused copy + CRC (crc32c_copy on the active path), and per memcpy then crc32c().
+double time_copy_crc(bool fused, unsigned char *dst, const unsigned char *src, size_t n) {
+    const size_t iters = std::max<size_t>(1, kSampleBytes / n);
+    uint32_t acc = 0;
+    auto cp = g_memcpy;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < iters; i++) {
+        if (fused) {
+            acc ^= speckv::crc32c_copy(0, dst, src, n);
+        } else {
+            cp(dst, src, n);
+            acc ^= speckv::crc32c(0, dst, n);
+        }
+        asm volatile("" ::: "memory");
+    }
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(iters);
+    g_sink = acc;
+    return ns;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -92,6 +138,15 @@ int main(int argc, char **argv) {
     std::vector<std::vector<std::vector<double>>> t(sizes.size(),
                                                     std::vector<std::vector<double>>(paths.size() + 1));
     std::vector<std::vector<double>> ratio(sizes.size());
+    // extra[size]: {isal, fused copy+crc, memcpy then crc} ns.
+    std::vector<std::vector<std::vector<double>>> extra(sizes.size(), std::vector<std::vector<double>>(3));
+#if SPECKV_BENCH_ISAL
+    for (size_t n : sizes)
+        if (isal_crc32c(src, n) != speckv::crc32c(0, src, n)) {
+            std::fprintf(stderr, "bench_crc32c: ISA-L and speckv disagree at %zu bytes\n", n);
+            return 1;
+        }
+#endif
     for (int r = 0; r < repeats + 1; r++) {  // round 0 warms up and is dropped
         for (size_t s = 0; s < sizes.size(); s++) {
             const size_t n = sizes[s];
@@ -103,7 +158,17 @@ int main(int argc, char **argv) {
                 row.push_back(x);
                 if (p == best) b = x;
             }
+            speckv::crc32c_force_path(best);
+#if SPECKV_BENCH_ISAL
+            const double isal = time_isal(src, n);
+#else
+            const double isal = 0;
+#endif
+            const double fused = time_copy_crc(true, dst, src, n), separate = time_copy_crc(false, dst, src, n);
             if (r == 0) continue;
+            extra[s][0].push_back(isal);
+            extra[s][1].push_back(fused);
+            extra[s][2].push_back(separate);
             for (size_t k = 0; k < row.size(); k++) t[s][k].push_back(row[k]);
             ratio[s].push_back(b / m);
         }
@@ -113,10 +178,12 @@ int main(int argc, char **argv) {
     std::printf("bench_crc32c: %s; %d repeats, median; GB/s per core (1 GB = 1e9 B), hot buffers at "
                 "64-byte boundary + %zu\n",
                 cpu_name().c_str(), repeats, offset);
-    std::printf("crc32c() dispatches to: %s\n\n", speckv::crc32c_path_name(best));
+    std::printf("crc32c() dispatches to: %s; ISA-L crc32_iscsi: %s; copy+crc = crc32c_copy (fused), "
+                "memcpy,crc = memcpy then crc32c() of the copy\n\n",
+                speckv::crc32c_path_name(best), SPECKV_BENCH_ISAL ? "same buffers" : "not built (no libisal-dev)");
     std::printf("%-8s %9s", "bytes", "memcpy");
     for (Crc32cPath p : paths) std::printf(" %9s", speckv::crc32c_path_name(p));
-    std::printf(" %12s %14s\n", "crc32c() ns", "x memcpy time");
+    std::printf(" %12s %14s %9s %12s %14s\n", "crc32c() ns", "x memcpy time", "ISA-L", "copy+crc", "memcpy,crc");
     for (size_t s = 0; s < sizes.size(); s++) {
         const double n = double(sizes[s]);
         std::printf("%-8zu %9.1f", sizes[s], n / median(t[s][0]));
@@ -126,7 +193,10 @@ int main(int argc, char **argv) {
             std::printf(" %9.1f", n / ns);
             if (paths[k] == best) best_ns = ns;
         }
-        std::printf(" %12.1f %14.2f\n", best_ns, median(ratio[s]));
+        std::printf(" %12.1f %14.2f", best_ns, median(ratio[s]));
+        if (SPECKV_BENCH_ISAL) std::printf(" %9.1f", n / median(extra[s][0]));
+        else std::printf(" %9s", "-");
+        std::printf(" %12.1f %14.1f\n", n / median(extra[s][1]), n / median(extra[s][2]));
     }
     std::free(src_mem);
     std::free(dst_mem);

@@ -6,6 +6,7 @@
 // real K/V: stories260K's cache over a greedy continuation, as FP16 pages of
 // 64 tokens x kv_dim, cycled to fill `--mib` MiB.
 //   ./build/release/bench/bench_l3_codec [--repeats N] [--mib N] [--model PATH] [--block-pages N]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -126,12 +127,12 @@ int main(int argc, char **argv) {
     int repeats = 7;
     size_t mib = 16, per = 4;  // per: pages per block
     std::string model = speckv_data::path("models/stories260K/stories260K.bin");
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
-        else if (!std::strcmp(argv[i], "--mib")) mib = size_t(std::max(1, std::atoi(argv[i + 1])));
-        else if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--block-pages")) per = size_t(std::max(1, std::atoi(argv[i + 1])));
-    }
+    CLI::App app{"L3 pages as codec records: write/read GB/s and ratio per preset (bench/README.md)", "bench_l3_codec"};
+    app.add_option("--repeats", repeats, "runs per cell (median reported)")->check(CLI::PositiveNumber);
+    app.add_option("--mib", mib, "MiB of K/V per run")->check(CLI::PositiveNumber);
+    app.add_option("--model", model, "llama2.c model file");
+    app.add_option("--block-pages", per, "pages per block")->check(CLI::PositiveNumber);
+    CLI11_PARSE(app, argc, argv);
     llama2::Model m;
     std::string err;
     if (!m.load(model, &err)) {

@@ -3,6 +3,7 @@
 // score_pages (+ select_pages per KV head) beside memcpy of the same summaries
 // in the same run; medians over repeated runs, printed as a table.
 //   ./build/release/bench/bench_nmp [--repeats N] [--tokens N] [--qpk 1,4,8]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "nmp.h"
+#include "select/nmp.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 #include "bench_util.h"
 
 namespace {
@@ -66,21 +67,13 @@ int main(int argc, char **argv) {
     int repeats = 9;
     size_t tokens = size_t(1) << 20;
     std::vector<uint32_t> qpks = {1, 4, 8};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--tokens")) tokens = size_t(std::atoll(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--qpk")) {  // query heads per KV head to run, comma-separated
-            qpks.clear();
-            for (const char *s = argv[i + 1]; *s;) {
-                char *end;
-                const unsigned long v = std::strtoul(s, &end, 10);
-                if (end == s || v == 0) break;
-                qpks.push_back(uint32_t(v));
-                s = *end == ',' ? end + 1 : end;
-            }
-            if (qpks.empty()) qpks = {1, 4, 8};
-        }
-    }
+    CLI::App app{"near-memory page selection over summaries vs memcpy (docs/selection.md §6.2)", "bench_nmp"};
+    app.add_option("--repeats", repeats, "runs per cell (median reported)")->check(CLI::PositiveNumber);
+    app.add_option("--tokens", tokens, "tokens of summaries")->check(CLI::Range(size_t(16), size_t(1) << 32));
+    app.add_option("--qpk", qpks, "query heads per KV head to run, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1024u));
+    CLI11_PARSE(app, argc, argv);
     const uint32_t P = 16, KVH = 8, D = 128, C = KVH * D;
     const uint32_t n = uint32_t(tokens / P);
     const size_t ssz = nmp::summary_size(C), total = ssz * n;

@@ -1,6 +1,7 @@
 // Pool micro-benchmarks through the C ABI, beside memcpy of the same sizes in
 // the same run. Prints a table of medians over repeated runs.
 //   ./build/release/bench/bench_pool [--repeats N] [--uri URI]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -140,10 +141,10 @@ void latency_table(const std::string &uri, int repeats, bool associative) {
 int main(int argc, char **argv) {
     int repeats = 15;
     std::string uri = "file:/dev/shm/speckv-bench.pool?size=256M";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--uri")) uri = argv[i + 1];
-    }
+    CLI::App app{"speckv pool operations beside memcpy (bench/README.md)", "bench_pool"};
+    app.add_option("--repeats", repeats, "runs per cell (median reported)")->check(CLI::PositiveNumber);
+    app.add_option("--uri", uri, "pool to measure on");
+    CLI11_PARSE(app, argc, argv);
     std::printf("speckv %s pool benchmarks on %s; median of %d runs\n\n", speckv_version_string(), cpu_name().c_str(),
                 repeats);
     std::printf("%-34s %12s %10s %12s\n", "operation", "ns/op", "GB/s", "vs memcpy");

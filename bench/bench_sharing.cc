@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <csignal>
@@ -221,7 +222,10 @@ void bench_dedup(const std::string &trace, const std::string &path) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    std::string trace = argc > 1 ? std::string(argv[1]) : speckv_data::path("traces/mooncake_fast25/conversation_trace.jsonl");
+    std::string trace = speckv_data::path("traces/mooncake_fast25/conversation_trace.jsonl");
+    CLI::App app{"speckv sharing: lookup latency and dedup on a Mooncake trace (bench/README.md)", "bench_sharing"};
+    app.add_option("trace", trace, "Mooncake JSONL trace (default: the conversation trace in data/)");
+    CLI11_PARSE(app, argc, argv);
     char host[256] = "?";
     gethostname(host, sizeof host);
     std::printf("speckv %s sharing benchmarks on %s, %ld CPUs\n", speckv_version_string(), host, sysconf(_SC_NPROCESSORS_ONLN));

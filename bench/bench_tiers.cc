@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,11 +24,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cold_tier.h"
+#include "tiers/cold_tier.h"
 #include "speckv.h"
 #include "decode_sim.h"
-#include "tier_buffers.h"
-#include "tlb.h"
+#include "tiers/tier_buffers.h"
+#include "pool/tlb.h"
 #include "bench_util.h"
 
 using namespace speckv;
@@ -446,12 +447,13 @@ int main(int argc, char **argv) {
     int repeats = 7;
     std::string dir = "/tmp", only;
     size_t mib = 64;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
-        else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--mib")) mib = std::max(1, std::atoi(argv[i + 1]));
-        else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];  // tlb, l1, cold, cold-pool or prefetch
-    }
+    CLI::App app{"speckv tier building blocks (bench/README.md)", "bench_tiers"};
+    app.add_option("--repeats", repeats, "runs per cell (median reported)")->check(CLI::PositiveNumber);
+    app.add_option("--dir", dir, "directory of the cold-tier file");
+    app.add_option("--mib", mib, "MiB through the cold tier")->check(CLI::PositiveNumber);
+    app.add_option("--only", only, "one section")
+        ->check(CLI::IsMember({"tlb", "l1", "cold", "cold-pool", "prefetch"}));
+    CLI11_PARSE(app, argc, argv);
     std::printf("speckv tier benchmarks on %s, %u CPUs; median of %d runs\n", cpu_name().c_str(),
                 std::thread::hardware_concurrency(), repeats);
     auto want = [&](const char *s) { return only.empty() || only == s; };

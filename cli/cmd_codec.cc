@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "commands.h"
 #include "kv_eval.h"
 #include "speckv.h"
-#include "status.h"
-#include "text.h"
+#include "util/status.h"
+#include "util/text.h"
 
 namespace speckv_cli {
 
@@ -36,11 +36,15 @@ const Mode kPresets[] = {Mode::raw,  Mode::paper, Mode::int8, Mode::k8,   Mode::
                          Mode::k5,   Mode::v5,    Mode::p8r,  Mode::k4,   Mode::v4,   Mode::k9,  Mode::k10,
                          Mode::k12,  Mode::vp8,   Mode::vp6,  Mode::vp5,  Mode::k8s,  Mode::v8s, Mode::k6s,
                          Mode::v6s,  Mode::k5s,   Mode::v5s,  Mode::p8rs, Mode::k4s,  Mode::v4s, Mode::k9s,
-                         Mode::k10s, Mode::k12s,  Mode::vp8s, Mode::vp6s, Mode::vp5s};
+                         Mode::k10s, Mode::k12s,  Mode::vp8s, Mode::vp6s, Mode::vp5s, Mode::k3p,
+                         Mode::v3p,  Mode::k4p,   Mode::v4p,  Mode::k5p,  Mode::v5p};
 static_assert(std::size(kPresets) == size_t(cdc::kModeCount), "every preset, in id order");
 // The presets before §18: `codec vectors` writes their vectors first, exactly
 // as before split Rice existed, and the §18 ones after them (docs §12).
 constexpr size_t kPresetsV1 = 18;
+// The presets before §19 (packed): the RTL has no entropy 4 yet, so `codec
+// vectors` writes none of theirs (docs §19.8).
+constexpr size_t kPresetsV2 = size_t(Mode::k3p);
 
 std::string dirname_of(const std::string &p) {
     auto s = p.find_last_of('/');
@@ -112,7 +116,8 @@ struct ModeResult {
     std::string name;
     Speed s;
     bool has_quality = false;
-    llama2::EvalResult q;
+    llama2::EvalResult q;      // sealed policy (the pool's): the headline
+    llama2::EvalResult q_all;  // every entry coded
 };
 
 volatile uint8_t g_sink;
@@ -193,11 +198,17 @@ std::string jspeed(const Speed &s) {
            ", \"decode_gbps\": " + jnum(s.decode_gbps) + "}";
 }
 
+std::string jeval(const llama2::EvalResult &q, const char *policy) {
+    return "{\"policy\": \"" + std::string(policy) + "\", \"cosine\": " + jnum(q.attn_cos) +
+           ", \"attn_rel_err\": " + jnum(q.attn_rel_err) + ", \"kl\": " + jnum(q.kl) +
+           ", \"top1_agree\": " + jnum(q.top1_agree) + ", \"ppl_delta_pct\": " + jnum(q.ppl_delta_pct) +
+           ", \"ratio_coded\": " + jnum(q.ratio) + "}";
+}
+
+// "quality": the sealed policy (what the pool does); "quality_all": every entry coded.
 std::string jquality(const ModeResult &m) {
-    if (!m.has_quality) return "null";
-    return "{\"cosine\": " + jnum(m.q.attn_cos) + ", \"attn_rel_err\": " + jnum(m.q.attn_rel_err) +
-           ", \"kl\": " + jnum(m.q.kl) + ", \"top1_agree\": " + jnum(m.q.top1_agree) +
-           ", \"ppl_delta_pct\": " + jnum(m.q.ppl_delta_pct) + "}";
+    if (!m.has_quality) return "null, \"quality_all\": null";
+    return jeval(m.q, "sealed") + ", \"quality_all\": " + jeval(m.q_all, "all");
 }
 
 // ---------------------------------------------------------------- bench
@@ -210,6 +221,13 @@ struct BenchOpts {
     double max_err = 0.05, max_err_k = 0.005;
     std::string impl = "best";
 };
+
+// A preset name, or "K/V": one preset for K pages and one for V pages.
+bool parse_pair(const std::string &s, Mode *k, Mode *v) {
+    const auto slash = s.find('/');
+    if (slash == std::string::npos) return cdc::mode_from_name(s.c_str(), k) && (*v = *k, true);
+    return cdc::mode_from_name(s.substr(0, slash).c_str(), k) && cdc::mode_from_name(s.substr(slash + 1).c_str(), v);
+}
 
 bool parse_impl(const std::string &s, cdc::Impl *out) {
     for (cdc::Impl i : {cdc::Impl::scalar, cdc::Impl::avx2, cdc::Impl::avx512, cdc::Impl::best})
@@ -225,8 +243,8 @@ void run_bench(const BenchOpts &o) {
     }
     std::vector<std::string> modes;
     if (!o.mode.empty()) {
-        Mode m;
-        if (o.mode != "adaptive" && !cdc::mode_from_name(o.mode.c_str(), &m)) {
+        Mode m, mv;
+        if (o.mode != "adaptive" && !parse_pair(o.mode, &m, &mv)) {
             error("unknown mode " + o.mode);
             return void(g_exit = 2);
         }
@@ -353,15 +371,18 @@ void run_bench(const BenchOpts &o) {
                 per_page[i] = (ps.is_v[i] ? adaptive.v_mode : adaptive.k_mode)[size_t(ps.layer[i])];
             pol = adaptive;
         } else {
-            Mode m;
-            cdc::mode_from_name(name.c_str(), &m);
-            std::fill(per_page.begin(), per_page.end(), m);
-            if (!o.model.empty()) pol = llama2::KvPolicy::uniform(model.c.n_layers, m, m, page_tokens);
+            Mode m, mv;
+            parse_pair(name, &m, &mv);
+            for (size_t i = 0; i < ps.npages; i++) per_page[i] = ps.is_v[i] ? mv : m;
+            if (!o.model.empty()) pol = llama2::KvPolicy::uniform(model.c.n_layers, m, mv, page_tokens);
         }
         mr.s = bench_codec(ps, per_page, o.repeats, impl);
         if (!o.model.empty()) {
             pol.impl = impl;
+            pol.coding = llama2::CodePolicy::sealed;
             mr.q = llama2::evaluate(model, text_tokens, pol, windows, model.c.seq_len);
+            pol.coding = llama2::CodePolicy::all;
+            mr.q_all = llama2::evaluate(model, text_tokens, pol, windows, model.c.seq_len);
             mr.has_quality = true;
         }
         results.push_back(mr);
@@ -376,7 +397,10 @@ void run_bench(const BenchOpts &o) {
         mr.s = bench_codec(ps, per_page, o.repeats, impl);
         auto pol = adaptive;
         pol.impl = impl;
+        pol.coding = llama2::CodePolicy::sealed;
         mr.q = llama2::evaluate(model, text_tokens, pol, windows, model.c.seq_len);
+        pol.coding = llama2::CodePolicy::all;
+        mr.q_all = llama2::evaluate(model, text_tokens, pol, windows, model.c.seq_len);
         mr.has_quality = true;
         results.push_back(mr);
         prog.update(results.size());
@@ -426,13 +450,16 @@ void run_bench(const BenchOpts &o) {
                 memcpy_gbps, z1.ratio, z1.encode_gbps, z1.decode_gbps, z3.ratio, z3.encode_gbps, z3.decode_gbps);
     std::printf("zstd-1 int8 %.2fx enc %.2f dec %.2f GB/s | zstd-3 int8 %.2fx | order-0 entropy of int8 symbols %.3f bits -> %.2fx\n",
                 z1q.ratio, z1q.encode_gbps, z1q.decode_gbps, z3q.ratio, H, entropy_ratio);
-    std::printf("%-9s %7s %8s %8s %9s %9s %10s %7s %8s\n", "mode", "ratio", "enc GB/s", "dec GB/s", "attn cos",
-                "attn err", "KL", "top1", "ppl %");
+    if (!o.model.empty())
+        std::printf("quality: sealed = completed pages coded, current page exact (the pool's policy); "
+                    "all = every entry coded\n");
+    std::printf("%-9s %7s %8s %8s %9s %9s %10s %7s %8s %10s %7s %8s\n", "mode", "ratio", "enc GB/s", "dec GB/s",
+                "attn cos", "attn err", "KL", "top1", "ppl %", "KL all", "top1 all", "ppl% all");
     for (const auto &m : results) {
         std::printf("%-9s %7.3f %8.3f %8.3f", m.name.c_str(), m.s.ratio, m.s.encode_gbps, m.s.decode_gbps);
         if (m.has_quality)
-            std::printf(" %9.6f %9.5f %10.3e %7.4f %+8.3f", m.q.attn_cos, m.q.attn_rel_err, m.q.kl, m.q.top1_agree,
-                        m.q.ppl_delta_pct);
+            std::printf(" %9.6f %9.5f %10.3e %7.4f %+8.3f %10.3e %7.4f %+8.3f", m.q.attn_cos, m.q.attn_rel_err, m.q.kl,
+                        m.q.top1_agree, m.q.ppl_delta_pct, m.q_all.kl, m.q_all.top1_agree, m.q_all.ppl_delta_pct);
         std::printf("\n");
     }
     if (!o.model.empty()) {
@@ -713,12 +740,12 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
     //    entropy 3, the real K/V pages.
     emit(Mode::vp8s, SPECKV_DTYPE_FP16, srice_example_page(), 16, "worked-example-srice");
     std::mt19937_64 rng18(seed ^ 0x5352494345ull);
-    emit_presets(rng18, kPresetsV1, std::size(kPresets));
+    emit_presets(rng18, kPresetsV1, kPresetsV2);
     for (unsigned b = 3; b <= 12; b++)
         for (unsigned g = 0; g < 3; g++)
             for (unsigned ord = 0; ord < 3; ord++) emit_sweep(sweep, b, g, ord, cdc::kEntropySplitRice);
     for (const auto &[src, note] : real)
-        for (size_t pi = kPresetsV1; pi < std::size(kPresets); pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
+        for (size_t pi = kPresetsV1; pi < kPresetsV2; pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
     ok &= write_file(out + "/index.tsv", idx.data(), idx.size());
     if (!ok) {
         error("could not write vectors to " + out, SPECKV_EIO);
@@ -739,7 +766,7 @@ void register_codec_commands(CLI::App &app) {
     auto *bench = codec->add_subcommand("bench", "Ratio, speed and end-to-end quality per mode on real K/V");
     bench->add_option("--model", bo.model, "llama2.c checkpoint: its K/V on --text are the data");
     bench->add_option("--input", bo.input, "raw FP16 file (4096-byte pages) instead of a model");
-    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...) or adaptive");
+    bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...; the packed k3p v3p k4p v4p k5p v5p), a pair K/V (k4p/v4p: K pages, V pages), or adaptive");
     add_json(bench);
     add_no_progress(bench);
     bench->add_option("--text", bo.text, "English text for perplexity (default /usr/share/common-licenses/GPL-3)");

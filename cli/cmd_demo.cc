@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "pool.h"
+#include "pool/pool.h"
 #include "speckv.h"
 
 namespace speckv_cli {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "commands.h"
-#include "text.h"
-#include "devices.h"
+#include "util/text.h"
+#include "discovery.h"
 #include "speckv.h"
 
 namespace speckv_cli {

@@ -20,7 +20,7 @@
 
 #include "commands.h"
 #include "prometheus.h"
-#include "text.h"
+#include "util/text.h"
 
 namespace speckv_cli {
 namespace {

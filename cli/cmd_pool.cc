@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "commands.h"
-#include "text.h"
-#include "config.h"
-#include "devices.h"
-#include "pool.h"
+#include "util/text.h"
+#include "config/config.h"
+#include "backend/devices.h"
+#include "pool/pool.h"
 #include "speckv.h"
-#include "status.h"
-#include "uri.h"
+#include "util/status.h"
+#include "config/uri.h"
 
 namespace speckv_cli {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "prometheus.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 
 namespace speckv_cli {
 namespace {

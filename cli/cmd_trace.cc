@@ -2,6 +2,7 @@
 // in virtual time (docs/trace.md) and generates the paper's workloads.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -9,7 +10,7 @@
 
 #include "commands.h"
 #include "kv_bank.h"
-#include "text.h"
+#include "util/text.h"
 #include "trace.h"
 
 namespace speckv_cli {
@@ -24,7 +25,7 @@ struct ReplayArgs {
                 payload = "synthetic", kv_model;
     bool all = false, skip_bad = false, metadata_only = false, real_bytes = false;
     uint64_t seed = 1, max_requests = 0;
-    uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1;
+    uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1, reads_per_unit = 0;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
     double pace = 0, pace_max_us = 1000;
     double pnm_budget = 0.125, pnm_gbps = 512, pnm_select_x = 0, pnm_churn = 1.0;
@@ -113,6 +114,7 @@ int do_replay(const ReplayArgs &a) {
         if (!o.kv_bank) return error(err, SPECKV_EIO), 1;
     }
     o.layer_groups = a.layer_groups;
+    o.reads_per_unit = a.reads_per_unit;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     o.pnm_budget = a.pnm_budget, o.pnm_recent = a.pnm_recent, o.pnm_page_tokens = a.pnm_page_tokens;
@@ -144,17 +146,47 @@ int do_replay(const ReplayArgs &a) {
         path = tmpl;
     }
     std::vector<st::Result> rs;
-    for (st::System s : systems) {
-        std::string err;
-        auto rd = st::open_reader(path, fmt, a.skip_bad, &err);
-        if (!rd) return error(err, SPECKV_EIO), 1;
-        o.block_tokens = a.block_tokens ? a.block_tokens : rd->block_tokens();
-        prog.label = st::system_name(s);
-        st::Result r;
-        int rc = st::replay(*rd, s, o, &r, &err);
-        if (tty) std::fprintf(stderr, "\r%-60s\r", "");
-        if (rc) return error(a.trace + ": " + err, SPECKV_EIO), 1;
-        rs.push_back(std::move(r));
+    auto run_all = [&]() -> int {
+        rs.clear();
+        for (st::System s : systems) {
+            std::string err;
+            auto rd = st::open_reader(path, fmt, a.skip_bad, &err);
+            if (!rd) return error(err, SPECKV_EIO), 1;
+            o.block_tokens = a.block_tokens ? a.block_tokens : rd->block_tokens();
+            prog.label = st::system_name(s);
+            st::Result r;
+            int rc = st::replay(*rd, s, o, &r, &err);
+            if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+            if (rc) return error(a.trace + ": " + err, SPECKV_EIO), 1;
+            rs.push_back(std::move(r));
+        }
+        return 0;
+    };
+    if (int rc = run_all()) return rc;
+    // A request that can never fit a system's capacity is skipped there, with
+    // a warning naming its line. Systems that skipped different requests are
+    // not compared over different request sets: all of them run again
+    // without every request any of them skipped (like with like).
+    std::vector<uint64_t> excl;
+    for (auto &r : rs) {
+        if (r.rejected_lines.empty()) continue;
+        std::string lines;
+        for (size_t i = 0; i < r.rejected_lines.size() && i < 10; ++i) lines += (i ? ", " : "") + std::to_string(r.rejected_lines[i]);
+        if (r.rejected_lines.size() > 10) lines += ", ...";
+        std::fprintf(stderr, "speckv: warning: %s skipped %zu request(s) larger than its KV capacity (%llu blocks; the largest needs %llu): line %s\n",
+                     r.system.c_str(), r.rejected_lines.size(), static_cast<unsigned long long>(r.capacity_blocks),
+                     static_cast<unsigned long long>(r.rejected_blocks_max), lines.c_str());
+        excl.insert(excl.end(), r.rejected_ids.begin(), r.rejected_ids.end());
+    }
+    std::sort(excl.begin(), excl.end());
+    excl.erase(std::unique(excl.begin(), excl.end()), excl.end());
+    bool uneven = false;
+    for (auto &r : rs) uneven = uneven || r.rejected_ids.size() != excl.size();
+    if (uneven) {
+        std::fprintf(stderr, "speckv: warning: systems skipped different requests; all run again without the %zu request(s) any of them skipped\n",
+                     excl.size());
+        o.exclude_ids = excl;
+        if (int rc = run_all()) return rc;
     }
     if (g_opt.json) {
         std::fputs(st::to_json(rs, o, a.trace).c_str(), stdout);
@@ -169,6 +201,8 @@ int do_replay(const ReplayArgs &a) {
                         st::pace_wait_name(o.pace_wait), a.pace_max_us);
         std::printf("\n");
         if (rs[0].skipped) std::printf("skipped %llu bad or oversized requests\n", static_cast<unsigned long long>(rs[0].skipped));
+        if (!o.exclude_ids.empty())
+            std::printf("left out %zu request(s) that some system could not fit, for every system (like with like)\n", o.exclude_ids.size());
         if (!rs[0].sharing) std::printf("note: the library's sharing API is not linked: no prefix reuse\n");
         st::print_table(stdout, rs);
     }
@@ -320,6 +354,9 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--block-tokens", ra->block_tokens, "tokens per KV block (default: the trace's, 512)");
     r->add_option("--time-scale", ra->time_scale, "multiply arrival times (0.5 = twice the load)");
     r->add_option("--max-requests", ra->max_requests, "replay only the first N requests");
+    r->add_option("--reads-per-unit", ra->reads_per_unit,
+                  "speculative systems: read at most N blocks of each (sequence, layer group) unit per step, a rotating "
+                  "sample whose outcomes are scaled to the unit's bytes (0 = every block; docs/trace.md)");
     r->add_option("--layer-groups", ra->layer_groups,
                   "pool blocks per KV block, one per group of layers, hinted and read group by group so the "
                   "library's prefetcher runs (default 1: one block holds all layers)");

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "config.h"
-#include "status.h"
-#include "text.h"
+#include "config/config.h"
+#include "util/status.h"
+#include "util/text.h"
 
 namespace speckv_cli {
 

@@ -4,7 +4,7 @@
 
 #include "commands.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace speckv_cli {
 int g_exit = 0;

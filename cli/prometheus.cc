@@ -12,8 +12,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 
 namespace speckv_cli {
 namespace {

@@ -480,7 +480,9 @@ SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const 
  * SPECKV_HASH_NATIVE; one complete CBOR data item for SPECKV_HASH_VLLM_CBOR
  * (NULL = CBOR null). `tenant` salts SPECKV_HASH_NATIVE only (vLLM puts its
  * cache salt in `extra`). Returns SPECKV_OK, SPECKV_EINVAL (unknown algo, out
- * NULL, tokens NULL with ntokens > 0, malformed CBOR extra). Since 0.1.0. */
+ * NULL, tokens NULL with ntokens > 0, malformed CBOR extra), SPECKV_ENOMEM,
+ * SPECKV_EINTERNAL (libcrypto provides no SHA-256: its reason in
+ * speckv_errmsg). Since 0.1.0. */
 SPECKV_API int speckv_block_hash(int algo, uint64_t tenant, const uint8_t *parent, const uint32_t *tokens,
                                  size_t ntokens, const void *extra, size_t extra_len,
                                  uint8_t out[SPECKV_HASH_BYTES]);

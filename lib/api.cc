@@ -7,12 +7,12 @@
 #include <new>
 #include <utility>
 
-#include "block_hash.h"
-#include "config.h"
-#include "nmp.h"
-#include "pool.h"
+#include "share/block_hash.h"
+#include "config/config.h"
+#include "select/nmp.h"
+#include "pool/pool.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 using namespace speckv;
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs a test with the library's dispatch capped at one instruction-set level (lib/cpu.h,
+# Runs a test with the library's dispatch capped at one instruction-set level (lib/util/cpu.h,
 # SPECKV_ISA), or reports it skipped (exit 77) when this CPU cannot run that level:
 #   isa_run.sh avx512|avx2|baseline COMMAND [ARGS...]
 # avx512: the native dispatch, on a CPU with AVX-512 F/BW/VL (the codec's AVX-512 table's need);

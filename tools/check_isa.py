@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Instruction-set check of a built libspeckv (issue 26; the rule is lib/isa_target.h).
+"""Instruction-set check of a built libspeckv (issue 26; the rule is lib/util/isa_target.h).
 
 Every function of the library must run on the x86-64 baseline, except the kernels of the
-ISA-specific files, which are reached only after a runtime CPU check (lib/cpu.h). A function
+ISA-specific files, which are reached only after a runtime CPU check (lib/util/cpu.h). A function
 compiled for a wider ISA that is shared between objects (a weak/COMDAT copy of an inline
 function or template) is the bug this catches: the linker may keep that copy for the whole
 library, and scalar code then dies with SIGILL on a CPU without the ISA.
@@ -134,7 +134,7 @@ def main():
         for f, desc in bad:
             print(f'    {names[f]}  [{desc}]')
     if bad or latent:
-        print('  (lib/isa_target.h: include every header before SPECKV_TARGET_BEGIN; no -m flags)')
+        print('  (lib/util/isa_target.h: include every header before SPECKV_TARGET_BEGIN; no -m flags)')
         return 1
     print('  OK')
     return 0

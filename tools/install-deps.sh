@@ -5,6 +5,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3
   liburing-dev libnuma-dev libdaxctl-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev doctest-dev
+  libssl-dev                        # libcrypto: the block hash's SHA-256
   go-md2man                         # man pages speckv(1), speckv(3)
   libcpp-httplib-dev                # speckv exporter: the HTTP server
   prometheus curl                   # tests: promtool check metrics, scraping the exporter
@@ -12,11 +13,16 @@ pkgs=(
   cargo rustc golang-go             # bindings/: Rust and Go (Python uses python3)
   python3-venv python3-setuptools python3-wheel   # pip install ./bindings/python, offline
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
+  python3-numpy                     # bench/llamacpp/random_gguf.py (gguf-py): the random-weight 1B GGUF
+  libisal-dev                       # bench/bench_crc32c: ISA-L crc32_iscsi beside ours (bench only)
 )
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# bindings/llama.cpp: tools/fetch-llama.sh gets llama.cpp from the npm registry (Debian's
+# nodejs + npm, unless an npm is already installed, e.g. NodeSource's nodejs).
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update

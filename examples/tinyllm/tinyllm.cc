@@ -22,6 +22,7 @@
 // 2 usage.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
@@ -67,6 +68,7 @@ struct Options {
     std::string uri = "anon:?size=64M";
     int batch = 4, steps = 128, requests = 0;
     int64_t l1_bytes = -1, l2_bytes = -1;
+    int64_t admit = -1;       // --cache-admit N: config cache.admit (L1 admission policy)
     bool prefetch = true, pin = false, check = false, json = false, oracle = false;
     std::string codec = "raw";
     std::string cold;         // --cold PATH: the pool's L4 tier file (config cold.path)
@@ -76,144 +78,73 @@ struct Options {
     std::vector<std::string> prompts;
 };
 
-void usage(FILE *f) {
-    std::fprintf(f,
-                 "usage: tinyllm [--model PATH] [--tokenizer PATH] [--uri URI] [--batch N] [--steps N]\n"
-                 "               [--requests N] [--prompt TEXT]... [--l1-bytes B] [--l2-bytes B]\n"
-                 "               [--no-prefetch] [--oracle] [--pin] [--codec MODE] [--check] [--json]\n"
-                 "               [--select PCT [--attend]] [--eval-text FILE] [--cold PATH]\n"
-                 "  --model, --tokenizer  llama2.c checkpoint and tokenizer (default: stories260K of the\n"
-                 "                  project's data, $SPECKV_DATA_DIR/models or the repository's data/models)\n"
-                 "  --uri URI       pool holding the K/V cache (default anon:?size=64M)\n"
-                 "  --batch N       sequences running at once (default 4)\n"
-                 "  --steps N       most positions per sequence, prompt included (default 128, at most\n"
-                 "                  the model's seq_len); sequence i runs at most steps*(8 - i%%4)/8\n"
-                 "  --requests N    sequences in all (default 2*batch); prompts are reused in turn\n"
-                 "  --prompt TEXT   a prompt (repeatable; default: 8 built-in prompts)\n"
-                 "  --l1-bytes B    L1 hot buffer, config key cache.bytes\n"
-                 "  --l2-bytes B    L2 prefetch buffer, config key prefetch.l2_bytes\n"
-                 "  --no-prefetch   send no speckv_prefetch hints\n"
-                 "  --oracle        prefetch.policy = 1: fetch exactly the unit each hint names (the engine's\n"
-                 "                  hints are the true next unit: a perfect next-unit predictor, with the\n"
-                 "                  pool's own eviction; the Belady oracle is printed in every summary)\n"
-                 "  --pin           read K/V with speckv_pin/unpin instead of speckv_access\n"
-                 "  --codec MODE    store K/V pages as codec records (config codec.mode: paper, int8, k6,\n"
-                 "                  vp6, ...; default raw = in clear). Lossy: --check then reports how many\n"
-                 "                  tokens still match instead of failing\n"
-                 "  --cold PATH     hold the pool's L4 cold tier in file PATH (config cold.path): with a pool\n"
-                 "                  smaller than the K/V cache, the coldest blocks move there and come back\n"
-                 "                  when read (exact: --check still holds)\n"
-                 "  --select PCT    near-memory page selection: each layer's attention reads only the PCT%%\n"
-                 "                  best pages by the pool's summaries (speckv_select; K and V in separate\n"
-                 "                  blocks; the pool gets a summary area). Approximate: --check reports\n"
-                 "  --attend        with --select: attend the other pages next to the pool (speckv_attend)\n"
-                 "                  and merge exactly (speckv_merge_partials)\n"
-                 "  --eval-text F   instead of serving: run the text of F teacher-forced through full\n"
-                 "                  attention and through --select/--attend side by side; print KL, top-1\n"
-                 "                  agreement, perplexity change, pages and bytes recalled, time per step\n"
-                 "  --check         also run the plain llama2 Runner; exit 1 unless every token matches\n"
-                 "  --json          print one JSON object instead of text\n"
-                 "The summary sets this run's L1/L2 figures beside references at the same L1 and L2 sizes,\n"
-                 "from the pages it read and wrote: no prefetch, LRU and Belady (MIN) L1s, and the Belady\n"
-                 "oracle (docs/tiers.md §11; JSON key \"references\"; not with --pin or --select).\n");
-}
+// The usage notes CLI11's option list does not carry.
+constexpr const char *kFooter =
+    "--steps: sequence i runs at most steps*(8 - i%4)/8 positions. --codec is lossy: --check then\n"
+    "reports how many tokens still match instead of failing; --select is approximate likewise.\n"
+    "The summary sets this run's L1/L2 figures beside references at the same L1 and L2 sizes,\n"
+    "from the pages it read and wrote: no prefetch, LRU and Belady (MIN) L1s, and the Belady\n"
+    "oracle (docs/tiers.md §11; JSON key \"references\"; not with --pin or --select).";
 
-bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-// Returns -1 to continue, else the exit status.
+// Returns -1 to continue, else the exit status (0 after --help, 2 for a bad command line).
 int parse(int argc, char **argv, Options *o) {
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        auto value = [&](const char **v) {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "tinyllm: %s needs a value\n", a.c_str());
-                return false;
-            }
-            *v = argv[++i];
-            return true;
-        };
-        auto number = [&](int64_t lo, int64_t hi, int64_t *out) {
-            const char *v;
-            if (!value(&v)) return false;
-            if (!parse_int(v, lo, hi, out)) {
-                std::fprintf(stderr, "tinyllm: %s: '%s' is not an integer in [%lld, %lld]\n", a.c_str(), v,
-                             (long long)lo, (long long)hi);
-                return false;
-            }
-            return true;
-        };
-        const char *v = nullptr;
-        int64_t n = 0;
-        if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else if (a == "--model") {
-            if (!value(&v)) return 2;
-            o->model = v;
-        } else if (a == "--tokenizer") {
-            if (!value(&v)) return 2;
-            o->tokenizer = v;
-        } else if (a == "--uri") {
-            if (!value(&v)) return 2;
-            o->uri = v;
-        } else if (a == "--prompt") {
-            if (!value(&v)) return 2;
-            o->prompts.push_back(v);
-        } else if (a == "--batch") {
-            if (!number(1, 256, &n)) return 2;
-            o->batch = int(n);
-        } else if (a == "--steps") {
-            if (!number(2, 1 << 20, &n)) return 2;
-            o->steps = int(n);
-        } else if (a == "--requests") {
-            if (!number(1, 1 << 20, &n)) return 2;
-            o->requests = int(n);
-        } else if (a == "--l1-bytes") {
-            if (!number(0, INT64_MAX, &o->l1_bytes)) return 2;
-        } else if (a == "--l2-bytes") {
-            if (!number(0, INT64_MAX, &o->l2_bytes)) return 2;
-        } else if (a == "--no-prefetch") {
-            o->prefetch = false;
-        } else if (a == "--oracle") {
-            o->oracle = true;
-        } else if (a == "--pin") {
-            o->pin = true;
-        } else if (a == "--codec") {
-            if (!value(&v)) return 2;
-            o->codec = v;
-        } else if (a == "--cold") {
-            if (!value(&v)) return 2;
-            o->cold = v;
-        } else if (a == "--select") {
-            if (!value(&v)) return 2;
+    CLI::App app{"tinyllm: a tiny LLM serving engine whose K/V cache lives in a speckv pool", "tinyllm"};
+    app.footer(kFooter);
+    app.add_option("--model", o->model,
+                   "llama2.c checkpoint (default: stories260K of the project's data, $SPECKV_DATA_DIR/models or "
+                   "the repository's data/models)");
+    app.add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer (default: stories260K's)");
+    app.add_option("--uri", o->uri, "pool holding the K/V cache (default anon:?size=64M)");
+    app.add_option("--batch", o->batch, "sequences running at once (default 4)")->check(CLI::Range(1, 256));
+    app.add_option("--steps", o->steps, "most positions per sequence, prompt included (default 128, at most the "
+                                        "model's seq_len)")
+        ->check(CLI::Range(2, 1 << 20));
+    app.add_option("--requests", o->requests, "sequences in all (default 2*batch); prompts are reused in turn")
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--prompt", o->prompts, "a prompt (repeatable; default: 8 built-in prompts)")
+        ->allow_extra_args(false)
+        ->take_all();
+    app.add_option("--l1-bytes", o->l1_bytes, "L1 hot buffer, config key cache.bytes")
+        ->check(CLI::Range(int64_t(0), INT64_MAX));
+    app.add_option("--cache-admit", o->admit, "L1 admission policy, config key cache.admit (0, 1, 2)")
+        ->check(CLI::Range(int64_t(0), int64_t(2)));
+    app.add_option("--l2-bytes", o->l2_bytes, "L2 prefetch buffer, config key prefetch.l2_bytes")
+        ->check(CLI::Range(int64_t(0), INT64_MAX));
+    bool no_prefetch = false;
+    app.add_flag("--no-prefetch", no_prefetch, "send no speckv_prefetch hints");
+    app.add_flag("--oracle", o->oracle,
+                 "prefetch.policy = 1: fetch exactly the unit each hint names (a perfect next-unit predictor, "
+                 "with the pool's own eviction)");
+    app.add_flag("--pin", o->pin, "read K/V with speckv_pin/unpin instead of speckv_access");
+    app.add_option("--codec", o->codec,
+                   "store K/V pages as codec records (config codec.mode: paper, int8, k6, vp6, ...; default raw = "
+                   "in clear)");
+    app.add_option("--cold", o->cold,
+                   "hold the pool's L4 cold tier in this file (config cold.path): the coldest blocks move there "
+                   "and come back when read");
+    app.add_option("--select", o->select_pct,
+                   "near-memory page selection: each layer's attention reads only the PCT% best pages by the "
+                   "pool's summaries (speckv_select)")
+        ->check([](const std::string &v) {
             char *end = nullptr;
-            o->select_pct = std::strtod(v, &end);
-            if (end == v || *end || !(o->select_pct > 0 && o->select_pct <= 100)) {
-                std::fprintf(stderr, "tinyllm: --select: '%s' is not a percentage in (0, 100]\n", v);
-                return 2;
-            }
-        } else if (a == "--attend") {
-            o->attend = true;
-        } else if (a == "--eval-text") {
-            if (!value(&v)) return 2;
-            o->eval_text = v;
-        } else if (a == "--check") {
-            o->check = true;
-        } else if (a == "--json") {
-            o->json = true;
-        } else {
-            std::fprintf(stderr, "tinyllm: unknown argument '%s'\n", a.c_str());
-            usage(stderr);
-            return 2;
-        }
+            const double d = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && !*end && d > 0 && d <= 100 ? std::string()
+                                                                   : "'" + v + "' is not a percentage in (0, 100]";
+        });
+    app.add_flag("--attend", o->attend,
+                 "with --select: attend the other pages next to the pool (speckv_attend) and merge exactly");
+    app.add_option("--eval-text", o->eval_text,
+                   "instead of serving: run this file's text teacher-forced through full attention and through "
+                   "--select/--attend side by side");
+    app.add_flag("--check", o->check, "also run the plain llama2 Runner; exit 1 unless every token matches");
+    app.add_flag("--json", o->json, "print one JSON object instead of text");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
     }
+    o->prefetch = !no_prefetch;
     if (o->attend && !o->select_pct) {
         std::fprintf(stderr, "tinyllm: --attend needs --select PCT (the pages kept on this side)\n");
         return 2;
@@ -535,6 +466,7 @@ int main(int argc, char **argv) {
     if (speckv_config_new(&cfg) != SPECKV_OK) return 1;
     bool cfg_ok = (o.l1_bytes < 0 || set_key(cfg, "cache.bytes", o.l1_bytes)) &&
                   (o.l2_bytes < 0 || set_key(cfg, "prefetch.l2_bytes", o.l2_bytes)) &&
+                  (o.admit < 0 || set_key(cfg, "cache.admit", o.admit)) &&
                   (!o.oracle || set_key(cfg, "prefetch.policy", 1));
     if (cfg_ok && !o.cold.empty()) {
         int crc = speckv_config_set_str(cfg, "cold.path", o.cold.c_str());
@@ -661,7 +593,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     References refs;
-    // The direct-mapped L1 rounds its frames down to a power of two (lib/page_cache.cc).
+    // The direct-mapped L1 rounds its frames down to a power of two (lib/tiers/page_cache.cc).
     uint64_t l1_frames = page_size ? uint64_t(l1_bytes) / page_size : 0;
     if (!assoc)
         while (l1_frames & (l1_frames - 1)) l1_frames &= l1_frames - 1;

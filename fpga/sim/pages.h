@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "speckv.h"
 
 namespace fpga_sim {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "pages.h"
 
 namespace fpga_sim {

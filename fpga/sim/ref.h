@@ -1,4 +1,4 @@
-// The C++ reference side of the RTL harness: what lib/codec_ref.cc makes of a
+// The C++ reference side of the RTL harness: what lib/codec/codec_ref.cc makes of a
 // page (the expected record) and of a record (status and decoded bytes).
 #pragma once
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "pages.h"
 
 namespace fpga_sim {

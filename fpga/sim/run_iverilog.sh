@@ -10,7 +10,7 @@ if ! command -v iverilog >/dev/null 2>&1 || ! command -v vvp >/dev/null 2>&1; th
     exit 77
 fi
 # known mode ids: codec::kModeCount of the C++ reference
-modes=$(sed -n 's/^constexpr int kModeCount = \([0-9]*\);.*/\1/p' "$fpga/../lib/codec.h")
+modes=$(sed -n 's/^constexpr int kModeCount = \([0-9]*\);.*/\1/p' "$fpga/../lib/codec/codec.h")
 rm -rf "$work"
 mkdir -p "$work"
 "$vecgen" "$work/vec" --pages "$pages" --fuzz "$fuzz" --seed "$seed" --beat $((dw / 8))

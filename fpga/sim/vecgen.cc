@@ -4,6 +4,7 @@
 // split-Rice modes (vp8s, vp6s, vp5s), then random pages, then hostile
 // records; expectations come from the C++ reference.
 //   fpga_vecgen DIR [--pages N] [--fuzz N] [--seed S] [--bytes PAGE_BYTES] [--beat BYTES]
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,22 +16,20 @@
 
 int main(int argc, char **argv) {
     using namespace fpga_sim;
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: fpga_vecgen DIR [--pages N] [--fuzz N] [--seed S] [--bytes B] [--beat B]\n");
-        return 2;
-    }
-    std::string dir = argv[1];
+    std::string dir;
     uint64_t pages = 16, fuzz = 16, seed = 1;
     uint32_t page_bytes = 4096, beat = 64;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        uint64_t v = std::strtoull(argv[i + 1], nullptr, 0);
-        if (a == "--pages") pages = v;
-        else if (a == "--fuzz") fuzz = v;
-        else if (a == "--seed") seed = v;
-        else if (a == "--bytes") page_bytes = uint32_t(v);
-        else if (a == "--beat") beat = uint32_t(v);
-        else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    CLI::App app{"hex vectors of the iverilog testbench (fpga/sim/tb_codec.v)", "fpga_vecgen"};
+    app.add_option("DIR", dir, "output directory")->required();
+    app.add_option("--pages", pages, "pages: every generator kind, then random");
+    app.add_option("--fuzz", fuzz, "hostile records");
+    app.add_option("--seed", seed, "generator seed");
+    app.add_option("--bytes", page_bytes, "bytes per page");
+    app.add_option("--beat", beat, "bytes per bus beat");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) ? 2 : 0;
     }
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pool/codec_choice.h"
 
-#include "codec.h"
-#include "seqlock.h"
-#include "status.h"
+#include "codec/codec.h"
+#include "util/seqlock.h"
+#include "util/status.h"
 
 namespace speckv {
 

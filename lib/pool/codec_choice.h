@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
 #include "pool/log.h"
 
 namespace speckv {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "status.h"
+#include "util/status.h"
 
 namespace speckv {
 

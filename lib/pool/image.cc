@@ -20,8 +20,9 @@
 #include <fstream>
 #include <new>
 
-#include "crc32c.h"
-#include "status.h"
+#include "util/crc32c.h"
+#include "share/index_key.h"
+#include "util/status.h"
 
 namespace speckv {
 
@@ -154,6 +155,15 @@ int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t m
     s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
     s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
     s.created_ns = now_ns();
+    // The hash index's bucket key (issue 27): random, in the first reserved
+    // bytes, announced by a flag (docs/pool-format.md).
+    static_assert(sizeof s.reserved >= kIndexKeyBytes);
+    if (getrandom(s.reserved, kIndexKeyBytes, 0) != static_cast<ssize_t>(kIndexKeyBytes)) {
+        uint64_t t = now_ns(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
+        std::memcpy(s.reserved, s.uuid, kIndexKeyBytes);
+        for (size_t i = 0; i < 8; i++) s.reserved[i] ^= static_cast<uint8_t>(t >> (8 * i));
+    }
+    s.flags |= kSbFlagKeyedIndex;
     // Zero is the initial state of every table. A fresh file or anonymous
     // memory is zero already; a device may hold anything.
     if (!zeroed) std::memset(base, 0, s.data_off);

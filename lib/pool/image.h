@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "pool_format.h"
+#include "backend/backend.h"
+#include "pool/pool_format.h"
 
 namespace speckv {
 

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "log_env.h"
+#include "util/log_env.h"
 
 namespace speckv {
 

@@ -6,9 +6,9 @@
 #pragma once
 #include <cinttypes>
 
-#include "pool.h"
-#include "seqlock.h"
-#include "status.h"
+#include "pool/pool.h"
+#include "util/seqlock.h"
+#include "util/status.h"
 
 namespace speckv {
 

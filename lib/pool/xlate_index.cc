@@ -9,7 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "seqlock.h"
+#include "util/seqlock.h"
 
 namespace speckv {
 

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "flush.h"
-#include "seqlock.h"
+#include "util/flush.h"
+#include "util/seqlock.h"
 
 namespace speckv {
 

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "pool/image.h"
-#include "seqlock.h"
+#include "share/index_key.h"
+#include "util/seqlock.h"
 
 namespace speckv {
 
@@ -27,6 +28,7 @@ class ShareTable {
         return eq;
     }
     uint64_t bucket_of(uint64_t tenant, const uint8_t *hash) const {
+        if (const fmt::Superblock &s = *L_.sb; s.flags & kSbFlagKeyedIndex) return index_mix(s.reserved, tenant, hash) & L_.bucket_mask;
         uint64_t k;
         std::memcpy(&k, hash, 8);
         k ^= tenant * 0x9E3779B97F4A7C15ull;

@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
-#include "config.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "config/config.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 using namespace speckv;
 

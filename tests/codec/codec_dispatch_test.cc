@@ -1,4 +1,4 @@
-// The SPECKV_ISA cap (lib/cpu.h) takes effect in every dispatcher of the library: the codec's
+// The SPECKV_ISA cap (lib/util/cpu.h) takes effect in every dispatcher of the library: the codec's
 // tables, the selection kernels and CRC32C. tests/isa_run.sh runs this executable once per
 // level, so each run checks the cap it was given.
 #include <doctest/doctest.h>
@@ -8,10 +8,10 @@
 #include <fstream>
 #include <string>
 
-#include "codec.h"
-#include "cpu.h"
-#include "crc32c.h"
-#include "nmp.h"
+#include "codec/codec.h"
+#include "util/cpu.h"
+#include "util/crc32c.h"
+#include "select/nmp.h"
 
 namespace c = speckv::codec;
 namespace cpu = speckv::cpu;

@@ -8,12 +8,12 @@
 #include <random>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "codec_test_util.h"
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace c = speckv::codec;
 using c::Mode;

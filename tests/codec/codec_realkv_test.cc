@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "codec_test_util.h"
 #include "data_dir.h"
 #include "kv_eval.h"

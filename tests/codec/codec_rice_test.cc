@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "codec_test_util.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace c = speckv::codec;
 

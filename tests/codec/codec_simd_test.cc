@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "codec_test_util.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace c = speckv::codec;
 using c::Impl;

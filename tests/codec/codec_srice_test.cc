@@ -1,5 +1,5 @@
 // Split Rice (docs/codec.md §18, entropy 3). The reference stage
-// (lib/codec_srice.cc) against a model written from §18's words (bit by
+// (lib/codec/codec_srice.cc) against a model written from §18's words (bit by
 // bit, section by section), the worked example of §18 byte for byte, every
 // corrupt condition of §18 one at a time, hostile records (truncated, bit
 // flips, CRC fixed), the size bound against Rice, and every other
@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "codec_kernels.h"
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
 #include "codec_test_util.h"
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace c = speckv::codec;
 

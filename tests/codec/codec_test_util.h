@@ -8,7 +8,7 @@
 
 #include <doctest/doctest.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "speckv.h"
 
 namespace codec_test {

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "pool.h"
-#include "pool_format.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 
 namespace {
@@ -141,28 +142,22 @@ void sleep_us(long us) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: %s DIR [--rounds N] [--procs P] [--seed S] [--ms T]\n", argv[0]);
-        return 2;
-    }
-    const std::string dir = argv[1];
-    mkdir(dir.c_str(), 0700);
+    std::string dir;
     long rounds = 20, procs = 4, ms = 40, damage = 0;
     unsigned long seed = static_cast<unsigned long>(time(nullptr));
-    for (int i = 2; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        const long v = std::strtol(argv[i + 1], nullptr, 10);
-        if (a == "--rounds") rounds = v;
-        else if (a == "--procs") procs = v;
-        else if (a == "--seed") seed = static_cast<unsigned long>(v);
-        else if (a == "--ms") ms = v;
-        else if (a == "--damage") damage = v;  // self-test: flip a byte of one published block
-        else {
-            std::fprintf(stderr, "unknown option %s\n", a.c_str());
-            return 2;
-        }
+    CLI::App app{"crash campaign: processes killed mid-operation on one pool, then checked", "crash_campaign"};
+    app.add_option("DIR", dir, "directory of the pool")->required();
+    app.add_option("--rounds", rounds, "kill rounds")->check(CLI::PositiveNumber);
+    app.add_option("--procs", procs, "processes per round")->check(CLI::Range(2L, 1024L));
+    app.add_option("--seed", seed, "random seed (default: the time)");
+    app.add_option("--ms", ms, "most milliseconds before the kill")->check(CLI::PositiveNumber);
+    app.add_option("--damage", damage, "self-test: flip a byte of one published block");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) ? 2 : 0;
     }
-    if (rounds < 1 || procs < 2 || ms < 1) return 2;
+    mkdir(dir.c_str(), 0700);
     std::printf("seed %lu\n", seed);
     const std::string path = dir + "/campaign-" + std::to_string(getpid()) + ".pool";
     const std::string acks = path + ".acks";

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "devices.h"
+#include "discovery.h"
 #include "speckv.h"
 #include "util.h"
 

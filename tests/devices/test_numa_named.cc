@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "devices.h"
-#include "pool.h"
+#include "backend/backend.h"
+#include "backend/devices.h"
+#include "pool/pool.h"
 #include "speckv.h"
-#include "uri.h"
+#include "config/uri.h"
 #include "util.h"
 
 using namespace speckv;

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "config.h"
-#include "devices.h"
+#include "backend/backend.h"
+#include "config/config.h"
+#include "backend/devices.h"
 #include "speckv.h"
-#include "uri.h"
+#include "config/uri.h"
 #include "util.h"
 
 using namespace speckv;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
+#include "util/status.h"
 
 inline std::string dev_test_dir() {
     const char *d = std::getenv("SPECKV_TEST_TMP");

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "speckv.h"
 
 namespace c = speckv::codec;
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 
 // Decodes `rec` with every implementation; all must agree.
 static void check(const std::vector<uint8_t> &rec) {

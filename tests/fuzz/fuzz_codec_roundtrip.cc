@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "speckv.h"
 
 namespace c = speckv::codec;

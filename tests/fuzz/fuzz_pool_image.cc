@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "backend.h"
-#include "crc32c.h"
-#include "pool.h"
+#include "backend/backend.h"
+#include "util/crc32c.h"
+#include "pool/pool.h"
 #include "speckv.h"
 
 using namespace speckv;

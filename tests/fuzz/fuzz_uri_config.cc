@@ -2,8 +2,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "config.h"
-#include "uri.h"
+#include "config/config.h"
+#include "config/uri.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::string_view all(reinterpret_cast<const char *>(data), size);

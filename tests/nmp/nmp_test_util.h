@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "codec.h"
-#include "nmp.h"
+#include "codec/codec.h"
+#include "select/nmp.h"
 #include "speckv.h"
 
 namespace nmp_test {

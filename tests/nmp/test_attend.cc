@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "nmp_test_util.h"
-#include "status.h"
+#include "util/status.h"
 
 using namespace nmp_test;
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "nmp_test_util.h"
-#include "status.h"
+#include "util/status.h"
 
 using namespace nmp_test;
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "nmp_kernels.h"
+#include "select/nmp_kernels.h"
 #include "nmp_test_util.h"
-#include "status.h"
+#include "util/status.h"
 
 using namespace nmp_test;
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "block_hash.h"
-#include "flush.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "share/block_hash.h"
+#include "util/flush.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "pool.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "oracle/belady.h"
-#include "prefetch_ctl.h"
-#include "tier_buffers.h"
+#include "prefetch/prefetch_ctl.h"
+#include "tiers/tier_buffers.h"
 
 namespace speckv::sim {
 

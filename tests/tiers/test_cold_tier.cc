@@ -10,8 +10,9 @@
 #include <cstring>
 #include <map>
 
-#include "cold_tier.h"
-#include "status.h"
+#include "tiers/cold_tier.h"
+#include "util/crc32c.h"
+#include "util/status.h"
 #include "util.h"
 
 using namespace speckv;
@@ -24,7 +25,7 @@ namespace {
 std::unique_ptr<ColdTier> open_tier(ColdTierOptions o, bool *skipped = nullptr) {
     std::unique_ptr<ColdTier> t;
     int rc = ColdTier::open(o, &t);
-    if (rc == SPECKV_ENOTSUP && o.engine == ColdEngine::kUring) {
+    if (rc == SPECKV_ENOTSUP && o.engine == ColdEngine::kUring && !tiers_test::g_uring_required) {
         MESSAGE("io_uring unavailable here, engine skipped: " << last_error());
         if (skipped) *skipped = true;
         return nullptr;
@@ -56,7 +57,14 @@ int get1(ColdTier &t, uint64_t key, std::vector<unsigned char> *out, size_t cap 
     return rc;
 }
 
-const ColdEngine kEngines[] = {ColdEngine::kUring, ColdEngine::kSync};
+// The engines the engine loops run (main.cc --cold-engines).
+std::vector<ColdEngine> engines() {
+    switch (tiers_test::g_cold_engines) {
+        case tiers_test::ColdEngines::kSync: return {ColdEngine::kSync};
+        case tiers_test::ColdEngines::kUring: return {ColdEngine::kUring};
+        default: return {ColdEngine::kUring, ColdEngine::kSync};
+    }
+}
 std::string engine_name(ColdEngine e) { return e == ColdEngine::kUring ? "io_uring" : "pread/pwrite"; }
 
 }  // namespace
@@ -90,7 +98,7 @@ TEST_CASE("extent allocator: best fit, coalescing, reserve") {
 }
 
 TEST_CASE("cold tier: batched round trip, replace, drop") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         auto t = open_tier(small_opts("rt", e), &skipped);
@@ -191,7 +199,7 @@ TEST_CASE("cold tier: O_DIRECT where the file system takes it, else a recorded r
 }
 
 TEST_CASE("cold tier: an I/O error completion fails its item and loses nothing") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("eio", e);
         o.queue_depth = 1;  // one I/O in flight: completions in submission order
@@ -252,7 +260,7 @@ TEST_CASE("cold tier: an I/O error completion fails its item and loses nothing")
 }
 
 TEST_CASE("cold tier: short reads are retried, then fail; the data survives") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         ColdTierOptions o = small_opts("short", e);
@@ -289,7 +297,7 @@ TEST_CASE("cold tier: short reads are retried, then fail; the data survives") {
 }
 
 TEST_CASE("cold tier: damaged bytes are reported, never returned") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         bool skipped = false;
         ColdTierOptions o = small_opts("crc", e);
@@ -351,7 +359,7 @@ TEST_CASE("cold tier: a full tier refuses with ENOSPC and keeps what it has") {
 }
 
 TEST_CASE("cold tier: a file size limit (RLIMIT_FSIZE) fails the put, not the process") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("fsize", e);
         pid_t pid = fork();
@@ -451,7 +459,7 @@ TEST_CASE("cold tier: recovery rebuilds the index from the file") {
 }
 
 TEST_CASE("cold tier: forget is in memory; the next put, flush or close clears the headers; a crash before keeps the newest") {
-    for (ColdEngine e : kEngines) {
+    for (ColdEngine e : engines()) {
         CAPTURE(engine_name(e));
         ColdTierOptions o = small_opts("forget", e);
         bool skipped = false;
@@ -514,4 +522,114 @@ TEST_CASE("cold tier: forget is in memory; the next put, flush or close clears t
         CHECK(t->contains(7));
         REQUIRE(t->flush_forgotten() == SPECKV_OK);
     }
+}
+
+namespace {
+
+// An extent header as lib/tiers/cold_tier.cc lays it out (64 bytes, little-endian
+// host), with a valid header CRC32C over whatever it claims.
+std::vector<unsigned char> forged_header(uint64_t key, uint64_t len, uint64_t gen, uint32_t crc, uint32_t version = 1) {
+    std::vector<unsigned char> h(64, 0);
+    const uint32_t magic = 0x43564b53;
+    std::memcpy(&h[0], &magic, 4);
+    std::memcpy(&h[4], &version, 4);
+    std::memcpy(&h[8], &key, 8);
+    std::memcpy(&h[16], &len, 8);
+    std::memcpy(&h[24], &gen, 8);
+    std::memcpy(&h[32], &crc, 4);
+    const uint32_t hcrc = crc32c(0, h.data(), 36);
+    std::memcpy(&h[36], &hcrc, 4);
+    return h;
+}
+
+void write_at(const std::string &path, uint64_t off, const std::vector<unsigned char> &b) {
+    int fd = ::open(path.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(pwrite(fd, b.data(), b.size(), off_t(off)) == ssize_t(b.size()));
+    ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("cold tier: a hostile file is skipped at recovery, field by field, never trusted") {
+    ColdTierOptions o = small_opts("hostile", ColdEngine::kSync);
+    const uint32_t blk = o.block;
+    const auto good = pattern(5000, 42);
+    {
+        auto t = open_tier(o);
+        REQUIRE(put1(*t, 1, good) == SPECKV_OK);  // blocks 0-1
+    }
+    // Forged extents with valid header CRCs, one per block from block 8: a
+    // length that wraps the extent arithmetic (and whose empty payload CRC
+    // of 0 matched before), one past the end of the file, generations 0 and
+    // huge, an unknown version.
+    struct Forged {
+        const char *what;
+        uint64_t key, len, gen;
+        uint32_t crc, version;
+    } forged[] = {
+        {"length 2^64-1 (wraps)", 100, ~0ull, 5, 0, 1},
+        {"length 2^64-64 (wraps to 0 blocks)", 101, ~0ull - 63, 5, 0, 1},
+        {"length past the end of the file", 102, 1ull << 30, 5, 0, 1},
+        {"generation 0", 103, 0, 0, 0, 1},
+        {"generation 2^63", 104, 0, 1ull << 63, 0, 1},
+        {"version 2", 105, 0, 5, 0, 2},
+    };
+    uint64_t b = 8;
+    for (const Forged &f : forged) write_at(o.path, b++ * blk, forged_header(f.key, f.len, f.gen, f.crc, f.version));
+    // The file ends mid-block after a header claiming the last block whole.
+    write_at(o.path, b * blk, forged_header(106, blk - 64, 5, crc32c(0, nullptr, 0)));
+    REQUIRE(truncate(o.path.c_str(), off_t(b * blk + 100)) == 0);
+    // And a block of garbage that happens to start with the magic.
+    auto junk = pattern(blk, 9);
+    const uint32_t magic = 0x43564b53;
+    std::memcpy(junk.data(), &magic, 4);
+    write_at(o.path, 4 * blk, junk);
+
+    o.recover = true;
+    auto t = open_tier(o);
+    REQUIRE(t);
+    CHECK(t->stats().keys == 1);
+    CHECK(t->stats().bad_headers == 6);  // the junk fails its CRC: not counted
+    for (const Forged &f : forged) {
+        CAPTURE(f.what);
+        CHECK_FALSE(t->contains(f.key));
+        CHECK(t->length(f.key) == -1);
+    }
+    CHECK_FALSE(t->contains(106));
+    std::vector<unsigned char> got;
+    REQUIRE(get1(*t, 1, &got) == SPECKV_OK);
+    CHECK(got == good);
+    // The tier still works: new extents, read back.
+    REQUIRE(put1(*t, 2, pattern(9000, 2)) == SPECKV_OK);
+    REQUIRE(get1(*t, 2, &got) == SPECKV_OK);
+    CHECK(got == pattern(9000, 2));
+}
+
+TEST_CASE("cold tier: a header rewritten under an open tier is reported at get, not followed") {
+    ColdTierOptions o = small_opts("hostile-get", ColdEngine::kSync);
+    auto t = open_tier(o);
+    const auto v = pattern(3000, 3);
+    REQUIRE(put1(*t, 7, v) == SPECKV_OK);  // block 0
+    std::vector<unsigned char> got;
+    // Valid CRCs, but the header now claims a longer payload, another key, a huge length.
+    for (auto h : {forged_header(7, 3000 + 4096, 1, 0), forged_header(8, 3000, 1, crc32c(0, v.data(), v.size())),
+                   forged_header(7, ~0ull, 1, 0)}) {
+        write_at(o.path, 0, h);
+        CHECK(get1(*t, 7, &got) == SPECKV_ECORRUPT);
+        CHECK(std::string(last_error()).find("damaged") != std::string::npos);
+    }
+    write_at(o.path, 0, forged_header(7, 3000, 1, crc32c(0, v.data(), v.size())));
+    REQUIRE(get1(*t, 7, &got) == SPECKV_OK);
+    CHECK(got == v);
+}
+
+TEST_CASE("cold tier: a put larger than the tier is refused before any arithmetic on it") {
+    ColdTierOptions o = small_opts("huge-put", ColdEngine::kSync);
+    auto t = open_tier(o);
+    unsigned char byte = 1;
+    ColdTier::PutItem it{1, &byte, ~size_t(0)};  // never read: refused on its length
+    CHECK(t->put({&it, 1}) == SPECKV_ENOSPC);
+    CHECK(it.status == SPECKV_ENOSPC);
+    CHECK(t->stats().keys == 0);
 }

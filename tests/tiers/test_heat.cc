@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "heat.h"
+#include "tiers/heat.h"
 
 using namespace speckv;
 

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "decode_sim.h"
-#include "prefetch_ctl.h"
+#include "prefetch/prefetch_ctl.h"
 
 using namespace speckv;
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tier_buffers.h"
+#include "tiers/tier_buffers.h"
 #include "util.h"
 
 using namespace speckv;

@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "cold_tier.h"
-#include "prefetch_ctl.h"
-#include "tier_buffers.h"
-#include "tlb.h"
+#include "tiers/cold_tier.h"
+#include "prefetch/prefetch_ctl.h"
+#include "tiers/tier_buffers.h"
+#include "pool/tlb.h"
 #include "util.h"
 
 using namespace speckv;

@@ -2,7 +2,7 @@
 // kind, the stale-insert guard, and counters.
 #include <doctest/doctest.h>
 
-#include "tlb.h"
+#include "pool/tlb.h"
 
 using namespace speckv;
 

@@ -11,6 +11,11 @@
 
 namespace tiers_test {
 
+// Set by main.cc from --cold-engines and --requires=io_uring.
+enum class ColdEngines { kBoth, kSync, kUring };
+extern ColdEngines g_cold_engines;
+extern bool g_uring_required;
+
 inline std::string test_dir() {
     const char *d = std::getenv("SPECKV_TEST_TMP");
     std::string dir = d && *d ? d : "/tmp/speckv-tiers";

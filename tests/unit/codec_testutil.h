@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "codec/codec.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 
 namespace codec_testutil {

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "crc32c.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 #include "codec_testutil.h"
 #include "testutil.h"
@@ -373,17 +373,29 @@ TEST_CASE("codec in the pool: a coded write cut short by SIGKILL reads as a whol
     uint64_t whole = 0, failed = 0;
     for (int round = 0; round < 10; round++) {
         CAPTURE(round);
+        // The child says when its first round of writes is done: the kill
+        // then lands in a write however long its attach took (a loaded
+        // machine takes tens of ms to attach).
+        int ready[2];
+        REQUIRE(pipe(ready) == 0);
         pid_t kid = fork();
         if (kid == 0) {
+            close(ready[0]);
             speckv_pool *q = nullptr;
             speckv_config *c = nullptr;
             if (speckv_config_new(&c) != SPECKV_OK || speckv_config_set_str(c, "codec.mode", "int8") != SPECKV_OK) _exit(2);
             if (speckv_pool_open(("file:" + path).c_str(), c, &q) != SPECKV_OK) _exit(3);
-            for (uint64_t n = 0;; n++)
+            for (uint64_t n = 0;; n++) {
                 for (speckv_handle h : hs)
                     if (speckv_write(q, h, 0, (n + h) % 2 ? a.data() : b.data(), bytes) != SPECKV_OK) _exit(4);
+                if (n == 0 && write(ready[1], "r", 1) != 1) _exit(5);
+            }
         }
-        timespec ts{0, static_cast<long>(5'000'000 + rng() % 30'000'000)};
+        close(ready[1]);
+        char r;
+        REQUIRE(read(ready[0], &r, 1) == 1);
+        close(ready[0]);
+        timespec ts{0, static_cast<long>(1'000'000 + rng() % 20'000'000)};
         nanosleep(&ts, nullptr);
         kill(kid, SIGKILL);
         int st = 0;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "pool.h"
+#include "codec/codec.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "codec.h"
-#include "pool.h"
+#include "codec/codec.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "pool.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "testutil.h"
 

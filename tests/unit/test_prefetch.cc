@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "pool.h"
+#include "pool/pool.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "pool.h"
-#include "pool_format.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 #include "testutil.h"
 

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "config/config.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 #include "testutil.h"
-#include "uri.h"
+#include "config/uri.h"
 
 namespace {
 

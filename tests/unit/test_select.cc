@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
-#include "crc32c.h"
-#include "nmp.h"
-#include "pool.h"
-#include "pool_format.h"
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "select/nmp.h"
+#include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "speckv.h"
 #include "testutil.h"
 

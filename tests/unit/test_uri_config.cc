@@ -3,11 +3,11 @@
 #include <cstring>
 #include <fstream>
 
-#include "config.h"
-#include "crc32c.h"
-#include "status.h"
+#include "config/config.h"
+#include "util/crc32c.h"
+#include "util/status.h"
 #include "testutil.h"
-#include "uri.h"
+#include "config/uri.h"
 
 using namespace speckv;
 

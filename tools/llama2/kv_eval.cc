@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace llama2 {
 
@@ -42,6 +42,8 @@ std::vector<int> greedy(const Model &m, int steps) {
     }
     return out;
 }
+
+const char *policy_name(CodePolicy p) { return p == CodePolicy::sealed ? "sealed" : "all"; }
 
 KvPolicy KvPolicy::uniform(int n_layers, cdc::Mode k, cdc::Mode v, int page_tokens) {
     KvPolicy p;
@@ -106,11 +108,16 @@ EvalResult evaluate(const Model &m, const std::vector<int> &text, const KvPolicy
         cd.use_read_cache = true;
         cd.measure_attention = true;
         int cur_len = int(toks.size());
+        const bool sealed = policy.coding == CodePolicy::sealed;
         cd.on_kv_write = [&](int l, int pos) {
             const size_t loff = size_t(l) * c.seq_len * kv_dim;
             const int t0 = (pos / P) * P;
             const size_t rows = size_t(pos - t0 + 1);
             const size_t roff = loff + size_t(t0) * kv_dim;
+            // sealed (the pool's policy): the entry just written is read
+            // exact (Runner copied it into k_read/v_read) until the write
+            // that completes its page seals (codes) the page.
+            if (sealed && int(rows) != P) return;
             size_t lk = 0, lv = 0;
             pass_page(cd.key_cache.data() + roff, cd.k_read.data() + roff, rows, kv_dim, policy.k_mode[size_t(l)],
                       policy.impl, h, rec, dec, &lk);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "llama2.h"
 
 namespace llama2 {
@@ -23,10 +23,19 @@ KvCapture capture_kv(const Model &m, const std::vector<int> &tokens);
 // Greedy (temperature 0) continuation of BOS for `steps` tokens (BOS excluded).
 std::vector<int> greedy(const Model &m, int steps);
 
+// Which cache entries an attention read sees through the codec.
+//   sealed: what the pool does. A page is coded when a write completes it;
+//           the page being filled stays exact (FP32 as written).
+//   all:    every entry is coded: the page being filled is re-encoded on
+//           every write, so every read sees a quantised current page.
+enum class CodePolicy { sealed, all };
+const char *policy_name(CodePolicy p);
+
 // Per layer, which codec preset K and V pages use.
 struct KvPolicy {
     std::vector<speckv::codec::Mode> k_mode, v_mode;
     int page_tokens = 64;
+    CodePolicy coding = CodePolicy::sealed;
     speckv::codec::Impl impl = speckv::codec::Impl::best;
     static KvPolicy uniform(int n_layers, speckv::codec::Mode k, speckv::codec::Mode v, int page_tokens);
 };
@@ -37,12 +46,14 @@ struct EvalResult {
     double kl = 0;            // mean KL(p_exact || p_codec) of the next-token distribution (nats)
     double top1_agree = 0;    // share of positions where argmax agrees
     double ppl_exact = 0, ppl_codec = 0, ppl_delta_pct = 0;
-    double ratio = 0;         // FP16 bytes / record bytes, over all pages written
+    double ratio = 0;         // FP16 bytes / record bytes, over the pages coded (sealed: completed
+                              // pages only; all: every page, the last partial one included)
     size_t fp16_bytes = 0, record_bytes = 0, positions = 0;
 };
 
 // Runs `windows` windows of `window_len` tokens (BOS + text) from `text`
-// twice in lockstep: exact FP32 cache and cache through the codec.
+// twice in lockstep: exact FP32 cache and cache through the codec, coded
+// per policy.coding.
 EvalResult evaluate(const Model &m, const std::vector<int> &text, const KvPolicy &policy, int windows,
                     int window_len);
 

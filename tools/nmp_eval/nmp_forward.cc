@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "speckv.h"
-#include "status.h"
+#include "util/status.h"
 
 namespace nmp_eval {
 

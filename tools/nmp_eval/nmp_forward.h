@@ -1,5 +1,5 @@
 // A llama2.c forward pass whose attention goes through the near-memory
-// selector (lib/nmp.h): the engine side of PNM-KV (attend only to the pages
+// selector (lib/select/nmp.h): the engine side of PNM-KV (attend only to the pages
 // the selector returns) and of PnG-KV (those pages plus the merged partial the
 // "near-memory" side computes over the rest). The weights and tokenizer come
 // from tools/llama2 (llama2::Model); the reference is llama2::Runner.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "llama2.h"
-#include "nmp.h"
+#include "select/nmp.h"
 
 namespace nmp_eval {
 

@@ -224,7 +224,15 @@ class Engine {
     int drop_prefix(Seq &s, std::string *err);
     int alloc_block(Seq &s, uint32_t idx, std::string *err);
     void fill_kv(const Seq &s, uint64_t pos0, uint32_t g);
-    int run_groups(const std::vector<Seq *> &stepping, double tg, std::string *err);
+    // The library in the loop (speculative systems): what one decode step's
+    // reads found, turned into virtual time (docs/trace.md "Library in the loop").
+    struct StepLink {
+        double t0 = 0;            // virtual time the units start (after the step's synchronous prefix fetches)
+        double remote_share = 0;  // share of each sequence's KV outside HBM
+        double comp = 1;          // compression of the link bytes
+        double lat = 0;           // per-transfer latency (with the queueing term)
+    };
+    int run_groups(const std::vector<Seq *> &stepping, double tg, const StepLink *sl, double *t_end, std::string *err);
     size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
     // Blocks held by admitted requests, in KV blocks (held_ counts pool blocks).
     uint64_t held_blocks() const { return (held_.size() + LG_ - 1) / LG_; }
@@ -288,14 +296,17 @@ class Engine {
     std::vector<std::unique_ptr<Seq>> running_;
     Request next_;
     bool have_next_ = false, eof_ = false;
-    uint64_t read_ = 0, rejected_ = 0, finish_epoch_ = 0;  // finish_epoch_: completions so far
-    double now_ = 0, rho_ = 0, beta_ = 1.0;
+    uint64_t read_ = 0, rejected_ = 0, excluded_ = 0, finish_epoch_ = 0;  // finish_epoch_: completions so far
+    double now_ = 0, rho_ = 0;
     Histogram ttft_, tpot_;
     // accounting
     uint64_t prompt_blocks_total_ = 0, prompt_hits_ = 0;
     double hit_bytes_ = 0, miss_bytes_ = 0;  // link bytes served by prefetch / fetched synchronously
     double prefetched_ = 0, wasted_ = 0, stall_ = 0, stall_sync_ = 0, depth_sum_ = 0, depth_n_ = 0;
     double late_bytes_ = 0;  // prefetched, but after the layer that needed them started (counted as misses)
+    double link_free_ = 0;   // virtual time the offload link is next idle (library-in-the-loop steps)
+    uint64_t step_no_ = 0;   // decode steps read unit by unit (rotates the read sample)
+    std::vector<double> unit_start_, prev_start_;  // virtual start of each unit of the current / previous step
     double batch_sum_ = 0, peak_kv_ = 0, peak_pages_ = 0;
     uint64_t admitted_ = 0;                             // admissions so far (Seq::order)
     double swap_bytes_now_ = 0, swap_xfers_now_ = 0;    // swaps of this iteration (moved as stored)
@@ -399,7 +410,8 @@ int Engine::setup(std::string *err) {
         ~CfgFree() { speckv_config_free(c); }
     } cfg_free{cfg};
     const bool coded = o_.real_bytes && compressed() && o_.real_codec != "raw";
-    if (LG_ > 1 || coded) {
+    const bool unit_reads = LG_ > 1 || speculative();  // the replay reads unit by unit (run_groups)
+    if (unit_reads || coded) {
         if (int rc = speckv_config_new(&cfg); rc != SPECKV_OK) return fail(err, "speckv_config_new", rc);
     }
     if (coded) {
@@ -408,12 +420,16 @@ int Engine::setup(std::string *err) {
         if (int rc = speckv_config_set_str(cfg, "codec.mode", o_.real_codec.c_str()); rc != SPECKV_OK)
             return fail(err, "codec preset '" + o_.real_codec + "'", rc);
     }
-    if (LG_ > 1) {
+    if (unit_reads) {
         double comp = compressed() ? o_.compression : 1.0;
         double group_blocks = std::floor(pbuf_ * comp / (block_bytes_ / LG_));
         double l2 = std::clamp(group_blocks, 64.0, 1048576.0) * static_cast<double>(pages_per_block * page);
         int rc = speckv_config_set_int(cfg, "cache.bytes", 0);
         if (rc == SPECKV_OK) rc = speckv_config_set_int(cfg, "prefetch.l2_bytes", static_cast<int64_t>(l2));
+        // The oracle's pool fetches exactly the unit each hint names, and the
+        // replay's hints name the true next unit (its time assumes more:
+        // every page in time, see run_groups).
+        if (rc == SPECKV_OK && sys_ == System::Oracle) rc = speckv_config_set_int(cfg, "prefetch.policy", 1);
         if (rc != SPECKV_OK) return fail(err, "speckv_config_set_int", rc);
     }
     uint64_t want = nblk * pages_per_block;
@@ -498,6 +514,10 @@ int Engine::pull(std::string *err) {
     int rc = rd_.next(&next_);
     if (rc < 0) return *err = rd_.error(), -1;
     if (rc == 0 || (o_.max_requests && read_ >= o_.max_requests)) return eof_ = true, 0;
+    if (!o_.exclude_ids.empty() && std::binary_search(o_.exclude_ids.begin(), o_.exclude_ids.end(), next_.id)) {
+        ++excluded_;
+        return pull(err);
+    }
     have_next_ = true;
     if (++read_ % 256 == 0 && o_.progress) o_.progress(o_.progress_user, read_);
     return 0;
@@ -610,7 +630,7 @@ int Engine::alloc_block(Seq &s, uint32_t idx, std::string *err) {
                 std::memcpy(&payload_[i], &v, 2);
             }
             if ((rc = speckv_write(pool_, out, 0, payload_.data(), payload_.size())) != SPECKV_OK) return fail(err, "speckv_write", rc);
-        } else if (LG_ > 1) {
+        } else if (LG_ > 1 || speculative()) {
             // The prefetcher skips zero (never written) pages: give the
             // stand-in page a few bytes so it has something to fetch.
             uint64_t mark = out | 1;
@@ -783,24 +803,37 @@ int Engine::swap_in(Seq &s, std::string *err) {
 // compute (an engine reads a layer's KV while computing it). A unit whose
 // reads overrun its budget does not wait, and the next unit does not make up
 // for it: no catch-up bursts.
-int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, std::string *err) {
+int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const StepLink *sl, double *t_end, std::string *err) {
     speckv_hint hint{};
     hint.struct_size = sizeof hint;
     hint.tenant = kTenant;
     char probe[64];
     const bool paced = o_.pace > 0 && offload();
+    const double units = static_cast<double>(stepping.size()) * LG_;
     uint64_t budget_ns = 0;
     if (paced) {
-        double b = o_.pace * tg / (static_cast<double>(stepping.size()) * LG_);
+        double b = o_.pace * tg / units;
         if (b > o_.pace_max_unit_s) b = o_.pace_max_unit_s, r_.pace_capped += stepping.size() * LG_;
         budget_ns = static_cast<uint64_t>(b * 1e9);
-        r_.pace_budget_s += b * static_cast<double>(stepping.size() * LG_);
+        r_.pace_budget_s += b * units;
         r_.pace_units += stepping.size() * LG_;
     }
+    // Virtual time of the step (sl != null): unit u computes for tu; the
+    // library's outcome for the unit's reads decides how long it waits first.
+    const double tu = tg / units;
+    const bool oracle = sys_ == System::Oracle;
+    double T = sl ? sl->t0 : 0, t_begin = T;
+    if (sl) unit_start_.assign(stepping.size() * LG_ + 1, 0.0);
+    size_t u = 0;
+    speckv_pool_stats s0{}, s1{};
+    s0.struct_size = s1.struct_size = sizeof s0;
+    if (sl) speckv_stats(pool_, &s0);
+    ++step_no_;
     for (size_t i = 0; i < stepping.size(); ++i) {
         Seq &p = *stepping[i];
-        uint64_t tail = p.prompt_blocks + (p.generated - 1) / o_.block_tokens;  // the block being appended to
-        for (uint32_t g = 0; g < LG_; ++g) {
+        // The block this step's token is appended to (run before the token is counted).
+        uint64_t tail = p.prompt_blocks + p.generated / o_.block_tokens;
+        for (uint32_t g = 0; g < LG_; ++g, ++u) {
             uint64_t t0 = paced ? mono_ns() : 0;
             if (offload()) {
                 const Seq &n = g + 1 < LG_ ? p : *stepping[(i + 1) % stepping.size()];
@@ -810,13 +843,87 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, std::strin
                 if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
                 ++r_.pool_prefetch_hints;
             }
-            for (uint64_t b = 0; b < p.nblocks(); ++b) {
+            // The unit's blocks (all but the tail); with reads_per_unit, a
+            // rotating window of that many.
+            uint64_t have = 0;
+            for (uint64_t b = 0; b < p.nblocks(); ++b) have += p.blocks[slot(b, g)] != SPECKV_HANDLE_INVALID && b != tail;
+            uint64_t want = o_.reads_per_unit && have > o_.reads_per_unit ? o_.reads_per_unit : have;
+            uint64_t skip = have > want ? (step_no_ * want) % have : 0, seen = 0, done = 0;
+            for (uint64_t b = 0; b < p.nblocks() && done < want; ++b) {
                 speckv_handle h = p.blocks[slot(b, g)];
                 if (h == SPECKV_HANDLE_INVALID || b == tail) continue;
+                if (seen++ < skip) continue;
                 if (int rc = speckv_access(pool_, h, 0, probe, sizeof probe, 0); rc != SPECKV_OK)
                     return fail(err, "speckv_access", rc);
+                ++done;
                 ++r_.pool_reads;
                 r_.pool_reads_foreign += p.foreign[slot(b, g)];
+            }
+            if (done < want && have > want) {  // the window wrapped
+                seen = 0;
+                for (uint64_t b = 0; b < p.nblocks() && done < want; ++b) {
+                    speckv_handle h = p.blocks[slot(b, g)];
+                    if (h == SPECKV_HANDLE_INVALID || b == tail) continue;
+                    if (speckv_access(pool_, h, 0, probe, sizeof probe, 0) != SPECKV_OK) break;
+                    ++done, ++r_.pool_reads;
+                    r_.pool_reads_foreign += p.foreign[slot(b, g)];
+                }
+            }
+            if (sl) {
+                speckv_stats(pool_, &s1);
+                // The unit's remote bytes (as they cross the link) and what the
+                // library did for its reads: pages found in L2 (prefetched),
+                // read synchronously, and prefetched pages that left L2 unread.
+                const double R = static_cast<double>(p.ctx()) * kvpt_ * sl->remote_share / LG_ / sl->comp;
+                double hits = static_cast<double>((s1.l2_hits - s0.l2_hits) + (s1.cache_hits - s0.cache_hits));
+                double syncs = static_cast<double>(s1.sync_reads - s0.sync_reads);
+                double wasted = static_cast<double>(s1.prefetch_wasted - s0.prefetch_wasted);
+                double n = hits + syncs;
+                double per_page = done ? R / static_cast<double>(done) : 0;
+                double H = n > 0 ? R * hits / n : 0, S = n > 0 ? R * syncs / n : R, W = wasted * per_page;
+                // Depth: the buffer holds kb units of this size; the library's
+                // plan is k units ahead (never more than the buffer holds).
+                double kb = R > 0 ? std::clamp(std::floor(pbuf_ / R), 1.0, 64.0) : 64.0;
+                double k = std::min(kb, std::max(1.0, static_cast<double>(s1.prefetch_depth)));
+                if (oracle) H = R, S = 0, W = 0, k = kb;  // knows the future: every page, as early as the buffer allows
+                unit_start_[u] = T;
+                // Asked k units ahead: at the start of unit u - k, which may
+                // be one of the previous step's units.
+                size_t kk = static_cast<size_t>(k);
+                double issue = u >= kk                          ? unit_start_[u - kk]
+                               : prev_start_.size() >= kk - u ? prev_start_[prev_start_.size() - (kk - u)]
+                               : !prev_start_.empty()          ? prev_start_.front()
+                                                               : t_begin;
+                double stall = 0, ontime = 0;
+                if (H > 0) {
+                    double st = std::max(issue, link_free_);
+                    link_free_ = st + H / link_bw_;
+                    double arrive = link_free_ + sl->lat;
+                    if (arrive > T) {
+                        stall += arrive - T, T = arrive;
+                        late_bytes_ += H, miss_bytes_ += H;
+                    } else {
+                        hit_bytes_ += H, ontime = H;
+                    }
+                }
+                if (S > 0) {
+                    double st = std::max(T, link_free_);
+                    link_free_ = st + S / link_bw_;
+                    double got = link_free_ + sl->lat;
+                    stall += got - T, T = got;
+                    miss_bytes_ += S;
+                }
+                if (W > 0) link_free_ = std::max(link_free_, T) + W / link_bw_;  // wasted pages held the link too
+                prefetched_ += H + W, wasted_ += W;
+                r_.bytes_link += H + S + W;
+                stall_ += stall;
+                stall_sync_ += R > 0 ? R / link_bw_ + sl->lat : 0;
+                depth_sum_ += k, depth_n_ += 1;
+                int kd = static_cast<int>(std::min(8.0, k));
+                depth_hits_[kd][0] += R;
+                depth_hits_[kd][1] += ontime;
+                T += tu;
+                s0 = s1;
             }
             if (paced) {
                 uint64_t t1 = mono_ns();
@@ -827,6 +934,11 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, std::strin
             }
         }
     }
+    if (sl) {
+        unit_start_.resize(u);
+        prev_start_.swap(unit_start_);
+    }
+    if (t_end) *t_end = T;
     return 0;
 }
 
@@ -913,6 +1025,9 @@ int Engine::run(std::string *err) {
             if (!s.looked_up && prepare(s, err)) return -1;
             if (s.nblocks() > cap_blocks_) {  // can never fit
                 ++rejected_;
+                r_.rejected_ids.push_back(s.req.id);
+                r_.rejected_lines.push_back(s.req.line);
+                r_.rejected_blocks_max = std::max<uint64_t>(r_.rejected_blocks_max, s.nblocks());
                 waiting_.pop_front();
                 continue;
             }
@@ -983,7 +1098,6 @@ int Engine::run(std::string *err) {
             if (p->decoding()) decode_n += 1, decode_ctx += p->ctx();
         double budget = std::max(0.0, static_cast<double>(o_.token_budget) - decode_n);
         std::vector<std::pair<Seq *, uint32_t>> chunks;
-        double new_remote = 0;  // bytes of sequences the predictor has not seen yet (first layer misses)
         for (auto &p : running_) {
             if (p->decoding() || budget < 1) continue;
             // A recomputed request prefills its prompt, then its generated tokens.
@@ -996,7 +1110,6 @@ int Engine::run(std::string *err) {
             if (!p->fetched_prefix && p->hit_blocks && offload()) {
                 double fb = static_cast<double>(p->prompt_done) * kvpt_;
                 fetch_bytes += fb;
-                if (!p->scheduled) new_remote += fb / L;
             }
             p->fetched_prefix = true;
         }
@@ -1006,7 +1119,7 @@ int Engine::run(std::string *err) {
         double kv_local = std::min(kv_total, gpu_kv_);
         double remote_share = kv_total > 0 ? (kv_total - kv_local) / kv_total : 0;
         double decode_remote = offload() ? kv_total - kv_local : 0;
-        double remote_seqs = 0, finishing_remote = 0, pnm_recall = 0, pnm_pages = 0;
+        double remote_seqs = 0, pnm_recall = 0, pnm_pages = 0;
         const bool pnm_now = pnm() && decode_remote > 0;
         for (auto &p : running_) {
             if (!p->decoding()) continue;
@@ -1018,48 +1131,63 @@ int Engine::run(std::string *err) {
                 pnm_recall += std::min(sb, o_.pnm_budget * sb + static_cast<double>(o_.pnm_recent) * o_.pnm_page_tokens * kvpt_);
                 pnm_pages += std::ceil(sb / kvpt_ / o_.pnm_page_tokens);
             }
-            if (!p->scheduled) new_remote += sb / L;
-            if (p->generated + 1 >= p->req.output_len) finishing_remote += sb / L;
         }
         double tg = gpu_time(decode_n + prefill_tokens, decode_ctx + prefill_attn, kv_local);
         double comp = compressed() ? o_.compression : 1.0;
         double link_bytes = (decode_remote + fetch_bytes) / comp;
-        double t = tg, wasted_now = 0, tg_used = tg;
+        double t = tg, tg_used = tg;
         bool png = false;  // cxl_pnm took the near-memory path this step
+        // The decode step, unit by unit through the pool (layer groups, and
+        // always for the speculative systems, whose step time it decides).
+        std::vector<Seq *> stepping;
+        if (LG_ > 1 || speculative())
+            for (auto &p : running_)
+                if (p->decoding()) stepping.push_back(p.get());
+        double t_lib = -1;  // speculative: the step's time as the library's prefetches make it
+        struct Acc {
+            double hit, miss, late, pref, wasted, sync, dsum, dn, lfree, link;
+            std::array<std::array<double, 2>, 9> dh;
+        } acc0{hit_bytes_, miss_bytes_, late_bytes_, prefetched_, wasted_, stall_sync_, depth_sum_, depth_n_, link_free_, r_.bytes_link, depth_hits_};
+        if (speculative()) {
+            double lat = link_lat_ / (1.0 - std::min(rho_, 0.9));
+            StepLink sl;
+            sl.remote_share = remote_share, sl.comp = comp, sl.lat = lat;
+            sl.t0 = now_;
+            if (double prefix = fetch_bytes / comp; prefix > 0) {
+                // Cached prefix blocks a prefill starts from: nothing hints
+                // them, so they are fetched synchronously before the step —
+                // except by the oracle, which asked for them when the previous
+                // step began (it knows who is admitted next).
+                double ask = sys_ == System::Oracle && !prev_start_.empty() ? prev_start_.front() : now_;
+                double st = std::max(ask, link_free_);
+                link_free_ = st + prefix / link_bw_;
+                double got = link_free_ + lat;
+                sl.t0 = std::max(now_, got);
+                if (sys_ == System::Oracle && got <= now_) hit_bytes_ += prefix, prefetched_ += prefix;
+                else if (sys_ == System::Oracle) late_bytes_ += prefix, miss_bytes_ += prefix, prefetched_ += prefix;
+                else miss_bytes_ += prefix;
+                stall_sync_ += prefix / link_bw_ + lat, r_.bytes_link += prefix;
+            }
+            double t_end = sl.t0 + tg;
+            if (!stepping.empty() && run_groups(stepping, tg, &sl, &t_end, err)) return -1;
+            t_lib = t_end - now_;
+        } else if (!stepping.empty() && run_groups(stepping, tg, nullptr, nullptr, err)) {
+            return -1;
+        }
         if (offload() && link_bytes > 0) {
             double xfers = L * (remote_seqs + chunks.size());
             double lat = link_lat_ / (1.0 - std::min(rho_, 0.9));  // queueing: waits grow with utilisation
             double t_link = link_bytes / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
-            stall_sync_ += t_link;
             if (!speculative()) {
-                t = tg + t_link;
+                // Synchronous fetches. host_offload overlaps them with compute
+                // layer by layer as FlexGen's schedule does (the next layer's KV
+                // loads while this one computes); the first layer's cannot.
+                stall_sync_ += t_link;
+                t = sys_ == System::HostOffload ? std::max(tg, t_link) + t_link / L : tg + t_link;
                 miss_bytes_ += link_bytes;
+                r_.bytes_link += link_bytes;
             } else {
-                // Layer-ahead prefetch into the L2 buffer: depth k bounded by
-                // the buffer and scaled by beta (feedback on link use).
-                double per_layer = link_bytes / L;
-                double kmax = std::min<double>(o_.max_depth, std::floor(pbuf_ / std::max(per_layer, 1.0)));
-                double k = sys_ == System::Oracle ? kmax : std::max(1.0, std::floor(kmax * beta_));
-                double cap_miss = kmax >= 1 ? 0 : per_layer - pbuf_;  // per layer, bytes that do not fit
-                double pred_miss = sys_ == System::Oracle ? 0 : new_remote / comp;
-                double miss_bytes = std::min(link_bytes, cap_miss * L + pred_miss);
-                double waste = sys_ == System::Oracle ? 0 : k * finishing_remote / comp;
-                double hit_bytes = link_bytes - miss_bytes;
-                double t_pref = (hit_bytes + waste) / link_bw_ + xfers * lat / (link_dev_ * kQueueDepth);
-                double t_miss = miss_bytes / link_bw_ + (miss_bytes > 0 ? L * lat : 0);
-                // Late prefetches: a layer's data is asked for k layers
-                // ahead and arrives one fetch time (a latency plus its share
-                // of the transfers) later, so k fetches are in flight at once
-                // and the layers are delivered at one per t_fetch / k — or at
-                // the link's pace, t_pref / L, if that is slower. Compute
-                // going faster than delivery finds the data missing: those
-                // bytes are late (misses that were prefetched) and the step
-                // waits for them.
-                const double t_fetch = lat + t_pref / L;
-                const double t_deliver = std::max(t_pref, L * t_fetch / std::max(k, 1.0));
-                const double on_time = t_deliver > tg ? tg / t_deliver : 1.0;
-                const double late_bytes = hit_bytes * (1.0 - on_time);
-                t = std::max(tg, t_deliver + tg / L) + t_miss;  // the first layer cannot overlap
+                t = t_lib;  // the library's prefetches, in virtual time (run_groups)
                 PnmStep ps;
                 if (pnm_now) {
                     // cxl_pnm: the near-memory path when it is the faster one
@@ -1068,36 +1196,22 @@ int Engine::run(std::string *err) {
                                   pnm_pages, fetch_bytes / comp, remote_seqs, xfers, lat);
                 }
                 if (pnm_now && ps.t < t) {
+                    // The link path's accounting is undone: this step took the other.
+                    hit_bytes_ = acc0.hit, miss_bytes_ = acc0.miss, late_bytes_ = acc0.late, prefetched_ = acc0.pref;
+                    wasted_ = acc0.wasted, stall_sync_ = acc0.sync, depth_sum_ = acc0.dsum, depth_n_ = acc0.dn;
+                    link_free_ = acc0.lfree, r_.bytes_link = acc0.link, depth_hits_ = acc0.dh;
+                    stall_sync_ += t_link;
+                    r_.bytes_link += ps.link;
                     t = ps.t, tg_used = ps.tg, link_bytes = ps.link, png = true;
                     miss_bytes_ += ps.link;  // synchronous: the selection needs the layer's query
                     ++r_.pnm_steps;
                     r_.pnm_scan_bytes += ps.scan, r_.pnm_summary_bytes += ps.summary, r_.pnm_recall_bytes += pnm_recall;
                     r_.pnm_moved_bytes += pnm_moved(pnm_recall);
                     r_.pnm_select_s += ps.t_sel, r_.pnm_attend_s += ps.t_pnm;
-                } else {
-                    hit_bytes_ += hit_bytes - late_bytes;
-                    miss_bytes_ += miss_bytes + late_bytes;
-                    late_bytes_ += late_bytes;
-                    prefetched_ += hit_bytes + waste;
-                    wasted_ += waste;
-                    wasted_now = waste;
-                    depth_sum_ += k, depth_n_ += 1;
-                    // Hit rate at every depth, same iteration (Figure 6's shape).
-                    for (int d = 1; d <= 8; ++d) {
-                        double cm = d * per_layer > pbuf_ ? (d * per_layer - pbuf_) / d : 0;
-                        double mb = std::min(link_bytes, cm * L + pred_miss);
-                        double deliver = std::max(t_pref, L * t_fetch / d);
-                        double ok = deliver > tg ? tg / deliver : 1.0;  // too shallow: late
-                        depth_hits_[d][0] += link_bytes;
-                        depth_hits_[d][1] += (link_bytes - mb) * ok;
-                    }
-                    double u = std::min(1.0, (hit_bytes + waste + miss_bytes) / link_bw_ / t);
-                    beta_ = u > 0.9 ? beta_ * (1 - 0.5 * (u - 0.9)) : std::min(1.0, beta_ + 0.05);
                 }
             }
             rho_ = 0.8 * rho_ + 0.2 * std::min(1.0, link_bytes / link_bw_ / t);
             stall_ += t - tg_used;
-            r_.bytes_link += link_bytes + wasted_now;  // wasted prefetches crossed the link too
         }
         if (swap_bytes_now_ > 0) {
             // Preemption swaps of this iteration (out and in), synchronous:
@@ -1157,17 +1271,13 @@ int Engine::run(std::string *err) {
         hint.struct_size = sizeof hint;
         hint.tenant = kTenant;
         char probe[64];
-        std::vector<Seq *> stepping;  // layer groups: the sequences of this decode step, in batch order
         for (auto &p : running_) {
             p->scheduled = true;
             if (!p->decoding() || p->token_iter == iter) continue;
             uint32_t pos = p->generated;  // output position of this token
             if (pos % o_.block_tokens == 0 && alloc_block(*p, p->prompt_blocks + pos / o_.block_tokens, err)) return -1;
             ++p->generated;
-            if (LG_ > 1) {
-                stepping.push_back(p.get());
-                continue;
-            }
+            if (LG_ > 1 || speculative()) continue;  // read unit by unit above (run_groups)
             if (offload()) {
                 hint.request = p->req.id + 1;
                 hint.token_pos = p->ctx();
@@ -1184,7 +1294,6 @@ int Engine::run(std::string *err) {
                 ++r_.pool_reads;
             }
         }
-        if (!stepping.empty() && run_groups(stepping, tg, err)) return -1;
         // Completions.
         for (size_t i = 0; i < running_.size();) {
             Seq &s = *running_[i];
@@ -1205,10 +1314,16 @@ int Engine::run(std::string *err) {
         }
     }
 
+    if (read_ == 0 && excluded_ == 0) {
+        *err = rd_.skipped() ? "no valid request: all " + std::to_string(rd_.skipped()) + " lines were bad (--skip-bad)"
+                             : "the trace holds no requests (an empty file, or a header only)";
+        return -1;
+    }
     speckv_pool_stats st{};
     st.struct_size = sizeof st;
     speckv_stats(pool_, &st);
     peak_pages_ = std::max(peak_pages_, static_cast<double>(st.pages_used - ballast_pages_));
+    r_.capacity_blocks = cap_blocks_;
     r_.system = system_name(sys_);
     r_.skipped = rd_.skipped() + rejected_;
     r_.iterations = iter;
@@ -1226,7 +1341,7 @@ int Engine::run(std::string *err) {
         r_.prefetch_hit_rate = acc > 0 ? hit_bytes_ / acc : -1.0;  // nothing fetched: not applicable
         r_.prefetch_late = speculative() && acc > 0 ? late_bytes_ / acc : -1.0;
         // Nothing fetched at all: not applicable. Synchronous systems hide nothing.
-        r_.latency_hidden = stall_sync_ <= 0 ? -1.0 : speculative() ? std::clamp(1.0 - stall_ / stall_sync_, 0.0, 1.0) : 0.0;
+        r_.latency_hidden = stall_sync_ <= 0 ? -1.0 : speculative() || sys_ == System::HostOffload ? std::clamp(1.0 - stall_ / stall_sync_, 0.0, 1.0) : 0.0;
         if (speculative()) {
             r_.precision = prefetched_ > 0 ? 1.0 - wasted_ / prefetched_ : -1.0;  // nothing prefetched: n/a
             r_.waste = prefetched_ > 0 ? wasted_ / prefetched_ : -1.0;

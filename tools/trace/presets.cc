@@ -35,9 +35,10 @@ const std::vector<GpuSpec> &gpus() {
 const std::vector<LinkSpec> &links() {
     static const std::vector<LinkSpec> l = {
         // name, latency, bandwidth per device, devices, bytes per device
-        {"pcie-host", 1.0e-6, 10e9, 1, 1024e9},     // host offload over PCIe 4.0 x16, one per GPU
-        {"cxl-direct", 250e-9, 36e9, 4, 512e9},     // CXL Type-3 expander per root port
-        {"cxl-pooled", 600e-9, 60e9, 4, 1024e9},    // behind a CXL switch
+        // Sources and reasoning per number: docs/trace.md "Presets".
+        {"pcie-host", 1.0e-6, 25e9, 1, 1024e9},     // pinned host-to-device copies over PCIe 4.0 x16, one per GPU
+        {"cxl-direct", 250e-9, 36e9, 4, 512e9},     // CXL Type-3 expander (PCIe 5.0 x8) per root port
+        {"cxl-pooled", 600e-9, 16e9, 4, 1024e9},    // 4 expanders behind one switch: its x16 upstream port (64 GB/s) is shared
         {"nvme", 20e-6, 7e9, 4, 3840e9},            // PCIe 4.0 NVMe SSD
     };
     return l;

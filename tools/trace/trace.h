@@ -18,6 +18,7 @@ struct Request {
     uint32_t input_len = 0;   // prompt tokens
     uint32_t output_len = 0;  // generated tokens
     std::vector<uint64_t> hash_ids;
+    uint64_t line = 0;        // line of the trace file it came from (warnings)
 };
 
 enum class Format { Auto, Mooncake, Azure, Native };
@@ -190,11 +191,20 @@ struct EngineOptions {
     Payload payload = Payload::Synthetic;      // real-byte mode's payload
     std::shared_ptr<const KvBank> kv_bank;     // Payload::Model: the K/V (geometry = the model preset's)
     uint64_t max_requests = 0; // 0 = all
+    // Trace ids left out (as if not in the trace): the CLI's like-with-like
+    // rerun when systems skipped different requests. Sorted.
+    std::vector<uint64_t> exclude_ids;
     // Pool blocks per block_tokens-token KV block: one per group of
     // layers/layer_groups layers (hint.layer = group index), so the library's
     // prefetcher has layer-ahead units to fetch (docs/trace.md). 1 = one
     // block holds every layer (the default; fastest).
     uint32_t layer_groups = 1;
+    // Speculative systems (cxl_speckv, cxl_pnm's link path, oracle) read their
+    // decode KV unit by unit (sequence x layer group) through the pool and
+    // the library's prefetcher decides the step time (docs/trace.md "Library
+    // in the loop"). reads_per_unit caps the blocks read per unit (a
+    // rotating sample, outcomes scaled to the unit's bytes); 0 = every block.
+    uint32_t reads_per_unit = 0;
     // Pacing (layer groups only; docs/trace.md "--pace"): after hinting the
     // next unit and reading a (sequence, group) unit, the replay lets real
     // time pass until pace x that unit's share of the iteration's modelled
@@ -227,6 +237,10 @@ struct EngineOptions {
 struct Result {
     std::string system;
     uint64_t requests = 0, skipped = 0, input_tokens = 0, output_tokens = 0, iterations = 0;
+    // Requests skipped because they can never fit the modelled capacity
+    // (their trace ids and lines), and the size of the largest one in KV blocks.
+    std::vector<uint64_t> rejected_ids, rejected_lines;
+    uint64_t rejected_blocks_max = 0, capacity_blocks = 0;
     double makespan_s = 0, throughput_tps = 0, total_tps = 0;
     double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
     uint32_t max_batch = 0;

@@ -1,6 +1,8 @@
 // Trace readers and writers: Mooncake JSONL, Azure CSV, the native format.
 // Strict: every malformed line is an error naming its line, or (skip_bad) a
 // counted skip. Lines are streamed; nothing but the current line is kept.
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
@@ -174,6 +176,13 @@ bool blank(const std::string &s) {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Arrival times past 1e12 ms (31.7 years from the trace's start) are taken
+// for corrupt input (e.g. 1e300): virtual time would lose its resolution.
+constexpr double kMaxArrivalMs = 1e12;
+
+// A UTF-8 byte order mark at the start of a file is accepted and dropped.
+constexpr std::string_view kBom = "\xEF\xBB\xBF";
+
 // Shared by all formats: reads lines, hands each to parse(), applies the
 // common checks (timestamps non-decreasing) and the skip_bad policy.
 class LineReader : public Reader {
@@ -204,6 +213,11 @@ class LineReader : public Reader {
             std::string why;
             Request q;
             bool ok = parse(s, &q, &why);
+            if (ok && !(q.arrival_ms <= kMaxArrivalMs)) {
+                char b[160];
+                std::snprintf(b, sizeof b, "timestamp %g ms is beyond %g ms (about 31.7 years): not a trace time", q.arrival_ms, kMaxArrivalMs);
+                why = b, ok = false;
+            }
             if (ok && q.arrival_ms < last_ms_) {
                 char b[160];
                 std::snprintf(b, sizeof b, "timestamp goes back (%.3f ms after %.3f ms)", q.arrival_ms, last_ms_);
@@ -216,6 +230,7 @@ class LineReader : public Reader {
             }
             last_ms_ = q.arrival_ms;
             q.id = n_++;
+            q.line = line_;
             *r = std::move(q);
             return 1;
         }
@@ -239,6 +254,7 @@ class LineReader : public Reader {
         }
         ++line_;
         *s = trim_eol(std::string(buf_, static_cast<size_t>(n)));
+        if (line_ == 1 && s->compare(0, kBom.size(), kBom) == 0) s->erase(0, kBom.size());
         return 1;
     }
     virtual bool parse(const std::string &s, Request *r, std::string *why) = 0;
@@ -390,19 +406,51 @@ class AzureReader : public LineReader {
     using LineReader::LineReader;
 
   protected:
+    // The header names the columns; TIMESTAMP, ContextTokens and
+    // GeneratedTokens are found by name (any order, other columns ignored).
+    // A first line without them is no header: the error says so.
     bool skip_line(const std::string &s) override {
-        if (line_ == 1 && s.rfind("TIMESTAMP,", 0) == 0) return header_ = true, true;
+        if (line_ != 1) return false;
+        auto f = split(s, ',');
+        cols_ = f.size();
+        int found = 0;
+        for (size_t i = 0; i < f.size(); ++i) {
+            std::string_view c = f[i];
+            while (!c.empty() && (c.front() == ' ' || c.front() == '"')) c.remove_prefix(1);
+            while (!c.empty() && (c.back() == ' ' || c.back() == '"')) c.remove_suffix(1);
+            for (int k = 0; k < 3; ++k)
+                if (c == kCols[k]) {
+                    if (idx_[k] != SIZE_MAX) return header_err_ = "CSV header names column " + std::string(c) + " twice", false;
+                    idx_[k] = i, ++found;
+                }
+        }
+        if (found == 3) return header_ = true, true;
+        bool names = false;  // a header of other names, or data?
+        for (auto c : f)
+            for (char ch : c)
+                if (std::isalpha(static_cast<unsigned char>(ch))) names = true;
+        std::string missing;
+        for (int k = 0; k < 3; ++k)
+            if (idx_[k] == SIZE_MAX) missing += std::string(missing.empty() ? "" : ", ") + kCols[k];
+        if (names && !(f.size() >= 1 && f[0].size() >= 19 && f[0][4] == '-')) {
+            header_err_ = "CSV header \"" + s + "\" lacks column(s) " + missing +
+                          " (an Azure LLM inference trace names TIMESTAMP, ContextTokens, GeneratedTokens)";
+            return false;
+        }
+        header_err_ = "CSV without a header: the first line must name the columns TIMESTAMP, ContextTokens, GeneratedTokens";
         return false;
     }
     bool parse(const std::string &s, Request *r, std::string *why) override {
-        if (!header_) return *why = "missing header TIMESTAMP,ContextTokens,GeneratedTokens", false;
+        if (!header_) return *why = header_err_.empty() ? "missing CSV header TIMESTAMP,ContextTokens,GeneratedTokens" : header_err_, false;
         auto f = split(s, ',');
-        if (f.size() != 3) return *why = "expected 3 comma-separated fields, found " + std::to_string(f.size()), false;
+        if (f.size() != cols_)
+            return *why = "expected " + std::to_string(cols_) + " comma-separated fields (as the header), found " + std::to_string(f.size()), false;
         int64_t secs;
         double frac;
-        if (!parse_wallclock(f[0], &secs, &frac)) return *why = "bad TIMESTAMP \"" + std::string(f[0]) + "\"", false;
+        std::string_view ts = f[idx_[0]], ci = f[idx_[1]], co = f[idx_[2]];
+        if (!parse_wallclock(ts, &secs, &frac)) return *why = "bad TIMESTAMP \"" + std::string(ts) + "\"", false;
         int64_t in, out;
-        if (!parse_int(f[1], &in) || !parse_int(f[2], &out)) return *why = "token counts are not integers", false;
+        if (!parse_int(ci, &in) || !parse_int(co, &out)) return *why = "token counts are not integers", false;
         if (!check_lengths(in, out, why)) return false;
         if (!have_t0_) t0_ = secs, f0_ = frac, have_t0_ = true;
         r->arrival_ms = static_cast<double>(secs - t0_) * 1000.0 + (frac - f0_) * 1000.0;
@@ -410,6 +458,9 @@ class AzureReader : public LineReader {
         r->output_len = static_cast<uint32_t>(out);
         return true;
     }
+    static constexpr const char *kCols[3] = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
+    size_t idx_[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX}, cols_ = 3;
+    std::string header_err_;
     bool header_ = false, have_t0_ = false;
     int64_t t0_ = 0;
     double f0_ = 0;
@@ -487,14 +538,18 @@ Format sniff(std::FILE *f) {
         if (c != EOF) std::ungetc(c, f);
         return c == '{' ? Format::Mooncake : c == 'T' ? Format::Azure : Format::Native;
     }
-    char b[64] = {0};
+    char b[256] = {0};
     size_t n = std::fread(b, 1, sizeof b - 1, f);
     std::fseek(f, pos, SEEK_SET);
     std::string s(b, n);
+    if (s.compare(0, kBom.size(), kBom) == 0) s.erase(0, kBom.size());
     size_t i = s.find_first_not_of(" \t\r\n");
     if (i == std::string::npos) return Format::Native;
     if (s[i] == '{') return Format::Mooncake;
-    if (s.compare(i, 10, "TIMESTAMP,") == 0) return Format::Azure;
+    if (s[i] == '#') return Format::Native;
+    // A first line with commas: CSV (Azure's columns, checked by name).
+    size_t eol = s.find('\n', i);
+    if (s.substr(i, eol == std::string::npos ? std::string::npos : eol - i).find(',') != std::string::npos) return Format::Azure;
     return Format::Native;
 }
 
@@ -515,6 +570,10 @@ std::unique_ptr<Reader> make(std::FILE *f, bool owns, Format fmt, bool skip_bad,
 }  // namespace
 
 std::unique_ptr<Reader> open_reader(const std::string &path, Format fmt, bool skip_bad, std::string *err) {
+    if (path != "-") {
+        struct stat sb;
+        if (stat(path.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode)) return *err = path + ": is a directory, not a trace file", nullptr;
+    }
     std::FILE *f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
     if (!f) return *err = path + ": " + std::strerror(errno), nullptr;
     return make(f, path != "-", fmt, skip_bad, {});

@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small completion server on libllama with speckv as its prefix cache
+// (examples/llamacpp/README.md). Several worker processes share one pool:
+// a prompt whose prefix another worker (or a worker before a restart)
+// computed is restored from speckv instead of recomputed.
+//   llamacpp_server --model M.gguf --pool URI [--port P] [--workers N]
+//                   [--distinct-ports] [--slots S] [--no-cache]
+// POST /v1/completions {"prompt": "...", "max_tokens": N}  (greedy)
+// GET /health, GET /stats
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "ggml-backend.h"
+#include "llama.h"
+#include "speckv_llama.h"
+
+namespace {
+
+struct Options {
+    std::string model, pool = "file:llamacpp-example?size=1G", host = "127.0.0.1";
+    int port = 8088, workers = 2, slots = 4, n_ctx_slot = 512;
+    bool distinct_ports = false, cache = true;
+};
+
+struct Result {
+    std::string text;
+    size_t prompt_tokens = 0, completion_tokens = 0, restored = 0;
+    std::string error;
+};
+
+struct Request {
+    std::vector<int32_t> prompt;
+    int max_tokens = 16;
+    std::promise<Result> done;
+};
+
+struct Slot {
+    bool busy = false;
+    std::shared_ptr<Request> req;
+    std::vector<int32_t> tokens;  // prompt + generated; KV holds all but the last
+    int generated = 0;
+    size_t restored = 0;
+    std::string text;
+};
+
+// --- minimal JSON: the two fields this endpoint reads, and string escaping
+bool json_string(const std::string &body, const char *key, std::string &out) {
+    std::string k = std::string("\"") + key + "\"";
+    size_t p = body.find(k);
+    if (p == std::string::npos) return false;
+    p = body.find(':', p + k.size());
+    if (p == std::string::npos) return false;
+    p = body.find('"', p);
+    if (p == std::string::npos) return false;
+    out.clear();
+    for (++p; p < body.size() && body[p] != '"'; ++p) {
+        char c = body[p];
+        if (c != '\\') {
+            out += c;
+            continue;
+        }
+        if (++p >= body.size()) return false;
+        switch (body[p]) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'u': {
+            if (p + 4 >= body.size()) return false;
+            unsigned cp = std::strtoul(body.substr(p + 1, 4).c_str(), nullptr, 16);
+            p += 4;
+            if (cp < 0x80) out += (char)cp;
+            else if (cp < 0x800) out += (char)(0xc0 | cp >> 6), out += (char)(0x80 | (cp & 0x3f));
+            else out += (char)(0xe0 | cp >> 12), out += (char)(0x80 | ((cp >> 6) & 0x3f)), out += (char)(0x80 | (cp & 0x3f));
+            break;
+        }
+        default: out += body[p];
+        }
+    }
+    return p < body.size();
+}
+bool json_int(const std::string &body, const char *key, long &out) {
+    std::string k = std::string("\"") + key + "\"";
+    size_t p = body.find(k);
+    if (p == std::string::npos) return false;
+    p = body.find(':', p + k.size());
+    if (p == std::string::npos) return false;
+    char *end = nullptr;
+    out = std::strtol(body.c_str() + p + 1, &end, 10);
+    return end != body.c_str() + p + 1;
+}
+std::string esc(const std::string &s) {
+    std::string o;
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') o += '\\', o += (char)c;
+        else if (c == '\n') o += "\\n";
+        else if (c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+        } else o += (char)c;
+    }
+    return o;
+}
+
+class Engine {
+public:
+    Engine(const Options &o) : opt(o) {}
+    bool start() {
+        model = llama_model_load_from_file(opt.model.c_str(), llama_model_default_params());
+        if (!model) return false;
+        vocab = llama_model_get_vocab(model);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_seq_max = opt.slots;
+        cp.n_ctx = opt.slots * opt.n_ctx_slot;
+        cp.n_batch = cp.n_ubatch = opt.n_ctx_slot;
+        cp.n_threads = cp.n_threads_batch = 1;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        ctx = llama_init_from_model(model, cp);
+        if (!ctx) return false;
+        if (opt.cache) {
+            if (speckv_pool_open(opt.pool.c_str(), nullptr, &pool) != SPECKV_OK) {
+                std::fprintf(stderr, "speckv pool %s: %s\n", opt.pool.c_str(), speckv_errmsg());
+                return false;
+            }
+            speckv_llama_params p{};
+            p.struct_size = sizeof p;
+            p.tenant = 1;
+            p.block_tokens = 16;
+            p.kv_desc = "f16/f16/fa=0";
+            if (speckv_llama_model_id_file(opt.model.c_str(), p.model_id) != 0 ||
+                speckv_llama_open(pool, ctx, &p, &cache) != 0)
+                return false;
+        }
+        slots.resize(opt.slots);
+        thread = std::thread([this] { loop(); });
+        return true;
+    }
+    // Finishes the requests in flight, then closes the adapter, the pool and the context.
+    void stop() {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            stopping = true;
+        }
+        cv.notify_one();
+        if (thread.joinable()) thread.join();
+        speckv_llama_close(cache);
+        cache = nullptr;
+        if (pool) speckv_pool_close(pool);
+        pool = nullptr;
+        llama_free(ctx);
+        llama_model_free(model);
+    }
+    std::future<Result> submit(const std::string &prompt, int max_tokens) {
+        auto r = std::make_shared<Request>();
+        r->max_tokens = max_tokens;
+        std::vector<int32_t> t(prompt.size() + 8);
+        int n = llama_tokenize(vocab, prompt.c_str(), (int32_t)prompt.size(), t.data(), (int32_t)t.size(), true, false);
+        t.resize(n > 0 ? n : 0);
+        r->prompt = std::move(t);
+        auto f = r->done.get_future();
+        {
+            std::lock_guard<std::mutex> g(mu);
+            queue.push_back(r);
+        }
+        cv.notify_one();
+        return f;
+    }
+    std::string stats_json() {
+        std::lock_guard<std::mutex> g(stats_mu);
+        char b[512];
+        std::snprintf(b, sizeof b,
+                      "{\"pid\":%d,\"requests\":%llu,\"restored_tokens\":%llu,\"blocks_stored\":%llu,"
+                      "\"blocks_present\":%llu,\"fallbacks\":%llu,\"bad_blocks\":%llu}",
+                      (int)getpid(), (unsigned long long)requests, (unsigned long long)st.tokens_restored,
+                      (unsigned long long)st.blocks_stored, (unsigned long long)st.blocks_present,
+                      (unsigned long long)st.fallbacks, (unsigned long long)st.bad_blocks);
+        return b;
+    }
+
+private:
+    void finish(Slot &s, const std::string &err = "") {
+        Result r;
+        r.text = s.text;
+        r.prompt_tokens = s.req->prompt.size();
+        r.completion_tokens = s.generated;
+        r.restored = s.restored;
+        r.error = err;
+        if (cache && err.empty()) {  // the prompt and what was decoded after it
+            speckv_llama_store(cache, (int32_t)(&s - slots.data()), s.tokens.data(), s.tokens.size() - 1, nullptr);
+        }
+        llama_memory_seq_rm(llama_get_memory(ctx), (int32_t)(&s - slots.data()), -1, -1);
+        s.req->done.set_value(r);
+        s.busy = false;
+        s.req.reset();
+        std::lock_guard<std::mutex> g(stats_mu);
+        requests++;
+        if (cache) {
+            st.struct_size = sizeof st;
+            speckv_llama_stats_get(cache, &st);
+        }
+    }
+    int argmax(int i) {
+        const float *l = llama_get_logits_ith(ctx, i);
+        int n = llama_vocab_n_tokens(vocab), best = 0;
+        for (int k = 1; k < n; ++k)
+            if (l[k] > l[best]) best = k;
+        return best;
+    }
+    void emit(Slot &s, int tok) {
+        char piece[64];
+        int n = llama_token_to_piece(vocab, tok, piece, sizeof piece, 0, false);
+        if (n > 0) s.text.append(piece, n);
+        s.tokens.push_back(tok);
+        s.generated++;
+    }
+    // Restore what the pool has, prefill the rest, first token.
+    void admit(int32_t seq, std::shared_ptr<Request> r) {
+        Slot &s = slots[seq];
+        s.busy = true;
+        s.req = r;
+        s.tokens = r->prompt;
+        s.generated = 0;
+        s.text.clear();
+        s.restored = 0;
+        const size_t n = r->prompt.size();
+        if (n == 0 || n + r->max_tokens > (size_t)opt.n_ctx_slot) return finish(s, "prompt empty or too long for a slot");
+        if (cache && speckv_llama_restore(cache, seq, r->prompt.data(), n, &s.restored) != 0)
+            s.restored = 0;  // an error (logged by the adapter's message) means: recompute
+        llama_batch b = llama_batch_init((int32_t)(n - s.restored), 0, 1);
+        for (size_t i = s.restored; i < n; ++i) {
+            int k = b.n_tokens++;
+            b.token[k] = r->prompt[i];
+            b.pos[k] = (llama_pos)i;
+            b.n_seq_id[k] = 1;
+            b.seq_id[k][0] = seq;
+            b.logits[k] = i + 1 == n;
+        }
+        int rc = llama_decode(ctx, b);
+        llama_batch_free(b);
+        if (rc != 0) return finish(s, "prefill failed");
+        if (cache) speckv_llama_store(cache, seq, r->prompt.data(), n, nullptr);
+        emit(s, argmax(-1));
+        if (s.generated >= r->max_tokens || llama_vocab_is_eog(vocab, s.tokens.back())) finish(s);
+    }
+    void loop() {
+        for (;;) {
+            // admit waiting requests into free slots
+            for (size_t i = 0; i < slots.size(); ++i) {
+                if (slots[i].busy) continue;
+                std::shared_ptr<Request> r;
+                {
+                    std::unique_lock<std::mutex> g(mu);
+                    bool any = false;
+                    for (auto &s : slots) any |= s.busy;
+                    if (!any) cv.wait(g, [this] { return !queue.empty() || stopping; });
+                    if (!any && stopping && queue.empty()) return;
+                    if (queue.empty()) break;
+                    r = queue.front();
+                    queue.pop_front();
+                }
+                admit((int32_t)i, r);
+            }
+            // one decode step for every active sequence: the continuous batch
+            llama_batch b = llama_batch_init((int32_t)slots.size(), 0, 1);
+            std::vector<int> idx;
+            for (size_t i = 0; i < slots.size(); ++i) {
+                Slot &s = slots[i];
+                if (!s.busy) continue;
+                int k = b.n_tokens++;
+                b.token[k] = s.tokens.back();
+                b.pos[k] = (llama_pos)(s.tokens.size() - 1);
+                b.n_seq_id[k] = 1;
+                b.seq_id[k][0] = (int32_t)i;
+                b.logits[k] = 1;
+                idx.push_back((int)i);
+            }
+            if (b.n_tokens > 0) {
+                int rc = llama_decode(ctx, b);
+                for (size_t k = 0; k < idx.size(); ++k) {
+                    Slot &s = slots[idx[k]];
+                    if (rc != 0) {
+                        finish(s, "decode failed");
+                        continue;
+                    }
+                    emit(s, argmax((int)k));
+                    if (s.generated >= s.req->max_tokens || llama_vocab_is_eog(vocab, s.tokens.back())) finish(s);
+                }
+            }
+            llama_batch_free(b);
+        }
+    }
+
+    Options opt;
+    llama_model *model = nullptr;
+    const llama_vocab *vocab = nullptr;
+    llama_context *ctx = nullptr;
+    speckv_pool *pool = nullptr;
+    speckv_llama *cache = nullptr;
+    std::vector<Slot> slots;
+    std::deque<std::shared_ptr<Request>> queue;
+    std::mutex mu, stats_mu;
+    std::condition_variable cv;
+    std::thread thread;
+    uint64_t requests = 0;
+    speckv_llama_stats st{};
+    bool stopping = false;
+};
+
+void quiet(ggml_log_level, const char *, void *) {}
+
+int worker(const Options &o, int id) {
+    llama_log_set(quiet, nullptr);
+    ggml_backend_load_all_from_path(SPECKV_LLAMA_LIBDIR);
+    llama_backend_init();
+    Engine e(o);
+    if (!e.start()) {
+        std::fprintf(stderr, "worker %d: could not start\n", id);
+        return 1;
+    }
+    httplib::Server svr;  // cpp-httplib sets SO_REUSEPORT: workers may share a port
+    svr.Get("/health", [](const httplib::Request &, httplib::Response &res) {
+        res.set_content("{\"status\":\"ok\"}", "application/json");
+    });
+    svr.Get("/stats", [&](const httplib::Request &, httplib::Response &res) {
+        res.set_content(e.stats_json(), "application/json");
+    });
+    svr.Post("/v1/completions", [&](const httplib::Request &req, httplib::Response &res) {
+        std::string prompt;
+        long max_tokens = 16;
+        if (!json_string(req.body, "prompt", prompt)) {
+            res.status = 400;
+            res.set_content("{\"error\":{\"message\":\"a string \\\"prompt\\\" is required\"}}", "application/json");
+            return;
+        }
+        json_int(req.body, "max_tokens", max_tokens);
+        if (max_tokens < 1 || max_tokens > 256) {
+            res.status = 400;
+            res.set_content("{\"error\":{\"message\":\"max_tokens must be 1..256\"}}", "application/json");
+            return;
+        }
+        Result r = e.submit(prompt, (int)max_tokens).get();
+        if (!r.error.empty()) {
+            res.status = 400;
+            res.set_content("{\"error\":{\"message\":\"" + esc(r.error) + "\"}}", "application/json");
+            return;
+        }
+        char usage[256];
+        std::snprintf(usage, sizeof usage,
+                      "\"usage\":{\"prompt_tokens\":%zu,\"completion_tokens\":%zu,\"total_tokens\":%zu},"
+                      "\"speckv\":{\"restored_tokens\":%zu,\"worker\":%d}",
+                      r.prompt_tokens, r.completion_tokens, r.prompt_tokens + r.completion_tokens, r.restored,
+                      (int)getpid());
+        res.set_content("{\"object\":\"text_completion\",\"model\":\"" + esc(o.model) +
+                            "\",\"choices\":[{\"index\":0,\"text\":\"" + esc(r.text) +
+                            "\",\"finish_reason\":\"length\"}]," + usage + "}",
+                        "application/json");
+    });
+    // SIGTERM/SIGINT (blocked in every thread, inherited from main) stop the server cleanly.
+    std::thread sigs([&svr] {
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        int sig = 0;
+        sigwait(&ss, &sig);
+        svr.stop();
+    });
+    sigs.detach();
+    int port = o.port + (o.distinct_ports ? id : 0);
+    std::fprintf(stderr, "worker %d (pid %d) on %s:%d\n", id, (int)getpid(), o.host.c_str(), port);
+    bool ok = svr.listen(o.host.c_str(), port);
+    if (!ok) std::fprintf(stderr, "worker %d: cannot listen on %d\n", id, port);
+    e.stop();
+    return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--model") o.model = val();
+        else if (a == "--pool") o.pool = val();
+        else if (a == "--host") o.host = val();
+        else if (a == "--port") o.port = std::atoi(val().c_str());
+        else if (a == "--workers") o.workers = std::atoi(val().c_str());
+        else if (a == "--slots") o.slots = std::atoi(val().c_str());
+        else if (a == "--distinct-ports") o.distinct_ports = true;
+        else if (a == "--no-cache") o.cache = false;
+        else {
+            std::fprintf(stderr,
+                         "usage: %s --model M.gguf [--pool URI] [--host H] [--port P] [--workers N] [--slots S] "
+                         "[--distinct-ports] [--no-cache]\n",
+                         argv[0]);
+            return 2;
+        }
+    }
+    if (o.model.empty() || o.workers < 1 || o.workers > 64 || o.slots < 1 || o.slots > 64) {
+        std::fprintf(stderr, "%s: --model is required; workers and slots 1..64\n", argv[0]);
+        return 2;
+    }
+    // The parent forwards SIGTERM/SIGINT to the workers and waits for them;
+    // a worker that exits stops the server.
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    sigaddset(&ss, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &ss, nullptr);
+    std::vector<pid_t> kids;
+    for (int w = 0; w < o.workers; ++w) {
+        pid_t p = fork();
+        if (p == 0) _exit(worker(o, w));  // signals stay blocked: the worker sigwaits
+        kids.push_back(p);
+    }
+    int sig = 0;
+    sigwait(&ss, &sig);
+    for (pid_t p : kids) kill(p, SIGTERM);
+    for (pid_t p : kids) waitpid(p, nullptr, 0);
+    return 0;
+}

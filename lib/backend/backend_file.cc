@@ -1,0 +1,178 @@
+// file: and anon: backends.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "backend/backend.h"
+#include "util/file_access.h"
+#include "util/status.h"
+
+namespace speckv {
+
+Mapping::~Mapping() { reset(); }
+
+void Mapping::reset() {
+    if (base_) munmap(base_, size_);
+    if (fd_ >= 0) close(fd_);
+    base_ = nullptr;
+    size_ = 0;
+    fd_ = -1;
+    node_ = -1;
+}
+
+Mapping &Mapping::operator=(Mapping &&o) noexcept {
+    if (this != &o) {
+        reset();
+        base_ = o.base_;
+        size_ = o.size_;
+        fd_ = o.fd_;
+        shared_ = o.shared_;
+        writable_ = o.writable_;
+        node_ = o.node_;
+        path_ = std::move(o.path_);
+        o.base_ = nullptr;
+        o.size_ = 0;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+static int errno_status(int e) {
+    switch (e) {
+        case ENOENT: return SPECKV_ENOENT;
+        case EACCES:
+        case EPERM:
+        case EROFS: return SPECKV_EPERM;
+        case ENOMEM: return SPECKV_ENOMEM;
+        case ENOSPC: return SPECKV_ENOSPC;
+        case EEXIST: return SPECKV_EEXIST;
+        default: return SPECKV_EIO;
+    }
+}
+
+int Mapping::open_file(const std::string &path, bool writable, Mapping *out, const FileAccess &access) {
+    int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | secure_open_flags(path));
+    if (fd < 0) return open_failure(errno, path, "pool file");
+    if (int rc = check_open_file(fd, path, access, "pool file", SPECKV_ENOTPOOL); rc != SPECKV_OK) {
+        close(fd);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(SPECKV_EIO, "cannot stat pool file '%s': %s", path.c_str(), strerror(e));
+    }
+    if (st.st_size <= 0) {
+        close(fd);
+        return fail(SPECKV_ENOTPOOL, "'%s' is empty: not a speckv pool", path.c_str());
+    }
+    size_t size = static_cast<size_t>(st.st_size);
+    void *p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return fail(errno_status(e), "cannot map '%s' (%zu bytes): %s", path.c_str(), size, strerror(e));
+    }
+    out->reset();
+    out->base_ = static_cast<unsigned char *>(p);
+    out->size_ = size;
+    out->fd_ = fd;
+    out->shared_ = true;
+    out->writable_ = writable;
+    out->path_ = path;
+    return SPECKV_OK;
+}
+
+int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(void *, unsigned char *, size_t),
+                              void *ctx, Mapping *out, bool preallocate, const FileAccess &access) {
+    if (int rc = check_directory(directory_of(path), "pool file"); rc != SPECKV_OK) return rc;
+    // What creators killed before they published left behind (their pid is gone).
+    stale_temp_files(path, /*sweep=*/true);
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | secure_open_flags(tmp), access.mode & 0777);
+    if (fd < 0) {
+        int e = errno;
+        return fail(errno_status(e), "cannot create pool file '%s': %s", tmp.c_str(), strerror(e));
+    }
+    // Exactly the mode asked for (0600 unless widened on purpose): the umask
+    // may not narrow a deliberate sharing mode, nor widen the default.
+    if (fchmod(fd, access.mode & 0777) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp.c_str());
+        return fail(errno_status(e), "cannot set the mode of pool file '%s': %s", tmp.c_str(), strerror(e));
+    }
+    auto abandon = [&](int rc) {
+        close(fd);
+        unlink(tmp.c_str());
+        return rc;
+    };
+    if (int e = preallocate ? posix_fallocate(fd, 0, static_cast<off_t>(size)) : EOPNOTSUPP; e != 0) {
+        // tmpfs and most file systems support it; fall back to a sparse file.
+        if (e == ENOSPC) return abandon(fail(SPECKV_ENOSPC, "no room for a %zu-byte pool at '%s'", size, path.c_str()));
+        if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+            e = errno;
+            return abandon(fail(errno_status(e), "cannot size pool file '%s': %s", tmp.c_str(), strerror(e)));
+        }
+    }
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        return abandon(fail(errno_status(e), "cannot map new pool '%s': %s", tmp.c_str(), strerror(e)));
+    }
+    int rc = init(ctx, static_cast<unsigned char *>(p), size);
+    if (rc != SPECKV_OK) {
+        munmap(p, size);
+        return abandon(rc);
+    }
+    if (link(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        munmap(p, size);
+        abandon(0);
+        if (e == EEXIST) return fail(SPECKV_EEXIST, "pool '%s' already exists", path.c_str());
+        return fail(errno_status(e), "cannot publish pool '%s': %s", path.c_str(), strerror(e));
+    }
+    unlink(tmp.c_str());
+    out->reset();
+    out->base_ = static_cast<unsigned char *>(p);
+    out->size_ = size;
+    out->fd_ = fd;
+    out->shared_ = true;
+    out->writable_ = true;
+    out->path_ = path;
+    return SPECKV_OK;
+}
+
+Mapping Mapping::adopt(unsigned char *base, size_t size, int fd, bool shared, bool writable, std::string path) {
+    Mapping m;
+    m.base_ = base;
+    m.size_ = size;
+    m.fd_ = fd;
+    m.shared_ = shared;
+    m.writable_ = writable;
+    m.path_ = std::move(path);
+    return m;
+}
+
+int Mapping::open_anon(size_t size, Mapping *out) {
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        return fail(errno_status(e), "cannot map %zu bytes of anonymous memory: %s", size, strerror(e));
+    }
+    out->reset();
+    out->base_ = static_cast<unsigned char *>(p);
+    out->size_ = size;
+    out->shared_ = false;
+    out->writable_ = true;
+    out->path_ = "";
+    return SPECKV_OK;
+}
+
+}  // namespace speckv

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+// AVX2 + F16C + FMA + BMI2 kernels of the fixed-width packed presets
+// (docs/codec.md §19), in a target region (isa_target.h); reached only when the
+// CPU has all four (packed_avx2_kernels() checks). Bytes and values equal the
+// reference's (codec_packed.cc): the same binary32 operations, each correctly
+// rounded, in the same order; 8 values of b bits are one PEXT / PDEP.
+#include <cstring>
+
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
+#include "util/cpu.h"
+#include "speckv.h"
+
+#include "util/isa_target.h"
+
+#if SPECKV_X86_SIMD
+#include <immintrin.h>
+
+namespace speckv::codec {
+
+namespace {
+
+SPECKV_TARGET_BEGIN("avx2,f16c,fma,bmi,bmi2")
+
+bool to_f32_avx2(int dtype, const void *src, size_t n, float *x) {
+    size_t i = 0;
+    __m256i bad = _mm256_setzero_si256();
+    if (dtype == SPECKV_DTYPE_FP16) {
+        auto h = static_cast<const uint16_t *>(src);
+        const __m128i e16 = _mm_set1_epi16(0x7C00);
+        __m128i b16 = _mm_setzero_si128();
+        for (; i + 8 <= n; i += 8) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i));
+            b16 = _mm_or_si128(b16, _mm_cmpeq_epi16(_mm_and_si128(v, e16), e16));
+            _mm256_storeu_ps(x + i, _mm256_cvtph_ps(v));
+        }
+        if (!_mm_testz_si128(b16, b16)) return false;
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        auto h = static_cast<const uint16_t *>(src);
+        const __m256i e32 = _mm256_set1_epi32(0x7F800000);
+        for (; i + 8 <= n; i += 8) {
+            const __m256i u = _mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i))), 16);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(u, e32), e32));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(x + i), u);
+        }
+    } else {
+        auto f = static_cast<const uint32_t *>(src);
+        const __m256i e32 = _mm256_set1_epi32(0x7F800000);
+        for (; i + 8 <= n; i += 8) {
+            const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(f + i));
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(u, e32), e32));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(x + i), u);
+        }
+    }
+    if (!_mm256_testz_si256(bad, bad)) return false;
+    const size_t es = dtype_size(dtype);
+    return i == n || packed_to_f32_scalar(dtype, static_cast<const uint8_t *>(src) + i * es, n - i, x + i);
+}
+
+inline float hmin8(__m256 v) {
+    __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_min_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+// Minimum and maximum of n values (n % 8 == 0, n >= 8).
+inline void minmax_run(const float *x, size_t n, float *mn, float *mx) {
+    __m256 a = _mm256_loadu_ps(x), b = a;
+    for (size_t i = 8; i < n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        a = _mm256_min_ps(a, v);
+        b = _mm256_max_ps(b, v);
+    }
+    *mn = hmin8(a);
+    *mx = hmax8(b);
+}
+
+void minmax_avx2(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx) {
+    if (C % 8) return packed_minmax_scalar(x, T, C, group, mn, mx);
+    if (group == kGroupPage) return minmax_run(x, T * C, mn, mx);
+    if (group == kGroupToken) {
+        for (size_t t = 0; t < T; t++) minmax_run(x + t * C, C, mn + t, mx + t);
+        return;
+    }
+    for (size_t c = 0; c < C; c += 8) {
+        __m256 a = _mm256_loadu_ps(x + c), b = a;
+        for (size_t t = 1; t < T; t++) {
+            const __m256 v = _mm256_loadu_ps(x + t * C + c);
+            a = _mm256_min_ps(a, v);
+            b = _mm256_max_ps(b, v);
+        }
+        _mm256_storeu_ps(mn + c, a);
+        _mm256_storeu_ps(mx + c, b);
+    }
+}
+
+// 8 values -> their q bytes (§19.3), in one 64-bit word (value i in byte i).
+inline uint64_t quant8(__m256 x, __m256 z, __m256 inv, __m256i qmax) {
+    __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(x, z), inv));  // RNE (MXCSR default)
+    q = _mm256_min_epi32(_mm256_max_epi32(q, _mm256_setzero_si256()), qmax);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    return uint64_t(_mm_cvtsi128_si64(_mm_packus_epi16(w, w)));
+}
+
+template <unsigned B>
+void encode_b(const float *x, size_t T, size_t C, unsigned group, const float *z, const float *inv, uint8_t *dst) {
+    const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
+    const __m256i qmax = _mm256_set1_epi32((1 << B) - 1);
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        if (group == kGroupChannel) {
+            for (size_t c = 0; c < C; c += 8, dst += B) {
+                const uint64_t p = _pext_u64(
+                    quant8(_mm256_loadu_ps(xr + c), _mm256_loadu_ps(z + c), _mm256_loadu_ps(inv + c), qmax), mask);
+                std::memcpy(dst, &p, B);
+            }
+        } else {
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m256 zv = _mm256_set1_ps(z[g]), iv = _mm256_set1_ps(inv[g]);
+            for (size_t c = 0; c < C; c += 8, dst += B) {
+                const uint64_t p = _pext_u64(quant8(_mm256_loadu_ps(xr + c), zv, iv, qmax), mask);
+                std::memcpy(dst, &p, B);
+            }
+        }
+    }
+}
+
+void encode_avx2(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z, const float *inv,
+                 uint8_t *dst) {
+    if (C % 8) return packed_encode_scalar(x, T, C, bits, group, z, inv, dst);
+    switch (bits) {
+        case 3: return encode_b<3>(x, T, C, group, z, inv, dst);
+        case 4: return encode_b<4>(x, T, C, group, z, inv, dst);
+        case 5: return encode_b<5>(x, T, C, group, z, inv, dst);
+        case 6: return encode_b<6>(x, T, C, group, z, inv, dst);
+        case 7: return encode_b<7>(x, T, C, group, z, inv, dst);
+        default: return encode_b<8>(x, T, C, group, z, inv, dst);
+    }
+}
+
+// 8 values of one chunk (B bytes at src) -> FP32 (§19.5: fma, one rounding).
+// `wide`: 8 bytes at src may be read (one load; a partial-width load through
+// the stack would stall store forwarding for b = 3, 5, 6, 7).
+template <unsigned B>
+inline __m256 dequant8(const uint8_t *src, __m256 s, __m256 z, bool wide) {
+    const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
+    uint64_t w = 0;
+    if (wide) {
+        std::memcpy(&w, src, 8);
+        if (B < 8) w &= (1ull << (8 * B % 64)) - 1ull;
+    } else {
+        std::memcpy(&w, src, B);
+    }
+    const __m256i q = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(_pdep_u64(w, mask))));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z);
+}
+
+template <bool kSat>
+inline void store8(__m256 y, int dtype, uint8_t *o) {
+    if (dtype == SPECKV_DTYPE_FP16) {
+        const __m256 lim = _mm256_set1_ps(65504.0f);
+        if (kSat) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        const __m256i u = _mm256_castps_si256(y);
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(o), p);
+    } else {
+        _mm256_storeu_ps(reinterpret_cast<float *>(o), y);
+    }
+}
+
+template <unsigned B, bool kSat>
+void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
+              void *out) {
+    const size_t es = dtype_size(dtype);
+    auto o = static_cast<uint8_t *>(out);
+    const uint8_t *const base = src;
+    const size_t total = T * C * B / 8;  // an 8-byte load at src stays inside while src - base + 8 <= total
+    for (size_t t = 0; t < T; t++) {
+        if (group == kGroupChannel) {
+            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es)
+                store8<kSat>(dequant8<B>(src, _mm256_loadu_ps(s + c), _mm256_loadu_ps(z + c), size_t(src - base) + 8 <= total), dtype, o);
+        } else {
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
+            for (size_t c = 0; c < C; c += 8, src += B, o += 8 * es)
+                store8<kSat>(dequant8<B>(src, sv, zv, size_t(src - base) + 8 <= total), dtype, o);
+        }
+    }
+}
+
+void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
+                 int dtype, void *out, bool sat) {
+    if (C % 8) return packed_decode_scalar(src, T, C, bits, group, s, z, dtype, out, sat);
+    switch (bits) {
+        case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
+        case 4: return sat ? decode_b<4, true>(src, T, C, group, s, z, dtype, out) : decode_b<4, false>(src, T, C, group, s, z, dtype, out);
+        case 5: return sat ? decode_b<5, true>(src, T, C, group, s, z, dtype, out) : decode_b<5, false>(src, T, C, group, s, z, dtype, out);
+        case 6: return sat ? decode_b<6, true>(src, T, C, group, s, z, dtype, out) : decode_b<6, false>(src, T, C, group, s, z, dtype, out);
+        case 7: return sat ? decode_b<7, true>(src, T, C, group, s, z, dtype, out) : decode_b<7, false>(src, T, C, group, s, z, dtype, out);
+        default: return sat ? decode_b<8, true>(src, T, C, group, s, z, dtype, out) : decode_b<8, false>(src, T, C, group, s, z, dtype, out);
+    }
+}
+
+// 8 (s16, z16) pairs per step: F16C conversions (exact), checks on the bits.
+bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
+    size_t g = 0;
+    __m256i bad = _mm256_setzero_si256();
+    const __m256i e = _mm256_set1_epi32(0x7C00), sm = _mm256_set1_epi32(0x8000), lo = _mm256_set1_epi32(0xFFFF);
+    for (; g + 8 <= G; g += 8) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 4 * g));
+        const __m256i sv = _mm256_and_si256(v, lo), zv = _mm256_srli_epi32(v, 16);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(sv, e), e));
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(zv, e), e));
+        bad = _mm256_or_si256(bad, _mm256_and_si256(sv, sm));
+        const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(sv, zv), 0xD8);  // s0..7 | z0..7
+        _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm256_castsi256_si128(pk)));
+        _mm256_storeu_ps(z + g, _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1)));
+    }
+    if (!_mm256_testz_si256(bad, bad)) return false;
+    return g == G || packed_params_scalar(p + 4 * g, G - g, s + g, z + g);
+}
+
+// §19.2 for 8 groups per step: F16C's directed conversions are the
+// directed roundings of §19.2; mn + 0 turns -0 into +0 (z16 0x8000 -> 0).
+bool make_params_avx2(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z, float *inv) {
+    size_t g = 0;
+    const __m256 lim = _mm256_set1_ps(65504.0f), nlim = _mm256_set1_ps(-65504.0f), zero = _mm256_setzero_ps();
+    const __m256 top = _mm256_set1_ps(float((1u << bits) - 1u)), one = _mm256_set1_ps(1.0f);
+    for (; g + 8 <= G; g += 8) {
+        const __m256 a = _mm256_loadu_ps(mn + g), b = _mm256_loadu_ps(mx + g);
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(a, nlim, _CMP_GE_OQ), _mm256_cmp_ps(b, lim, _CMP_LE_OQ));
+        if (_mm256_movemask_ps(ok) != 0xFF) return false;
+        const __m128i z16 = _mm256_cvtps_ph(_mm256_add_ps(a, zero), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        const __m256 zf = _mm256_cvtph_ps(z16);
+        const __m256 sv = _mm256_div_ps(_mm256_sub_ps(b, zf), top);
+        const __m256 pos = _mm256_cmp_ps(sv, zero, _CMP_GT_OQ);
+        const __m128i s16 = _mm_and_si128(_mm256_cvtps_ph(sv, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC),
+                                          _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(pos)),
+                                                          _mm256_extracti128_si256(_mm256_castps_si256(pos), 1)));
+        const __m256 sf = _mm256_cvtph_ps(s16);
+        const __m256 iv = _mm256_and_ps(_mm256_div_ps(one, sf), pos);
+        _mm256_storeu_ps(z + g, zf);
+        _mm256_storeu_ps(inv + g, iv);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(pairs + 4 * g), _mm_unpacklo_epi16(s16, z16));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(pairs + 4 * g + 16), _mm_unpackhi_epi16(s16, z16));
+    }
+    return g == G || packed_make_params_scalar(mn + g, mx + g, G - g, bits, pairs + 4 * g, z + g, inv + g);
+}
+
+SPECKV_TARGET_END
+
+const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2, decode_avx2, params_avx2,
+                                   make_params_avx2};
+
+}  // namespace
+
+// Baseline code: the probe.
+const PackedKernels *packed_avx2_kernels() {
+    if (!cpu::has(cpu::kAvx2 | cpu::kF16c | cpu::kFma | cpu::kBmi | cpu::kBmi2)) return nullptr;
+    return &kPackedAvx2;
+}
+
+}  // namespace speckv::codec
+
+#else
+namespace speckv::codec {
+const PackedKernels *packed_avx2_kernels() { return nullptr; }
+}  // namespace speckv::codec
+#endif

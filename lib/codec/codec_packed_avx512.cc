@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+// AVX-512 (F, BW, VL) + F16C + FMA + BMI2 kernels of the fixed-width packed
+// presets (docs/codec.md §19), in a target region (isa_target.h); reached only
+// when the CPU has them (packed_avx512_kernels() checks). 16 values per step
+// (two PEXT / PDEP of 8); pages whose rows are not a multiple of 16 values go
+// to the AVX2 table. Bytes and values equal the reference's (codec_packed.cc).
+#include <cstring>
+
+#include "codec/codec.h"
+#include "codec/codec_kernels.h"
+#include "util/cpu.h"
+#include "speckv.h"
+
+#include "util/isa_target.h"
+
+#if SPECKV_X86_SIMD
+#include <immintrin.h>
+
+namespace speckv::codec {
+
+namespace {
+
+const PackedKernels *g_narrow = &kPackedScalar;  // C % 16 != 0: the AVX2 table (set by the probe)
+
+SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx2,f16c,fma,bmi,bmi2")
+
+bool to_f32_512(int dtype, const void *src, size_t n, float *x) {
+    size_t i = 0;
+    __mmask16 bad = 0;
+    const __m512i e32 = _mm512_set1_epi32(0x7F800000);
+    if (dtype == SPECKV_DTYPE_FP16) {
+        auto h = static_cast<const uint16_t *>(src);
+        const __m256i e16 = _mm256_set1_epi16(0x7C00);
+        __m256i b16 = _mm256_setzero_si256();
+        for (; i + 16 <= n; i += 16) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(h + i));
+            b16 = _mm256_or_si256(b16, _mm256_cmpeq_epi16(_mm256_and_si256(v, e16), e16));
+            _mm512_storeu_ps(x + i, _mm512_cvtph_ps(v));
+        }
+        if (!_mm256_testz_si256(b16, b16)) return false;
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        auto h = static_cast<const uint16_t *>(src);
+        for (; i + 16 <= n; i += 16) {
+            const __m512i u = _mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(h + i))), 16);
+            bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, e32), e32);
+            _mm512_storeu_si512(x + i, u);
+        }
+    } else {
+        auto f = static_cast<const uint32_t *>(src);
+        for (; i + 16 <= n; i += 16) {
+            const __m512i u = _mm512_loadu_si512(f + i);
+            bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, e32), e32);
+            _mm512_storeu_si512(x + i, u);
+        }
+    }
+    if (bad) return false;
+    const size_t es = dtype_size(dtype);
+    return i == n || g_narrow->to_f32(dtype, static_cast<const uint8_t *>(src) + i * es, n - i, x + i);
+}
+
+inline void minmax_run(const float *x, size_t n, float *mn, float *mx) {
+    __m512 a = _mm512_loadu_ps(x), b = a;
+    for (size_t i = 16; i < n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        a = _mm512_min_ps(a, v);
+        b = _mm512_max_ps(b, v);
+    }
+    *mn = _mm512_reduce_min_ps(a);
+    *mx = _mm512_reduce_max_ps(b);
+}
+
+void minmax_512(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx) {
+    if (C % 16) return g_narrow->minmax(x, T, C, group, mn, mx);
+    if (group == kGroupPage) return minmax_run(x, T * C, mn, mx);
+    if (group == kGroupToken) {
+        for (size_t t = 0; t < T; t++) minmax_run(x + t * C, C, mn + t, mx + t);
+        return;
+    }
+    for (size_t c = 0; c < C; c += 16) {
+        __m512 a = _mm512_loadu_ps(x + c), b = a;
+        for (size_t t = 1; t < T; t++) {
+            const __m512 v = _mm512_loadu_ps(x + t * C + c);
+            a = _mm512_min_ps(a, v);
+            b = _mm512_max_ps(b, v);
+        }
+        _mm512_storeu_ps(mn + c, a);
+        _mm512_storeu_ps(mx + c, b);
+    }
+}
+
+// 16 values -> their q bytes (§19.3).
+inline __m128i quant16(__m512 x, __m512 z, __m512 inv, __m512i qmax) {
+    __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(x, z), inv));  // RNE (MXCSR default)
+    q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()), qmax);
+    return _mm512_cvtepi32_epi8(q);
+}
+
+template <unsigned B>
+inline void put16(__m128i q, uint64_t mask, uint8_t *dst) {
+    const uint64_t p0 = _pext_u64(uint64_t(_mm_cvtsi128_si64(q)), mask);
+    const uint64_t p1 = _pext_u64(uint64_t(_mm_extract_epi64(q, 1)), mask);
+    if constexpr (B == 8) {
+        std::memcpy(dst, &p0, 8);
+        std::memcpy(dst + 8, &p1, 8);
+        return;
+    }
+    const uint64_t lo = p0 | (p1 << (8 * B % 64));  // 16 values = 2B bytes, LSB first
+    if constexpr (2 * B <= 8) {
+        std::memcpy(dst, &lo, 2 * B);
+    } else {
+        std::memcpy(dst, &lo, 8);
+        const uint64_t hi = p1 >> ((64 - 8 * B) % 64);
+        std::memcpy(dst + 8, &hi, 2 * B - 8);
+    }
+}
+
+template <unsigned B>
+void encode_b(const float *x, size_t T, size_t C, unsigned group, const float *z, const float *inv, uint8_t *dst) {
+    const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
+    const __m512i qmax = _mm512_set1_epi32((1 << B) - 1);
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        if (group == kGroupChannel) {
+            for (size_t c = 0; c < C; c += 16, dst += 2 * B)
+                put16<B>(quant16(_mm512_loadu_ps(xr + c), _mm512_loadu_ps(z + c), _mm512_loadu_ps(inv + c), qmax),
+                         mask, dst);
+        } else {
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m512 zv = _mm512_set1_ps(z[g]), iv = _mm512_set1_ps(inv[g]);
+            for (size_t c = 0; c < C; c += 16, dst += 2 * B) put16<B>(quant16(_mm512_loadu_ps(xr + c), zv, iv, qmax), mask, dst);
+        }
+    }
+}
+
+void encode_512(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z, const float *inv,
+                uint8_t *dst) {
+    if (C % 16) return g_narrow->encode(x, T, C, bits, group, z, inv, dst);
+    switch (bits) {
+        case 3: return encode_b<3>(x, T, C, group, z, inv, dst);
+        case 4: return encode_b<4>(x, T, C, group, z, inv, dst);
+        case 5: return encode_b<5>(x, T, C, group, z, inv, dst);
+        case 6: return encode_b<6>(x, T, C, group, z, inv, dst);
+        case 7: return encode_b<7>(x, T, C, group, z, inv, dst);
+        default: return encode_b<8>(x, T, C, group, z, inv, dst);
+    }
+}
+
+// 16 values (2B bytes at src) -> FP32 (§19.5: fma, one rounding).
+// `wide`: 16 bytes at src may be read (one load; no partial-width load
+// through the stack, which stalls store forwarding for b = 3, 5, 6, 7).
+template <unsigned B>
+inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z, bool wide) {
+    const uint64_t mask = 0x0101010101010101ull * ((1u << B) - 1u);
+    const uint64_t keep = B == 8 ? ~0ull : (1ull << (8 * B % 64)) - 1ull;
+    uint64_t w0 = 0, w1 = 0;
+    if (wide) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src));
+        w0 = uint64_t(_mm_cvtsi128_si64(v)) & keep;
+        w1 = uint64_t(_mm_cvtsi128_si64(_mm_srli_si128(v, B))) & keep;
+    } else {
+        std::memcpy(&w0, src, B);
+        std::memcpy(&w1, src + B, B);
+    }
+    const __m128i b = _mm_set_epi64x(int64_t(_pdep_u64(w1, mask)), int64_t(_pdep_u64(w0, mask)));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), s, z);
+}
+
+template <bool kSat>
+inline void store16(__m512 y, int dtype, uint8_t *o) {
+    if (dtype == SPECKV_DTYPE_FP16) {
+        const __m512 lim = _mm512_set1_ps(65504.0f);
+        if (kSat) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else if (dtype == SPECKV_DTYPE_BF16) {
+        const __m512i u = _mm512_castps_si512(y);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm512_cvtepi32_epi16(r));
+    } else {
+        _mm512_storeu_ps(reinterpret_cast<float *>(o), y);
+    }
+}
+
+template <unsigned B, bool kSat>
+void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
+              void *out) {
+    const size_t es = dtype_size(dtype);
+    auto o = static_cast<uint8_t *>(out);
+    const uint8_t *const base = src;
+    const size_t total = T * C * B / 8;  // a 16-byte load at src stays inside while src - base + 16 <= total
+    for (size_t t = 0; t < T; t++) {
+        if (group == kGroupChannel) {
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)
+                store16<kSat>(dequant16<B>(src, _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c), size_t(src - base) + 16 <= total), dtype, o);
+        } else {
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)
+                store16<kSat>(dequant16<B>(src, sv, zv, size_t(src - base) + 16 <= total), dtype, o);
+        }
+    }
+}
+
+void decode_512(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
+                int dtype, void *out, bool sat) {
+    if (C % 16) return g_narrow->decode(src, T, C, bits, group, s, z, dtype, out, sat);
+    switch (bits) {
+        case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
+        case 4: return sat ? decode_b<4, true>(src, T, C, group, s, z, dtype, out) : decode_b<4, false>(src, T, C, group, s, z, dtype, out);
+        case 5: return sat ? decode_b<5, true>(src, T, C, group, s, z, dtype, out) : decode_b<5, false>(src, T, C, group, s, z, dtype, out);
+        case 6: return sat ? decode_b<6, true>(src, T, C, group, s, z, dtype, out) : decode_b<6, false>(src, T, C, group, s, z, dtype, out);
+        case 7: return sat ? decode_b<7, true>(src, T, C, group, s, z, dtype, out) : decode_b<7, false>(src, T, C, group, s, z, dtype, out);
+        default: return sat ? decode_b<8, true>(src, T, C, group, s, z, dtype, out) : decode_b<8, false>(src, T, C, group, s, z, dtype, out);
+    }
+}
+
+// 16 (s16, z16) pairs per step.
+bool params_512(const uint8_t *p, size_t G, float *s, float *z) {
+    size_t g = 0;
+    __mmask16 bad = 0;
+    const __m512i e = _mm512_set1_epi32(0x7C00), sm = _mm512_set1_epi32(0x8000);
+    for (; g + 16 <= G; g += 16) {
+        const __m512i v = _mm512_loadu_si512(p + 4 * g);
+        const __m512i zv = _mm512_srli_epi32(v, 16);
+        bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, e), e) | _mm512_cmpeq_epi32_mask(_mm512_and_si512(zv, e), e) |
+               _mm512_test_epi32_mask(v, sm);
+        _mm512_storeu_ps(s + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+        _mm512_storeu_ps(z + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(zv)));
+    }
+    if (bad) return false;
+    return g == G || g_narrow->params(p + 4 * g, G - g, s + g, z + g);
+}
+
+// §19.2 for 16 groups per step (as make_params_avx2).
+bool make_params_512(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z, float *inv) {
+    size_t g = 0;
+    const __m512 lim = _mm512_set1_ps(65504.0f), nlim = _mm512_set1_ps(-65504.0f), zero = _mm512_setzero_ps();
+    const __m512 top = _mm512_set1_ps(float((1u << bits) - 1u)), one = _mm512_set1_ps(1.0f);
+    for (; g + 16 <= G; g += 16) {
+        const __m512 a = _mm512_loadu_ps(mn + g), b = _mm512_loadu_ps(mx + g);
+        if ((_mm512_cmp_ps_mask(a, nlim, _CMP_GE_OQ) & _mm512_cmp_ps_mask(b, lim, _CMP_LE_OQ)) != 0xFFFF) return false;
+        const __m256i z16 = _mm512_cvtps_ph(_mm512_add_ps(a, zero), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        const __m512 zf = _mm512_cvtph_ps(z16);
+        const __m512 sv = _mm512_div_ps(_mm512_sub_ps(b, zf), top);
+        const __mmask16 pos = _mm512_cmp_ps_mask(sv, zero, _CMP_GT_OQ);
+        const __m256i s16 = _mm256_maskz_mov_epi16(pos, _mm512_cvtps_ph(sv, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+        const __m512 sf = _mm512_cvtph_ps(s16);
+        _mm512_storeu_ps(z + g, zf);
+        _mm512_storeu_ps(inv + g, _mm512_maskz_div_ps(pos, one, sf));
+        // (s, z) pairs in group order: interleave the 16-bit halves, 128-bit lane by lane
+        const __m256i lo = _mm256_unpacklo_epi16(s16, z16), hi = _mm256_unpackhi_epi16(s16, z16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + 4 * g), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + 4 * g + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+    return g == G || g_narrow->make_params(mn + g, mx + g, G - g, bits, pairs + 4 * g, z + g, inv + g);
+}
+
+SPECKV_TARGET_END
+
+const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512, params_512,
+                                  make_params_512};
+
+}  // namespace
+
+// Baseline code: the probe.
+const PackedKernels *packed_avx512_kernels() {
+    if (!cpu::has(cpu::kAvx512f | cpu::kAvx512bw | cpu::kAvx512vl | cpu::kAvx2 | cpu::kF16c | cpu::kFma | cpu::kBmi |
+                  cpu::kBmi2))
+        return nullptr;
+    static const PackedKernels *table = [] {
+        if (const PackedKernels *k = packed_avx2_kernels()) g_narrow = k;
+        return &kPacked512;
+    }();
+    return table;
+}
+
+}  // namespace speckv::codec
+
+#else
+namespace speckv::codec {
+const PackedKernels *packed_avx512_kernels() { return nullptr; }
+}  // namespace speckv::codec
+#endif

@@ -1,0 +1,569 @@
+// The pool: one mapping holding superblock, metadata and data pages
+// (docs/pool-format.md), attached by one or more processes.
+#pragma once
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/backend.h"
+#include "tiers/cold_tier.h"
+#include "config/config.h"
+#include "tiers/heat.h"
+#include "tiers/page_cache.h"
+#include "pool/codec_choice.h"
+#include "pool/counters.h"
+#include "pool/image.h"
+#include "pool/log.h"
+#include "pool/pool_format.h"
+#include "prefetch/aliases.h"
+#include "share/share_table.h"
+#include "prefetch/prefetch_ctl.h"
+#include "speckv.h"
+#include "tiers/tier_buffers.h"
+#include "pool/tlb.h"
+#include "pool/xlate_index.h"
+
+namespace speckv {
+
+struct BlockInfo {
+    uint64_t handle, slot, first_page, npages, bytes;
+    int dtype;
+    uint64_t tenant, request, token_pos, token_count;
+    uint32_t layer, hint_flags;
+    uint8_t content_hash[32];
+    bool published;
+    bool cold;              // in the L4 cold tier (its pages are not in the pool)
+    uint64_t packed_pages;  // 0, or the pool pages of its packed image (format 6)
+    uint32_t holders;       // processes holding references
+    uint64_t owner;         // attach id owning it while unpublished (0 = the pool)
+};
+
+struct AttachInfo {
+    uint32_t pid;
+    bool alive;
+    uint64_t id, attach_ns, lookups, lookup_hits;
+    uint64_t tier[fmt::kTierCounters];  // as it last published them (fmt::TierCounter)
+};
+
+struct TenantInfo {
+    uint64_t tenant, quota_pages, used_pages;
+};
+
+struct PoolInfo {
+    std::string location;     // path, or "anonymous memory"
+    uint32_t format_version;
+    uint8_t uuid[16];
+    uint64_t created_ns, pool_bytes, page_size, n_pages, max_blocks, data_off;
+    uint64_t pages_used, blocks_live, bytes_by_dtype[4];
+    uint64_t epoch, recoveries;
+    uint32_t attached;
+    bool clean;
+    uint64_t pages_quarantined, pages_in_write;
+    uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
+    uint64_t blocks_packed, packed_pages, packed_saved;  // packed blocks, their image pages, pages they gave back
+    // Packed blocks whose image head or directory fails its checks (not in
+    // the figures above; `speckv pool check` says which and why).
+    uint64_t packed_damaged;
+    uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
+    uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
+    uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
+    std::vector<AttachInfo> attach;
+    uint64_t tier_detached[fmt::kTcSummed];  // tier counters of processes that detached or died
+    std::vector<TenantInfo> tenants;
+};
+
+struct CheckReport {
+    std::vector<std::string> problems;  // empty = clean
+    // A process died holding the pool lock (perhaps inside recovery): the
+    // problems may be what it left half-done, which the next open (or check
+    // --repair) recovers; `speckv pool check` exits 3 then.
+    bool recovery_pending = false;
+    uint64_t blocks_checked = 0, pages_verified = 0;
+};
+
+class Pool {
+  public:
+    // Opens by URI (attach or create).
+    static int open(const std::string &uri, const Config &cfg, std::unique_ptr<Pool> *out);
+    // Opens an existing pool file (or an in-memory image) read-only for
+    // inspect/check: no attach record, no lock, nothing written.
+    // The file's owner is checked as for open (lib/util/file_access.h).
+    static int open_readonly(const std::string &path, std::unique_ptr<Pool> *out, const FileAccess &access = {});
+    static int open_image(Mapping &&m, std::unique_ptr<Pool> *out);
+    // Read-only by URI: file:, dax: and named numa: (anon: and unnamed numa: are process-private).
+    static int open_readonly_uri(const std::string &uri, std::unique_ptr<Pool> *out);
+    ~Pool();
+    int close();
+
+    int alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out);
+    int free(uint64_t handle);
+    int write(uint64_t handle, uint64_t off, const void *src, size_t len);
+    int read(uint64_t handle, uint64_t off, void *dst, size_t len);
+    int block_info(uint64_t handle, speckv_block_meta *out) const;
+    int pin(uint64_t handle, const void **ptr, size_t *len);
+    int unpin(uint64_t handle);
+    // Moves a block to the L4 cold tier now (speckv_demote; docs/tiers.md §9).
+    int demote(uint64_t handle);
+    int prefetch(const speckv_hint *hint);
+
+    // Sharing (docs/sharing.md).
+    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical);
+    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out);
+    int tenant_set_quota(uint64_t tenant, uint64_t max_pages);
+    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota);
+    // Runs recovery now (reclaims what dead processes left, rebuilds the
+    // derived tables): `speckv pool check --repair`.
+    int repair();
+
+    // Tiers (docs/tiers.md): address translation and the prefetcher.
+    int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
+                  uint64_t *offset);
+
+    // This process's counters (and the pool's); also publishes the tier
+    // counters into our attach record for `speckv pool stats`.
+    // Near-memory page selection (lib/pool/pool_select.cc, docs/selection.md).
+    int select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
+    int attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+               const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
+               const speckv_partial &out);
+
+    void stats(speckv_pool_stats *s) const;
+    // The memory class L3 was placed in and the L3->L2 bandwidth the
+    // prefetcher measures against (docs/devices.md "placement").
+    const Placement &placement() const { return placement_; }
+    // Publishes this process's tier counters into its attach record (from
+    // `have` if given). Owner-written, relaxed: a reader sees a recent value.
+    void publish_tier_counters(const speckv_pool_stats *have = nullptr) const;
+    std::string stats_json() const;
+    void info(PoolInfo *out) const;
+    int list_blocks(std::vector<BlockInfo> *out) const;
+    int check(CheckReport *r) const;
+    // Wipes every block of a pool file and re-creates its metadata (lock
+    // included), keeping the geometry and UUID. Refuses while a live process
+    // is attached. Works on pools whose metadata is damaged.
+    // even_if_attached: wipe under the pool lock although live processes
+    // are attached (their handles and references become invalid).
+    static int reset_uri(const std::string &uri, bool even_if_attached = false);
+
+    bool read_only() const { return !map_.writable(); }
+    // The raw mapping, for tools and tests that need the pool's bytes.
+    const unsigned char *image() const { return map_.base(); }
+    size_t image_size() const { return map_.size(); }
+    void log(int level, const char *fmt, ...) const __attribute__((format(printf, 3, 4)));
+
+  private:
+    Pool() = default;
+    int attach();
+    int lock(bool *recovered);
+    void unlock();
+    void recover_locked(const char *why);
+    // recover_locked's steps, in order (docs/pool-format.md "Recovery").
+    struct RecoveredTotals {
+        uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
+        uint64_t cold_n = 0, cold_b = 0;
+    };
+    uint64_t recover_attach_locked(std::vector<uint64_t> *live_ids);  // returns the live attach slots' mask
+    void finish_cut_move_locked(uint64_t hwm);
+    void recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t);
+    void recover_pages_locked(uint64_t live_mask);
+    void store_recovered_totals_locked(const RecoveredTotals &t);
+    bool any_dead_locked() const;
+    // Sharing internals, all under the lock unless said otherwise.
+    uint64_t *buckets() const { return buckets_; }
+    fmt::TenantEntry *tenants() const { return tenants_; }
+    // Tenant rows and the hash index of published blocks (share/share_table.h).
+    ShareTable share_;
+    // Frees a live block's slot and pages (the caller checked it may go).
+    void release_block_locked(fmt::BlockRecord &r, uint64_t handle);
+    // Evicts unreferenced published blocks, least recently used first, until
+    // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
+    template <typename Fits>
+    uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
+    // The same, for other translation units (the template lives in pool.cc).
+    uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
+    // Process references (lock-free; a RefShard's mutex inside).
+    int acquire_ref(uint64_t handle, bool need_published);
+    int release_ref(uint64_t handle);
+    bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
+    // Translation index (pool/xlate_index.h). xlate_collect: lock-free
+    // (retries while the index changes), under the lock if it keeps changing.
+    XlateIndex xlate_index_;
+    void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
+    // check()'s steps, in report order.
+    struct CheckTally;
+    void check_lock_state(CheckReport *rep) const;
+    void check_block(uint64_t slot, CheckTally *t, CheckReport *rep) const;
+    void check_block_page(const fmt::BlockRecord &r, uint64_t hd, uint64_t page, CheckTally *t, CheckReport *rep) const;
+    void check_counters(const CheckTally &t, CheckReport *rep) const;
+    void check_free_list(uint64_t hwm, CheckReport *rep) const;
+    void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
+    // Prefetcher (lib/pool/pool_tiers.cc).
+    int init_tiers(const Config &cfg);
+    int start_prefetcher();
+    void stop_prefetcher();
+    void prefetch_worker();
+    // A queued hint, with the read-step clock (pf_clocks_) when it was given.
+    struct PfHint {
+        speckv_hint h;
+        uint64_t clock;
+    };
+    // newer: the queue holds hints given after this one.
+    void prefetch_hint(const PfHint &ph, bool newer);
+    // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
+    uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
+    void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
+    static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
+    uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
+    // A consistent snapshot of a live block's placement, taken without the
+    // lock: fields are read atomically and validated, so a slot freed and
+    // reused meanwhile can never send us out of bounds (callers re-check
+    // rec->handle afterwards to detect the reuse).
+    struct BlockView {
+        const fmt::BlockRecord *rec;
+        uint64_t first_page, bytes;
+        uint32_t npages;
+        uint8_t dtype;
+        uint64_t tseq;  // BlockRecord::tier_seq when resolved: odd = in L4 (first_page is then 0)
+        uint64_t packed = 0;  // BlockRecord::packed_pages: 0, or the pages of its packed image
+        bool cold() const { return tseq & 1; }
+        // Pool pages the block occupies (when not in L4).
+        uint64_t stored() const { return packed ? packed : npages; }
+        // Whether the block left the pages this view names (a move since resolve).
+        bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
+    };
+    int resolve(uint64_t handle, BlockView *out) const;  // inline: pool/resolve.h
+    // The one check of a block record's placement and size, the record's
+    // validating accessor (docs/pool-format.md "Validation"): resolve() (so
+    // every live access), recovery, check, the L4 demotion's view and the
+    // lookup's cache flush all use it, so no record one of them accepts is
+    // refused by another. Fields as read from the record; cold = in L4
+    // (first_page is then stale and not checked).
+    static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
+                            uint8_t dtype, bool cold) {
+        const uint64_t stored = packed ? packed : npages;
+        return npages >= 1 && dtype < 4 && bytes > uint64_t(npages - 1) * s.page_size &&
+               bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
+               (cold || (first < s.n_pages && stored <= s.n_pages - first));
+    }
+    // resolve() found the block's placement mid-change: spin, then yield;
+    // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
+    int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
+    // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
+    int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
+    // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
+    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
+    int verify_page_inplace(uint64_t page);
+    void stats_local(speckv_pool_stats *s) const;
+    // With page `page` locked and `values` (page_size bytes) what reads of it
+    // return: writes its summary if its block holds keys (select.channels,
+    // a summary area). Returns whether it did.
+    bool summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype);
+    // The K pages of (tenant, request, layer) in token order (pool_select.cc).
+    struct KPage {
+        uint64_t handle, page, offset, token_pos;
+        uint32_t tokens;
+        uint8_t dtype;
+        const fmt::BlockRecord *rec;
+        uint64_t tseq;  // the block's tier_seq when `page` was read off it
+        // A page of a packed block (page = UINT64_MAX): its summary slot in
+        // the image, or null when it has none.
+        const unsigned char *psum = nullptr;
+    };
+    int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
+                std::vector<KPage> *out);
+    // Every argument first (EINVAL/ESTRUCT), then what the pool cannot do
+    // (ENOTSUP: no summary area). select: the budget must be > 0.
+    // The first generation of a never-used slot: 1 + the UUID's first 32 bits
+    // (docs/pool-format.md, "Handles").
+    uint64_t first_generation() const {
+        const unsigned char *u = sb()->uuid;
+        return 1 + (uint64_t(u[0]) | uint64_t(u[1]) << 8 | uint64_t(u[2]) << 16 | uint64_t(u[3]) << 24);
+    }
+    int check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const;
+    // Codec (docs/codec.md §17): pages of FP16/BF16/FP32 blocks stored as
+    // records. The preset for a block: codec.key_mode / value_mode by its
+    // hint flags, else codec.mode; 0 (raw) = in clear.
+    uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const { return codec_.mode_for(hint_flags, dtype); }
+    uint8_t adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
+        return codec_.adaptive(layer, hint_flags, page, logical, page_size_, dtype, log_);
+    }
+    // With page `page` locked and its slot holding `logical` bytes in clear:
+    // replaces them by the record (zero tail) if the codec shrinks them, and
+    // puts the values a read will return in `decoded` (page_size bytes).
+    bool encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded);
+    // Decodes a verified copy of a coded page into out (page_size bytes,
+    // zero tail). SPECKV_ECORRUPT names the page.
+    int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
+    int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
+    // Takes the sequence lock of a page the caller owns under the pool lock
+    // (a free page it is filling, or one of a block it moves): a stale writer
+    // of the page's previous owner may hold it for a moment; a dead one's is
+    // taken over. Returns the even seq; the caller stores seq + 2 to release.
+    uint64_t claim_page(fmt::PageEntry &pe) const;
+    // Under the lock: the one place a block record's placement changes
+    // (first_page, packed_pages, their CRC), atomically for a crash through
+    // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by
+    // tier_step (2: pack, unpack; 1: back from L4) before move_slot clears,
+    // and resolve() retakes a snapshot taken while move_slot names the slot.
+    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                 uint64_t tier_step);
+    // Packed blocks (lib/pool/pool_pack.cc, docs/pool-format.md "Packed blocks").
+    // The write that completes a block whose pages are coded packs it: its
+    // records, back to back, in fewer fresh pages; the old pages go free.
+    // Best effort: a block that cannot be packed now stays as it is.
+    void pack_block(uint64_t handle);
+    // Back to one page per page (for a write or a pin): fresh pages, then the
+    // image's pages go free. Re-resolves *v. The block stays packed and
+    // readable on failure (no room, quota, a bad image).
+    int unpack_block(uint64_t handle, BlockView *v);
+    // Reads bytes [poff, poff+plen) of logical page i of a packed block
+    // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
+    int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
+                         int *src);
+    // The validating accessors of a packed image (lib/pool/pool_pack.cc), the only
+    // way any caller reads one: its head, copied and checked against the view
+    // (magic, the block's handle, pages and bytes, page size, summary slots,
+    // image_bytes); entry i of its directory, copied and checked against that
+    // head (a zero page is flag kPageZero alone with no bytes; others lie
+    // inside the image). false: damaged; a moved block gives any answer,
+    // callers re-check the view before they call it damage.
+    bool pack_head(const BlockView &v, fmt::PackHead *ph) const;
+    bool pack_entry(const BlockView &v, uint32_t i, fmt::PackEntry *e) const;
+    // L1/L2 key of logical page i of the packed block in `slot`: never a pool
+    // page number, unique per (slot, i); the tag is the block's tier_seq,
+    // which every pack, unpack and move changes.
+    static uint64_t packed_key(uint64_t slot, uint32_t i) {
+        return (uint64_t(1) << 62) | (slot << 32) | ((uint32_t(i) ^ uint32_t(slot * 0x9E3779B1u)) & 0xFFFFFFFFull);
+    }
+    // Pages into L2 from a packed block (the prefetcher).
+    uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
+    // pool check of a packed block's image.
+    void check_packed(const fmt::BlockRecord &r, uint64_t hd, CheckReport *rep) const;
+    bool pack_ = true;  // config codec.pack
+    bool pinned(uint64_t handle);
+    // A free slot and a run of np free pages (*first), under the lock. With
+    // slack > 0 a run of np + slack is preferred (*reserved = slack then,
+    // else 0): room for the block's unit to grow in place.
+    bool find_room_locked(uint64_t np, uint64_t *first, uint64_t slack = 0, uint64_t *reserved = nullptr) const;
+    // A run of np free pages (first fit from the allocation cursor), no slot
+    // needed: for a block that moves (pack, unpack). Under the lock.
+    bool find_pages_locked(uint64_t np, uint64_t *first) const;
+    // alloc()'s steps. The _locked ones that fail unlock first.
+    struct AllocPlace {
+        uint64_t np = 0, first = UINT64_MAX, reserved = 0;
+        uint64_t after = UINT64_MAX;  // the unit's end (layer-aware placement), or UINT64_MAX
+        bool unit = false, follows = false;
+    };
+    static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
+    int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
+    int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
+    bool alloc_room_locked(AllocPlace *pl) const;
+    int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
+    uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
+
+    // L4 cold tier (lib/pool/pool_cold.cc, docs/tiers.md §9). One process holds
+    // it (cold_ != null): it alone moves blocks between L3 and L4.
+    int init_cold(const Config &cfg);   // after attach: take the role, reconcile the file with the pool
+    void close_cold();                  // before detach: give the role up
+    // Under the lock: demotes blocks, coldest first, until fits() (at least
+    // one batch when it is called). Never the block in slot `keep`.
+    // below_cold_only: only blocks whose heat is under T_c (the background pass).
+    uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
+    // From the prefetch thread (every 100 ms): above the heat module's
+    // pressure target, one batch of blocks below T_c goes to L4 ahead of need;
+    // kPromoteMargin below it, one batch of blocks in L4 above T_h comes back.
+    void cold_tick();
+    void promote_hot();
+    static constexpr double kPromoteMargin = 0.1;
+    // Demotion batches an allocation writes to L4 with the pool lock
+    // released before it falls back to demoting under the lock.
+    static constexpr int kOfflockRounds = 8;
+    // The heat tracker's position and sharing signals from the block table
+    // (under the lock, the holder): recency and frequency come from touches.
+    void refresh_heat_locked();
+    // Demotes exactly these slots (one put batch). have_lock: the caller holds
+    // the pool lock throughout; else the snapshot and the L4 write run off it
+    // and only the commit takes it. Returns how many moved; *why (may be
+    // null): SPECKV_OK if any moved, else why none did.
+    uint64_t demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why = nullptr);
+    // demote_slots' steps: snapshot a block (claim it, copy its pages under
+    // their sequence locks), then, after the L4 write, commit it under the lock.
+    struct DemoteVictim;
+    struct DemoteWhy;
+    bool demote_claim(uint64_t handle);
+    void demote_unclaim(uint64_t handle);
+    bool demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVictim *out);
+    bool demote_copy_pages(DemoteVictim *v, uint32_t *data_pages);
+    bool demote_commit_locked(const DemoteVictim &v, uint64_t mine);
+    // Under the lock: demotion candidates, coldest first (slots).
+    std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
+    // Brings a block back from L4 (the holder only); OK if it is in the pool now.
+    int promote(uint64_t handle);
+    // For a view of a block in L4: promotes it (the holder) or asks the
+    // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
+    // once for a block in the pool.
+    int ensure_hot(uint64_t handle, BlockView *v);
+    // Called by release_block_locked for a block in L4: its L4 copy goes.
+    void cold_forget_locked(uint64_t handle);
+    // A process that does not hold L4 asks the holder to bring a block back
+    // (SharedHeader::cold_req) and waits up to cold.wait_ms for the answer.
+    int ask_holder(uint64_t handle);
+    // The same without waiting (the prefetch thread): a best-effort request.
+    void post_detached(uint64_t handle);
+    // The holder's thread that answers those requests (started by init_cold).
+    void cold_server();
+
+    // Where the areas are, resolved once from the validated superblock.
+    void bind_layout();
+    fmt::Superblock *sb() const { return reinterpret_cast<fmt::Superblock *>(map_.base()); }
+    fmt::SharedHeader *sh() const { return sh_; }
+    fmt::PageEntry *pages() const { return pages_; }
+    fmt::BlockRecord *blocks() const { return blocks_; }
+    uint64_t *bitmap() const { return bitmap_; }
+    unsigned char *page_data(uint64_t p) const { return data_ + (p << page_shift_); }
+
+    Mapping map_;
+    Config cfg_;
+    std::unique_ptr<PageCache> cache_;
+    int attach_slot_ = -1;
+    pid_t attach_pid_ = 0;  // the process that attached (a fork() child is not it)
+    uint32_t page_size_ = 0;
+    uint32_t page_shift_ = 12;  // log2(page_size_)
+    fmt::SharedHeader *sh_ = nullptr;
+    fmt::PageEntry *pages_ = nullptr;
+    fmt::BlockRecord *blocks_ = nullptr;
+    uint64_t *bitmap_ = nullptr;
+    uint64_t *buckets_ = nullptr;
+    unsigned char *summaries_ = nullptr;  // page summary slots (summary_bytes_ each), or none
+    uint32_t summary_bytes_ = 0;
+    uint32_t select_channels_ = 0;  // config select.channels: K rows summarised at write (0 = off)
+    uint32_t select_recent_ = 1;    // config select.recent / select.band_milli: defaults of speckv_select
+    float select_band_ = 0;
+    fmt::TenantEntry *tenants_ = nullptr;
+    uint64_t bucket_mask_ = 0;
+    unsigned char *data_ = nullptr;
+    int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
+    CodecChoice codec_;  // which preset a page is stored with (pool/codec_choice.h)
+    uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
+    bool flush_ = false;          // config share.flush: explicit write-back / invalidation
+    uint64_t attach_id_ = 0;      // our AttachRecord::id
+    // References this process holds to published blocks, by slot: the
+    // handle they are for and how many. The slot's holders bit is set iff
+    // the count is > 0.
+    // Sharded by slot, so threads that reference different blocks take
+    // different locks (speckv_pin takes a reference each time).
+    static constexpr size_t kRefShards = 64;
+    static constexpr size_t kKeepIdle = 64;  // entries per shard kept at count 0 before they are erased
+    struct alignas(64) RefShard {
+        std::mutex mu;
+        std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> map;
+    };
+    RefShard refs_[kRefShards];
+    RefShard &ref_shard(uint64_t slot) { return refs_[slot % kRefShards]; }
+    // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
+    // is non-null once the thread runs (the first hint starts it).
+    std::unique_ptr<PrefetchBuffer> l2_;
+    std::unique_ptr<Tlb> tlb_;
+    PrefetchParams pf_params_;
+    Placement placement_;
+    std::unique_ptr<PrefetchController> ctl_owner_;
+    std::atomic<PrefetchController *> ctl_{nullptr};
+    bool pf_enabled_ = false;
+    bool pf_hinted_ = false;  // prefetch.policy = 1
+    size_t pf_cap_ = 0;
+    // On the heap so that a fork() child can leak them: destroying a
+    // condition variable the parent's thread was waiting on blocks forever.
+    std::unique_ptr<std::mutex> pf_mu_ = std::make_unique<std::mutex>();
+    std::unique_ptr<std::condition_variable> pf_cv_ = std::make_unique<std::condition_variable>();
+    std::deque<PfHint> pf_q_;
+    bool pf_stop_ = false, pf_started_ = false;
+    // The prefetch thread, and the process it runs in: a child of fork()
+    // holds a copy of this object but not the thread (never joined there).
+    std::unique_ptr<std::thread> pf_thread_;
+    pid_t pf_pid_ = 0;
+    // Reader progress (docs/tiers.md "Stale hints"; prefetch/aliases.h): the
+    // unit steps this process's readers started, and when each unit was.
+    ReaderClocks pf_clocks_;
+    // request -> (tenant, last hinted token position), from hints (worker thread only)
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
+    // shared-block attribution (process-local; lib/pool/pool_tiers.cc, docs/tiers.md
+    // "Shared blocks"). Each thread's reads are cut into unit steps (one
+    // tenant, one layer, rising token positions); a step's reads count for
+    // its reader (the request of its last private block, else of its last
+    // block), and a published block of another request read in it becomes an
+    // alias (tenant, reader, layer) -> block, which plans and translation for
+    // the reader use. Aliases are hints, re-resolved (generation-checked) at
+    // every use and dropped when stale; at most kMaxAliases of them.
+    struct ReadStep;
+    static uint64_t next_attr_serial();
+    void flush_step(ReadStep &s, PrefetchController *c);
+    bool alias_valid(const AliasKey &k, const Alias &a) const;
+    uint64_t attr_serial_ = next_attr_serial();  // tells this pool's per-thread steps from another's
+    AliasTable aliases_{[this](const AliasKey &k, const Alias &a) { return alias_valid(k, a); }};
+    int lock_timeout_ms_ = 5000;
+    PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
+    // The L4 tier, when this process holds it, and the heat that picks what goes there.
+    std::unique_ptr<ColdTier> cold_;
+    std::unique_ptr<HeatTracker> heat_;
+    uint32_t cold_batch_ = 16;
+    uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long ask_holder waits
+    std::unique_ptr<std::thread> cold_srv_;     // the holder's request server
+    std::mutex demote_mu_;
+    std::unordered_set<uint64_t> demoting_;     // handles being demoted by this process now (under demote_mu_)
+    std::atomic<bool> cold_srv_stop_{false};
+    // Whether this handle, in this process (not a fork() child), holds the L4 tier.
+    bool holder() const { return cold_ && attach_pid_ == getpid(); }
+    // Pins are per process: a pinned block can't be written or freed here.
+    // Sharded by the handle's slot, as refs_: handle -> (pins, of which hold
+    // a reference), and how many pins the shard holds (a lock-free "none").
+    struct alignas(64) PinShard {
+        std::mutex mu;
+        std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> map;  // an entry at 0 pins is kept idle
+        std::atomic<uint64_t> total{0};
+        bool pinned(uint64_t handle) const {  // under mu
+            auto it = map.find(handle);
+            return it != map.end() && it->second.first > 0;
+        }
+    };
+    PinShard pins_[kRefShards];
+    PinShard &pin_shard(uint64_t handle) { return pins_[handle % kRefShards]; }  // low bits: the slot
+    // speckv_select's previous selection per (tenant, request, layer): the steady rule.
+    std::mutex sel_mu_;
+    std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;
+    // Process-local counters (pool/counters.h).
+    PoolCounters counters_;
+    using Counter = PoolCounters::Counter;
+    using enum PoolCounters::Counter;
+    void bump(Counter c, uint64_t n = 1) { counters_.bump(c, n); }
+    std::atomic<uint64_t> *my_shard() { return counters_.mine(); }
+    uint64_t total(Counter c) const { return counters_.total(c); }
+};
+
+// Test-only, not part of the C ABI (libspeckv.so exports speckv_* alone):
+// commit_placement_locked calls it, pool lock held, at stage 0 between the
+// record's first_page and packed_pages stores and at stage 1 after both (and
+// their CRC), before the move is published. Null outside tests; tests set it
+// to interleave readers with a move deterministically.
+namespace testing {
+extern void (*placement_hook)(uint64_t slot, int stage);
+}
+
+}  // namespace speckv
+
+struct speckv_pool {
+    std::unique_ptr<speckv::Pool> rep;
+};

@@ -1,0 +1,601 @@
+// Packed blocks (docs/pool-format.md "Packed blocks"): the write that
+// completes a block whose pages are codec records moves those records, back
+// to back, into fewer fresh pages (a PackHead image) and frees the block's
+// pages, so the codec's ratio becomes pool capacity, not only link bytes.
+//
+// The image is written whole before the block record points at it and is
+// never changed while it does; every move (pack, unpack, L4) bumps the
+// record's tier_seq under the pool lock. So readers copy from an image without
+// page locks and re-check handle and tier_seq afterwards, exactly as they do
+// for L4 moves, and the L1/L2 copies of a packed page are keyed by (slot,
+// logical page) and tagged with that tier_seq.
+//
+// Crash consistency: the image goes into pages no record names, then the
+// record's placement changes (commit_placement_locked: recorded first in the
+// shared header, so recovery finishes a change cut short between the
+// record's stores), then the old pages go free. A process killed before
+// that leaves leaked pages that recovery reclaims.
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <vector>
+
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "select/nmp.h"
+#include "pool/pool.h"
+#include "util/seqlock.h"
+#include "util/status.h"
+#include "pool/resolve.h"
+
+namespace speckv {
+
+using namespace fmt;
+
+namespace {
+
+thread_local std::vector<unsigned char> t_image;   // an image being built, or page images being unpacked
+thread_local std::vector<unsigned char> t_prec;    // one record copied out of an image
+thread_local std::vector<unsigned char> t_ppage;   // one decoded page
+
+unsigned char *grow(std::vector<unsigned char> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
+uint64_t align8(uint64_t v) { return (v + 7) & ~uint64_t(7); }
+
+uint32_t get32(const unsigned char *p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+void pool_copy(void *dst, const void *src, size_t n) {
+    SEQLOCK_IGNORE_BEGIN();  // an image is immutable while its block names it; callers re-check that after
+    std::memcpy(dst, src, n);
+    SEQLOCK_IGNORE_END();
+}
+
+// A record's own CRC32C (docs/codec.md §8): header bytes 0..19, then the payload.
+bool record_crc_ok(const unsigned char *rec, size_t len) {
+    if (len < codec::kHeaderSize) return false;
+    return crc32c(crc32c(0, rec, 20), rec + codec::kHeaderSize, len - codec::kHeaderSize) == get32(rec + 20);
+}
+
+size_t dir_bytes(uint32_t npages) { return sizeof(PackHead) + size_t(npages) * sizeof(PackEntry); }
+
+uint64_t slot_of(uint64_t handle) { return (handle & ((uint64_t(1) << kSlotBits) - 1)) - 1; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- accessors
+//
+// The only way into an image: every reader of a packed block (info, reads,
+// prefetch, select, unpack, check) takes its head and its directory entries
+// through these checks, so a combination of fields that one of them refuses
+// no other accepts (docs/pool-format.md "Packed blocks", "Validation").
+namespace {
+
+// Where records may start: past the head, the directory and the summary slots.
+size_t meta_bytes(const PackHead &ph) { return dir_bytes(ph.npages) + size_t(ph.npages) * ph.summary_bytes; }
+
+// The head of an image in `cap` bytes (its block record's packed_pages) of
+// block `handle` (npages pages, `bytes` bytes), in a pool of page size ps and
+// summary slots of pool_sb bytes: it names that block, fills its last page,
+// and its directory and summary slots fit before image_bytes.
+bool head_ok(const PackHead &ph, uint64_t handle, uint32_t npages, uint64_t bytes, size_t cap, uint32_t ps,
+             uint32_t pool_sb) {
+    return ph.magic == kPackMagic && ph.npages == npages && ph.handle == handle && ph.bytes == bytes &&
+           ph.page_size == ps && (ph.summary_bytes == 0 || ph.summary_bytes == pool_sb) && ph.image_bytes <= cap &&
+           ph.image_bytes + ps > cap && meta_bytes(ph) <= ph.image_bytes;
+}
+
+// Entry e of an image whose head passed head_ok. A zero page is exactly what
+// pack_block writes (flag kPageZero alone, offset and length 0: a zero entry
+// that also says coded, or names bytes, is damage, not zeros); any other is a
+// codec record (kPageCoded) or a page in clear, 8-byte aligned, past the
+// summary slots, inside image_bytes, with no flag but kPageCoded and
+// kPageSummary.
+bool entry_ok(const PackEntry &e, const PackHead &ph) {
+    if (e.flags & kPageZero) return e.flags == kPageZero && e.off == 0 && e.len == 0;
+    if (e.flags & ~(kPageCoded | kPageSummary)) return false;
+    if (e.off % 8 || e.off < meta_bytes(ph) || e.off > ph.image_bytes || e.len > ph.image_bytes - e.off) return false;
+    if (e.flags & kPageCoded) return e.len >= codec::kHeaderSize && e.len <= codec::max_record_size(ph.page_size);
+    return e.len == ph.page_size;
+}
+
+}  // namespace
+
+bool Pool::pack_head(const BlockView &v, PackHead *ph) const {
+    if (!v.packed || v.cold()) return false;
+    const size_t cap = size_t(v.packed) << page_shift_;
+    pool_copy(ph, page_data(v.first_page), sizeof *ph);  // cap >= one page > sizeof *ph
+    return head_ok(*ph, v.rec->handle.load(std::memory_order_acquire), v.npages, v.bytes, cap, page_size_, summary_bytes_);
+}
+
+bool Pool::pack_entry(const BlockView &v, uint32_t i, PackEntry *e) const {
+    PackHead ph;
+    if (i >= v.npages || !pack_head(v, &ph)) return false;
+    pool_copy(e, page_data(v.first_page) + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof *e);
+    return entry_ok(*e, ph);  // head_ok: the directory lies inside the image
+}
+
+// ---------------------------------------------------------------- pack
+
+void Pool::pack_block(uint64_t handle) {
+    BlockView v{};
+    if (resolve(handle, &v) != SPECKV_OK) {
+        clear_error();
+        return;
+    }
+    if (v.cold() || v.packed || v.npages < 2) return;
+    const uint32_t np = v.npages;
+    const size_t ps = page_size_;
+    const size_t sb = summaries_ ? summary_bytes_ : 0;
+    const size_t meta = dir_bytes(np) + size_t(np) * sb;
+    // Worth it only in at most np - 1 pages; image offsets are 32-bit.
+    const size_t limit = (size_t(np) - 1) * ps;
+    auto skip = [&](const char *why) {
+        bump(kPackSkipped);
+        log(SPECKV_LOG_DEBUG, "block 0x%" PRIx64 " not packed: %s", handle, why);
+    };
+    if (limit > UINT32_MAX) return skip("the block is too large for an image (4 GiB)");
+    if (meta >= limit) return skip("its directory alone fills the pages it would save");
+    unsigned char *img = grow(t_image, limit + ps);
+    std::memset(img, 0, meta);
+    std::vector<uint64_t> seqs(np);
+    PackEntry *dir = reinterpret_cast<PackEntry *>(img + sizeof(PackHead));
+    size_t at = meta;
+    // 1. Snapshot, off the lock: each page under its sequence lock; the
+    //    commit re-checks every sequence. Nothing is re-verified here: a
+    //    record carries its own CRC32C into the image and a page in clear
+    //    its page CRC (the entry's crc), and every read of the image checks
+    //    them, so a page damaged before packing fails as it would have.
+    for (uint32_t i = 0; i < np; i++) {
+        const uint64_t p = v.first_page + i;
+        PageEntry &pe = pages()[p];
+        for (int tries = 0;; tries++) {
+            uint64_t s1;
+            if (tries > 8 || wait_even(pe, &s1) != SPECKV_OK) {
+                clear_error();
+                return skip("a page is being written");
+            }
+            const uint32_t fl = pe.flags.load(std::memory_order_acquire) & ~kPageWriterMask;
+            if (fl & (kPageQuarantined | kPagePacked)) return skip("a page is quarantined, or the block moved");
+            PackEntry e{0, 0, 0, 0};
+            size_t next = at;
+            if (fl & kPageZero) {
+                e.flags = kPageZero;
+            } else {
+                const size_t off = align8(at);
+                size_t len = ps;
+                if (fl & kPageCoded) {
+                    uint8_t hb[codec::kHeaderSize];
+                    pool_copy(hb, page_data(p), sizeof hb);
+                    codec::Header ch;
+                    if (codec::peek_header(hb, ps, &ch) != SPECKV_OK) {
+                        clear_error();
+                        if (pe.seq.load(std::memory_order_acquire) != s1) continue;
+                        return skip("a page holds a record that does not parse");
+                    }
+                    len = ch.record_len();
+                }
+                if (off + len > limit) return skip("its records would not fit in fewer pages");
+                std::memset(img + at, 0, off - at);
+                pool_copy(img + off, page_data(p), len);
+                e = {uint32_t(off), uint32_t(len), fl & (kPageCoded | kPageSummary),
+                     (fl & kPageCoded) ? get32(img + off + 20) : pe.crc.load(std::memory_order_relaxed)};
+                next = off + len;
+            }
+            if (sb && (e.flags & kPageSummary))
+                pool_copy(img + dir_bytes(np) + size_t(i) * sb, summaries_ + p * sb, sb);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: copy it again
+            dir[i] = e;
+            seqs[i] = s1;
+            at = next;
+            break;
+        }
+    }
+    const uint64_t P = (at + ps - 1) / ps;
+    if (P >= np) return skip("its records would not fit in fewer pages");
+    std::memset(img + at, 0, P * ps - at);
+    PackHead ph{kPackMagic, np, handle, v.bytes, at, uint32_t(ps), uint32_t(sb), 0, 0};
+    std::memcpy(img, &ph, sizeof ph);
+    ph.dir_crc = crc32c(0, img, dir_bytes(np));
+    std::memcpy(img, &ph, sizeof ph);
+    std::vector<uint32_t> crcs(P);
+    for (uint64_t j = 0; j < P; j++) crcs[j] = crc32c(0, img + j * ps, ps);
+
+    // 2. Under the lock: fresh pages, the image, the commit, the old pages free.
+    bool recovered;
+    if (lock(&recovered) != SPECKV_OK) {
+        clear_error();
+        return skip("the pool lock could not be taken");
+    }
+    BlockRecord &r = blocks()[slot_of(handle)];
+    SharedHeader *h = sh();
+    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
+    PinShard &pshard = pin_shard(handle);
+    std::unique_lock pins(pshard.mu);  // pin() registers under it and re-checks tier_seq
+    uint64_t first = UINT64_MAX;
+    const char *why = nullptr;
+    if (r.handle.load() != handle || r.tier_seq.load() != v.tseq || r.packed_pages)
+        why = "the block moved or was freed meanwhile";
+    else if (pshard.pinned(handle))
+        why = "it is pinned";
+    else if (r.holders.load(std::memory_order_seq_cst) & ~mine)
+        why = "other processes hold references to it (maybe pins)";
+    else if (!find_pages_locked(P, &first))
+        why = "no run of free pages for its image";
+    uint32_t locked = 0;
+    for (; !why && locked < np; locked++) {
+        PageEntry &pe = pages()[v.first_page + locked];
+        uint64_t want = seqs[locked];
+        if (!pe.seq.compare_exchange_strong(want, want + 1)) {
+            why = "a page was written meanwhile";
+            break;
+        }
+        // Tagged like a write: if we die now, recovery knows whose lock this is.
+        if (attach_slot_ >= 0) pe.flags.fetch_or(uint32_t(attach_slot_ + 1) << kPageWriterShift, std::memory_order_relaxed);
+    }
+    if (why) {
+        for (uint32_t i = 0; i < locked; i++) {
+            PageEntry &pe = pages()[v.first_page + i];
+            pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
+            pe.seq.store(seqs[i] + 2, std::memory_order_release);
+        }
+        pins.unlock();
+        unlock();
+        return skip(why);
+    }
+    uint64_t *bm = bitmap();
+    for (uint64_t j = 0; j < P; j++) {
+        const uint64_t p = first + j;
+        bm[p / 64] |= uint64_t(1) << (p % 64);
+        PageEntry &pe = pages()[p];
+        const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
+        std::memcpy(page_data(p), img + j * ps, ps);
+        pe.crc.store(crcs[j], std::memory_order_relaxed);
+        pe.flags.store(kPagePacked, std::memory_order_relaxed);
+        pe.seq.store(q + 2, std::memory_order_release);
+    }
+    const uint64_t old_first = v.first_page;
+    commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
+    for (uint32_t i = 0; i < np; i++) {
+        const uint64_t p = old_first + i;
+        PageEntry &pe = pages()[p];
+        pe.flags.store(kPageZero, std::memory_order_relaxed);
+        pe.seq.store(seqs[i] + 2, std::memory_order_release);  // readers of the old view retry
+        bm[p / 64] &= ~(uint64_t(1) << (p % 64));
+    }
+    h->pages_used.fetch_sub(np - P, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np - P, std::memory_order_relaxed);
+    if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
+    pins.unlock();
+    unlock();
+    // This process's decoded copies (the writes put them in L1) move to the
+    // new keys, so a packed block is as resident as it was.
+    const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
+    unsigned char *tmp = grow(t_ppage, ps);
+    for (uint32_t i = 0; i < np; i++)
+        if (!(dir[i].flags & kPageZero) && cache_->get(old_first + i, seqs[i], epoch, 0, ps, tmp))
+            cache_->put(packed_key(slot, i), v.tseq + 2, epoch, tmp);
+    bump(kPacks);
+    bump(kPackSaved, np - P);
+    log(SPECKV_LOG_DEBUG, "packed block 0x%" PRIx64 ": %u pages into %" PRIu64, handle, np, P);
+}
+
+// ---------------------------------------------------------------- unpack
+
+int Pool::unpack_block(uint64_t handle, BlockView *v) {
+    const size_t ps = page_size_;
+    for (int attempt = 0; v->packed && !v->cold(); attempt++) {
+        if (attempt >= 8) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving while being unpacked", handle);
+        const uint32_t np = v->npages;
+        const uint64_t P = v->packed;
+        const size_t sbytes = summaries_ ? summary_bytes_ : 0;
+        // 1. The pages as they will be, off the lock, each checked.
+        unsigned char *img = grow(t_image, size_t(np) * ps);
+        std::vector<uint32_t> crcs(np), flags(np);
+        std::vector<unsigned char> sums(size_t(np) * sbytes);
+        const unsigned char *src = page_data(v->first_page);
+        PackHead ph{};
+        int bad = pack_head(*v, &ph) ? -1 : 0;
+        for (uint32_t i = 0; i < np && bad < 0; i++) {
+            PackEntry e;
+            unsigned char *d = img + size_t(i) * ps;
+            if (!pack_entry(*v, i, &e)) {
+                bad = int(i);
+                break;
+            }
+            flags[i] = e.flags & (kPageZero | kPageCoded);
+            if (e.flags & kPageZero) continue;
+            pool_copy(d, src + e.off, e.len);
+            std::memset(d + e.len, 0, ps - e.len);
+            if ((e.flags & kPageCoded) ? !record_crc_ok(d, e.len) : crc32c(0, d, ps) != e.crc) bad = int(i);
+            crcs[i] = crc32c(0, d, ps);
+            if (sbytes && ph.summary_bytes == sbytes && (e.flags & kPageSummary)) {
+                pool_copy(&sums[size_t(i) * sbytes], src + dir_bytes(np) + size_t(i) * sbytes, sbytes);
+                flags[i] |= kPageSummary;
+            }
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (v->moved() || v->rec->handle.load(std::memory_order_acquire) != handle) {
+            if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
+            continue;
+        }
+        if (bad >= 0)
+            return fail(SPECKV_ECORRUPT,
+                        "block 0x%" PRIx64 ": page %d of its packed image is damaged (pool pages %" PRIu64 "..%" PRIu64
+                        "); it stays packed, its other pages readable (speckv pool check reports it)",
+                        handle, bad, v->first_page, v->first_page + P - 1);
+        // 2. Room, the pages and the commit, under the lock.
+        bool recovered;
+        if (int rc = lock(&recovered); rc != SPECKV_OK) return rc;
+        const uint64_t slot = slot_of(handle);
+        BlockRecord &r = blocks()[slot];
+        SharedHeader *h = sh();
+        auto same = [&] { return r.handle.load() == handle && r.tier_seq.load() == v->tseq; };
+        if (!same()) {
+            unlock();
+            if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
+            continue;
+        }
+        const uint64_t more = np - P;
+        if (TenantEntry *t = share_.tenant_row(r.tenant); t && t->quota_pages) {
+            const uint64_t tenant = r.tenant;
+            auto under = [&] { return t->used_pages.load(std::memory_order_relaxed) + more <= t->quota_pages; };
+            if (!under()) evict_until_locked(under, &tenant);
+            if (!under()) {
+                unlock();
+                return fail(SPECKV_EQUOTA,
+                            "block 0x%" PRIx64 " is packed; writing or pinning it needs %" PRIu64
+                            " more pages, over tenant %" PRIu64 "'s quota; it stays packed",
+                            handle, more, tenant);
+            }
+        }
+        uint64_t first = UINT64_MAX;
+        auto room = [&] { return find_pages_locked(np, &first); };
+        if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held to unpack a block");
+        if (first == UINT64_MAX && !room() && cold_) demote_locked(room, slot);
+        if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_until_locked(room, nullptr);
+        if (!same() || (first == UINT64_MAX && !room())) {
+            const bool moved = !same();
+            const uint64_t freep = sb()->n_pages - h->pages_used.load();
+            unlock();
+            if (moved) {
+                if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
+                continue;
+            }
+            return fail(SPECKV_ENOSPC,
+                        "block 0x%" PRIx64 " is packed and a write or pin needs its %u pages back: no run of that many "
+                        "free pages (%" PRIu64 " free); it stays packed and readable",
+                        handle, np, freep);
+        }
+        uint64_t *bm = bitmap();
+        std::vector<uint64_t> seqs(np);
+        for (uint32_t i = 0; i < np; i++) {
+            const uint64_t p = first + i;
+            bm[p / 64] |= uint64_t(1) << (p % 64);
+            PageEntry &pe = pages()[p];
+            const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
+            if (!(flags[i] & kPageZero)) {
+                std::memcpy(page_data(p), img + size_t(i) * ps, ps);
+                pe.crc.store(crcs[i], std::memory_order_relaxed);
+            }
+            if (flags[i] & kPageSummary) std::memcpy(summaries_ + p * sbytes, &sums[size_t(i) * sbytes], sbytes);
+            pe.flags.store(flags[i], std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            seqs[i] = q + 2;
+        }
+        const uint64_t old_first = v->first_page;
+        commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
+        // The image's pages go free. Nobody locks them but a writer with a
+        // stale view, for a moment (it backs off on the moved tier_seq).
+        for (uint64_t j = 0; j < P; j++) {
+            const uint64_t p = old_first + j;
+            PageEntry &pe = pages()[p];
+            const uint64_t q = claim_page(pe);
+            pe.flags.store(kPageZero, std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            bm[p / 64] &= ~(uint64_t(1) << (p % 64));
+        }
+        h->pages_used.fetch_add(more, std::memory_order_relaxed);
+        if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_add(more, std::memory_order_relaxed);
+        if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
+        unlock();
+        // Decoded copies in L1 move back to the pages' keys.
+        const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
+        unsigned char *tmp = grow(t_ppage, ps);
+        for (uint32_t i = 0; i < np; i++)
+            if (!(flags[i] & kPageZero) && cache_->get(packed_key(slot, i), v->tseq, epoch, 0, ps, tmp))
+                cache_->put(first + i, seqs[i], epoch, tmp);
+        bump(kUnpacks);
+        log(SPECKV_LOG_DEBUG, "unpacked block 0x%" PRIx64 ": %" PRIu64 " pages back to %u", handle, P, np);
+        if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
+    }
+    return SPECKV_OK;
+}
+
+// ---------------------------------------------------------------- read
+
+int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
+                           int *src) {
+    *src = 2;
+    const size_t ps = page_size_;
+    const uint64_t key = packed_key(slot_of(handle), i);
+    const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
+    if (cache_->get(key, v.tseq, epoch, poff, plen, dst)) {
+        *src = 0;
+        return SPECKV_OK;
+    }
+    unsigned char *page = grow(t_ppage, ps);
+    if (l2_ && l2_->get(key, l2_tag(v.tseq, epoch), 0, ps, page)) {  // the prefetcher decoded it: up to L1
+        cache_->put(key, v.tseq, epoch, page);
+        std::memcpy(dst, page + poff, plen);
+        *src = 1;
+        return SPECKV_OK;
+    }
+    PackEntry e{};
+    const bool ok = pack_entry(v, i, &e);
+    // Decoded (or checked) straight from the image, no copy first: if the
+    // block moves meanwhile the bytes may change under the decoder, which
+    // reads only [off, off+len) and fails or yields garbage we then discard.
+    const unsigned char *rec = ok ? page_data(v.first_page) + e.off : nullptr;
+    int drc = SPECKV_OK;
+    std::string why;
+    if (ok && !(e.flags & kPageZero)) {
+        SEQLOCK_IGNORE_BEGIN();
+        if (e.flags & kPageCoded) {
+            size_t n = 0;
+            drc = codec::decode(rec, e.len, page, ps, &n);
+            if (drc == SPECKV_OK) std::memset(page + n, 0, ps - n);
+            else why = std::string("its codec record does not decode (") + last_error() + ")";
+        } else {
+            std::memcpy(page, rec, ps);
+            if (crc32c(0, page, ps) != e.crc) {
+                drc = SPECKV_ECORRUPT;
+                why = "it fails its CRC32C check";
+            }
+        }
+        SEQLOCK_IGNORE_END();
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (v.rec->handle.load(std::memory_order_acquire) != handle)
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the read", handle);
+    if (v.moved()) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " moved during the read", handle);
+    // The image is the one the view names: what it says now is what it said
+    // at pack time, or damage. Damage is per record (its own CRC32C), so the
+    // pool pages are not quarantined: the records that share them stay
+    // readable, and this one fails the same way at every read.
+    const uint64_t p0 = v.first_page + (ok ? e.off / ps : 0), p1 = v.first_page + (ok && e.len ? (e.off + e.len - 1) / ps : 0);
+    auto damaged = [&](const char *what) {
+        bump(kCrcFail);
+        log(SPECKV_LOG_ERROR, "block 0x%" PRIx64 " page %u (packed, pool pages %" PRIu64 "..%" PRIu64 "): %s", handle, i, p0,
+            p1, what);
+        return fail(SPECKV_ECORRUPT, "block 0x%" PRIx64 " page %u (packed, pool pages %" PRIu64 "..%" PRIu64 "): %s", handle,
+                    i, p0, p1, what);
+    };
+    if (!ok) return damaged("its directory entry in the packed image is out of bounds");
+    if (e.flags & kPageZero) {
+        std::memset(dst, 0, plen);
+        return SPECKV_OK;
+    }
+    if (drc != SPECKV_OK) return damaged(why.c_str());
+    if (e.flags & kPageCoded) bump(kDecPages);
+    cache_->put(key, v.tseq, epoch, page);
+    std::memcpy(dst, page + poff, plen);
+    return SPECKV_OK;
+}
+
+// ---------------------------------------------------------------- prefetch
+
+uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link) {
+    const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
+    const uint64_t tag = l2_tag(v.tseq, epoch);
+    const uint32_t gen = l2_->generation(owner);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < v.npages; i++) {
+        PackEntry e;
+        if (!pack_entry(v, i, &e) || (e.flags & kPageZero)) continue;  // zeros cost nothing; damage is the reader's to report
+        const uint64_t key = packed_key(slot, i);
+        if (cache_->contains(key, v.tseq, epoch) || l2_->contains(key, tag)) continue;
+        // L2 holds decoded pages: the record is what crosses the link.
+        struct Fill {
+            Pool *pool;
+            const BlockView *v;
+            uint64_t handle;
+            PackEntry e;
+        } ctx{this, &v, handle, e};
+        auto fill = [](void *user, void *dst) -> bool {
+            auto *c = static_cast<Fill *>(user);
+            Pool *pool = c->pool;
+            unsigned char *rec = grow(t_prec, c->e.len);
+            pool_copy(rec, pool->page_data(c->v->first_page) + c->e.off, c->e.len);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (c->v->moved() || c->v->rec->handle.load(std::memory_order_acquire) != c->handle) return false;
+            if (c->e.flags & kPageCoded) {
+                size_t got = 0;
+                if (codec::decode(rec, c->e.len, dst, pool->page_size_, &got) != SPECKV_OK) {
+                    clear_error();
+                    return false;
+                }
+                std::memset(static_cast<unsigned char *>(dst) + got, 0, pool->page_size_ - got);
+                pool->bump(kDecPages);
+                return true;
+            }
+            if (crc32c(0, rec, pool->page_size_) != c->e.crc) return false;
+            std::memcpy(dst, rec, pool->page_size_);
+            return true;
+        };
+        if (l2_->insert_with(key, tag, owner, gen, fill, &ctx)) {
+            n++;
+            *link += e.len;
+        }
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------- check
+
+void Pool::check_packed(const BlockRecord &r, uint64_t hd, CheckReport *rep) const {
+    auto problem = [&](const char *f, auto... a) {
+        char buf[512];
+        std::snprintf(buf, sizeof buf, f, a...);
+        rep->problems.emplace_back(buf);
+    };
+    const size_t ps = page_size_;
+    const uint32_t np = r.npages;
+    const uint64_t P = r.packed_pages;
+    const size_t cap = size_t(P) * ps;
+    std::vector<unsigned char> img(cap), dec(ps);
+    pool_copy(img.data(), page_data(r.first_page), cap);
+    PackHead ph;
+    std::memcpy(&ph, img.data(), sizeof ph);
+    const size_t sb = ph.summary_bytes;
+    if (!head_ok(ph, hd, np, r.bytes, cap, uint32_t(ps), summary_bytes_)) {
+        problem("block 0x%" PRIx64 ": its packed image header does not match the block (pool pages %" PRIu64 "..%" PRIu64 ")",
+                hd, r.first_page, r.first_page + P - 1);
+        return;
+    }
+    PackHead z = ph;
+    z.dir_crc = 0;
+    std::memcpy(img.data(), &z, sizeof z);
+    if (crc32c(0, img.data(), dir_bytes(np)) != ph.dir_crc) {
+        problem("block 0x%" PRIx64 ": its packed directory fails its CRC32C", hd);
+        return;
+    }
+    std::memcpy(img.data(), &ph, sizeof ph);
+    size_t end = meta_bytes(ph);  // beyond entry_ok: records in page order, none overlapping
+    for (uint32_t i = 0; i < np; i++) {
+        PackEntry e;
+        std::memcpy(&e, img.data() + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof e);
+        const bool zero = e.flags & kPageZero;
+        if (!entry_ok(e, ph) || (!zero && e.off < end)) {
+            problem("block 0x%" PRIx64 " page %u: its packed directory entry is out of bounds", hd, i);
+            continue;
+        }
+        if (!zero) end = e.off + e.len;
+        if (!zero && (e.flags & kPageCoded)) {
+            size_t n = 0;
+            if (codec::decode(img.data() + e.off, e.len, dec.data(), ps, &n) != SPECKV_OK)
+                problem("block 0x%" PRIx64 " page %u (packed): codec record does not decode (%s)", hd, i, last_error());
+            else if (n != std::min<uint64_t>(ps, r.bytes - uint64_t(i) * ps))
+                problem("block 0x%" PRIx64 " page %u (packed): its record decodes to %zu bytes, not the page's", hd, i, n);
+            clear_error();
+        } else if (!zero && crc32c(0, img.data() + e.off, ps) != e.crc) {
+            problem("block 0x%" PRIx64 " page %u (packed, in clear): CRC32C mismatch", hd, i);
+        }
+        if (sb && (e.flags & kPageSummary)) {
+            const unsigned char *sm = img.data() + dir_bytes(np) + size_t(i) * sb;
+            uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+            size_t need = nmp::summary_size(ch);
+            if (need > sb || nmp::check_summary(sm, need, ch) != SPECKV_OK)
+                problem("block 0x%" PRIx64 " page %u (packed): its summary fails its checks (%s)", hd, i,
+                        need > sb ? "channel count too large" : last_error());
+            clear_error();
+        }
+    }
+}
+
+}  // namespace speckv

@@ -1,0 +1,466 @@
+#include "tiers/tier_buffers.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "util/seqlock.h"
+
+namespace speckv {
+
+// ---- SlotIndex
+
+SlotIndex::SlotIndex(size_t frames) {
+    size_t cap = 16;
+    while (cap < frames * 2) cap <<= 1;
+    mask_ = cap - 1;
+    cells_.reset(new Cell[cap]);
+}
+
+void SlotIndex::put(uint64_t key, uint32_t frame) {
+    size_t slot = ~size_t(0);
+    for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
+        uint64_t k = cells_[i].key.load(std::memory_order_relaxed);
+        if (k == key) {
+            cells_[i].frame.store(frame, std::memory_order_release);
+            return;
+        }
+        if (k == kTomb && slot == ~size_t(0)) slot = i;
+        if (k == kEmpty) {
+            if (slot == ~size_t(0)) slot = i;
+            break;
+        }
+    }
+    if (cells_[slot].key.load(std::memory_order_relaxed) == kTomb) tombs_--;
+    cells_[slot].frame.store(frame, std::memory_order_relaxed);
+    cells_[slot].key.store(key, std::memory_order_release);
+    live_++;
+    if ((live_ + tombs_) * 4 > (mask_ + 1) * 3) rebuild();
+}
+
+void SlotIndex::erase(uint64_t key) {
+    for (size_t i = home(key), n = 0; n <= mask_; i = (i + 1) & mask_, n++) {
+        uint64_t k = cells_[i].key.load(std::memory_order_relaxed);
+        if (k == key) {
+            cells_[i].key.store(kTomb, std::memory_order_release);
+            live_--, tombs_++;
+            return;
+        }
+        if (k == kEmpty) return;
+    }
+}
+
+// Clears the tombstones. Readers meanwhile may miss (the frame's own tag keeps them correct).
+void SlotIndex::rebuild() {
+    std::vector<std::pair<uint64_t, uint32_t>> keep;
+    for (size_t i = 0; i <= mask_; i++) {
+        uint64_t k = cells_[i].key.load(std::memory_order_relaxed);
+        if (k != kEmpty && k != kTomb) keep.emplace_back(k, cells_[i].frame.load(std::memory_order_relaxed));
+        cells_[i].key.store(kEmpty, std::memory_order_release);
+    }
+    live_ = tombs_ = 0;
+    for (auto [k, f] : keep) put(k, f);
+}
+
+namespace {
+
+unsigned char *map_frames(size_t bytes) {
+    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<unsigned char *>(p);
+}
+
+int check_geometry(const char *what, size_t bytes, uint32_t page_size, size_t min_frames) {
+    if (page_size < 512 || page_size > (1u << 20) || (page_size & (page_size - 1)))
+        return fail(SPECKV_EINVAL, "%s: page size %u is not a power of two in [512, 1048576]", what, page_size);
+    size_t n = bytes / page_size;
+    if (n < min_frames || n > (size_t(1) << 24))
+        return fail(SPECKV_EINVAL, "%s: %zu bytes make %zu pages of %u; need [%zu, 16777216]", what, bytes, n, page_size,
+                    min_frames);
+    return SPECKV_OK;
+}
+
+}  // namespace
+
+// ---- L1
+
+int HotBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<HotBuffer> *out) {
+    if (int rc = check_geometry("L1 hot buffer", bytes, page_size, 1)) return rc;
+    size_t n = bytes / page_size;
+    unsigned char *data = map_frames(n * page_size);
+    if (!data) return fail(SPECKV_ENOMEM, "L1 hot buffer: mapping %zu bytes", n * page_size);
+    out->reset(new (std::nothrow) HotBuffer(n, page_size, data));
+    if (!*out) {
+        munmap(data, n * page_size);
+        return fail(SPECKV_ENOMEM, "L1 hot buffer");
+    }
+    return SPECKV_OK;
+}
+
+HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
+    : nframes_(nframes),
+      page_size_(page_size),
+      page_shift_(unsigned(__builtin_ctz(page_size))),
+      data_(data),
+      frames_(new Frame[nframes]),
+      index_(nframes) {}
+
+HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
+
+bool HotBuffer::pin(uint64_t key, uint64_t tag, Pin *out) {
+    int i = index_.find(key);
+    if (i < 0) {
+        misses_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    Frame &f = frames_[i];
+    // Dekker with lock_unpinned(): pins up, then the version; the writer does
+    // the opposite. One of the two sees the other.
+    f.pins.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t v = f.version.load(std::memory_order_seq_cst);
+    bool ok = !(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!ok || f.version.load(std::memory_order_relaxed) != v) {
+        f.pins.fetch_sub(1, std::memory_order_release);
+        misses_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    out->data = data_ + size_t(i) * page_size_;
+    out->frame = uint32_t(i);
+    return true;
+}
+
+void HotBuffer::unpin(const Pin &p) {
+    if (p.data) frames_[p.frame].pins.fetch_sub(1, std::memory_order_release);
+}
+
+bool HotBuffer::lock_unpinned(Frame &f, uint64_t *v) {
+    uint64_t cur = f.version.load(std::memory_order_relaxed);
+    if ((cur & 1) || !f.version.compare_exchange_strong(cur, cur + 1, std::memory_order_seq_cst)) return false;
+    if (f.pins.load(std::memory_order_seq_cst) != 0) {
+        f.version.store(cur + 2, std::memory_order_release);
+        return false;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    *v = cur;
+    return true;
+}
+
+int HotBuffer::pick_victim() {
+    for (size_t step = 0; step < 2 * nframes_ + 1; step++) {
+        size_t i = hand_;
+        hand_ = hand_ + 1 == nframes_ ? 0 : hand_ + 1;
+        Frame &f = frames_[i];
+        if (f.pins.load(std::memory_order_relaxed)) continue;
+        if (f.ref.load(std::memory_order_relaxed)) {
+            f.ref.store(0, std::memory_order_relaxed);
+            continue;
+        }
+        return int(i);
+    }
+    return -1;
+}
+
+bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src) {
+    if (key > kMaxBufferKey) return false;
+    std::lock_guard lk(mu_);
+    return put_locked(key, tag, src);
+}
+
+bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src) {
+    if (key > kMaxBufferKey) return false;
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) {
+        busy_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    return put_locked(key, tag, src);
+}
+
+bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src) {
+    int i = index_.find(key);  // exact under mu_
+    uint64_t v;
+    if (i >= 0) {
+        Frame &f = frames_[i];
+        if (f.tag.load(std::memory_order_relaxed) == tag) return true;
+        if (!lock_unpinned(f, &v)) {
+            // Pinned readers keep the old bytes; the key moves to another frame.
+            uint64_t w = f.version.load(std::memory_order_relaxed);
+            f.version.store(w + 1, std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_release);
+            f.key.store(~0ull, std::memory_order_relaxed);
+            f.version.store(w + 2, std::memory_order_release);
+            index_.erase(key);
+            i = -1;
+        }
+    }
+    if (i < 0) {
+        for (size_t tries = 0; tries < 4 && i < 0; tries++) {
+            int c = pick_victim();
+            if (c < 0) break;
+            if (lock_unpinned(frames_[c], &v)) i = c;
+        }
+        if (i < 0) {
+            failures_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        uint64_t old = frames_[i].key.load(std::memory_order_relaxed);
+        if (old != ~0ull) {
+            index_.erase(old);
+            evictions_.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    Frame &f = frames_[i];
+    f.key.store(key, std::memory_order_relaxed);
+    f.tag.store(tag, std::memory_order_relaxed);
+    f.ref.store(0, std::memory_order_relaxed);  // a new page must be read to earn its second chance
+    SEQLOCK_IGNORE_BEGIN();
+    std::memcpy(data_ + size_t(i) * page_size_, src, page_size_);
+    SEQLOCK_IGNORE_END();
+    f.version.store(v + 2, std::memory_order_release);
+    index_.put(key, uint32_t(i));
+    inserts_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void HotBuffer::invalidate(uint64_t key) {
+    std::lock_guard lk(mu_);
+    int i = index_.find(key);
+    if (i < 0) return;
+    Frame &f = frames_[i];
+    uint64_t w = f.version.load(std::memory_order_relaxed);  // even: only writers (under mu_) make it odd
+    f.version.store(w + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    f.key.store(~0ull, std::memory_order_relaxed);
+    f.ref.store(0, std::memory_order_relaxed);
+    f.version.store(w + 2, std::memory_order_release);
+    index_.erase(key);
+}
+
+bool HotBuffer::contains(uint64_t key, uint64_t tag) const {
+    int i = index_.find(key);
+    if (i < 0) return false;
+    const Frame &f = frames_[i];
+    uint64_t v = f.version.load(std::memory_order_acquire);
+    bool ok = !(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return ok && f.version.load(std::memory_order_relaxed) == v;
+}
+
+BufferStats HotBuffer::stats() const {
+    BufferStats s;
+    s.hits = hits_.load(std::memory_order_relaxed);
+    s.misses = misses_.load(std::memory_order_relaxed);
+    s.inserts = inserts_.load(std::memory_order_relaxed);
+    s.evictions = evictions_.load(std::memory_order_relaxed);
+    s.insert_failures = failures_.load(std::memory_order_relaxed);
+    s.busy = busy_.load(std::memory_order_relaxed);
+    return s;
+}
+
+// ---- L2
+
+int PrefetchBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<PrefetchBuffer> *out) {
+    if (int rc = check_geometry("L2 prefetch buffer", bytes, page_size, 2)) return rc;
+    size_t n = bytes / page_size / 2 * 2;
+    unsigned char *data = map_frames(n * page_size);
+    if (!data) return fail(SPECKV_ENOMEM, "L2 prefetch buffer: mapping %zu bytes", n * page_size);
+    out->reset(new (std::nothrow) PrefetchBuffer(n, page_size, data));
+    if (!*out) {
+        munmap(data, n * page_size);
+        return fail(SPECKV_ENOMEM, "L2 prefetch buffer");
+    }
+    return SPECKV_OK;
+}
+
+PrefetchBuffer::PrefetchBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
+    : nframes_(nframes), bank_(nframes / 2), page_size_(page_size), data_(data), frames_(new Frame[nframes]),
+      gens_(new std::atomic<uint32_t>[4096]), index_(nframes) {
+    for (size_t i = 0; i < 4096; i++) gens_[i].store(1, std::memory_order_relaxed);
+}
+
+PrefetchBuffer::~PrefetchBuffer() { munmap(data_, nframes_ * page_size_); }
+
+int PrefetchBuffer::next_frame() {
+    if (cursor_ == bank_) {
+        fill_bank_ ^= 1;
+        cursor_ = 0;
+        flips_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return int(size_t(fill_bank_) * bank_ + cursor_++);
+}
+
+// Under mu_, the frame locked (odd).
+void PrefetchBuffer::retire(Frame &f) {
+    uint64_t key = f.key.load(std::memory_order_relaxed);
+    if (key == ~0ull) return;
+    index_.erase(key);
+    f.key.store(~0ull, std::memory_order_relaxed);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t st = f.state.exchange(0, std::memory_order_acq_rel);
+    if (!(st & 1)) {
+        wasted_.fetch_add(1, std::memory_order_relaxed);
+        bytes_wasted_.fetch_add(page_size_, std::memory_order_relaxed);
+        if (resolve_) resolve_(resolve_user_, f.owner.load(std::memory_order_relaxed), key, false);
+    }
+}
+
+// Under mu_: finds the frame for a new entry and locks it. False (counted)
+// when the entry is dead on arrival or already there.
+bool PrefetchBuffer::stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, Frame **out, size_t *idx,
+                           uint64_t *ver) {
+    auto lock = [](Frame &f) {  // only writers lock, and they hold mu_: the version is even
+        uint64_t v = f.version.load(std::memory_order_relaxed);
+        f.version.store(v + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        return v;
+    };
+    if (gen != generation(owner)) {  // invalidated between issue and landing
+        wasted_.fetch_add(1, std::memory_order_relaxed);
+        bytes_wasted_.fetch_add(page_size_, std::memory_order_relaxed);
+        bytes_in_.fetch_add(page_size_, std::memory_order_relaxed);
+        inserts_.fetch_add(1, std::memory_order_relaxed);
+        if (resolve_) resolve_(resolve_user_, owner, key, false);
+        return false;
+    }
+    int i = index_.find(key);
+    if (i >= 0) {
+        Frame &f = frames_[i];
+        if (f.tag.load(std::memory_order_relaxed) == tag && f.owner.load(std::memory_order_relaxed) == owner &&
+            f.gen.load(std::memory_order_relaxed) == gen)
+            return false;  // already there: a duplicate hint, not a second prefetch
+        uint64_t v = lock(f);
+        retire(f);
+        f.version.store(v + 2, std::memory_order_release);
+    }
+    size_t j = size_t(next_frame());
+    Frame &f = frames_[j];
+    uint64_t v = lock(f);
+    retire(f);
+    f.key.store(key, std::memory_order_relaxed);
+    f.tag.store(tag, std::memory_order_relaxed);
+    f.owner.store(owner, std::memory_order_relaxed);
+    f.gen.store(gen, std::memory_order_relaxed);
+    *out = &f;
+    *idx = j;
+    *ver = v;
+    return true;
+}
+
+bool PrefetchBuffer::insert(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, const void *src) {
+    struct Copy {
+        const void *src;
+        size_t n;
+    } c{src, page_size_};
+    return insert_with(
+        key, tag, owner, gen,
+        [](void *u, void *dst) {
+            auto *c = static_cast<Copy *>(u);
+            std::memcpy(dst, c->src, c->n);
+            return true;
+        },
+        &c);
+}
+
+bool PrefetchBuffer::insert_with(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen,
+                                 bool (*fill)(void *user, void *dst), void *user) {
+    if (key > kMaxBufferKey) return false;
+    std::lock_guard lk(mu_);
+    Frame *f;
+    size_t i;
+    uint64_t v;
+    if (!stage(key, tag, owner, gen, &f, &i, &v)) return false;
+    SEQLOCK_IGNORE_BEGIN();
+    bool ok = fill(user, data_ + i * page_size_);
+    SEQLOCK_IGNORE_END();
+    if (!ok) {
+        f->key.store(~0ull, std::memory_order_relaxed);
+        f->version.store(v + 2, std::memory_order_release);
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    f->state.store((v + 2) << 1, std::memory_order_relaxed);
+    f->version.store(v + 2, std::memory_order_release);
+    index_.put(key, uint32_t(i));
+    inserts_.fetch_add(1, std::memory_order_relaxed);
+    bytes_in_.fetch_add(page_size_, std::memory_order_relaxed);
+    return true;
+}
+
+bool PrefetchBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst, bool *first_read) {
+    if (first_read) *first_read = false;
+    int i = off <= page_size_ && len <= page_size_ - off ? index_.find(key) : -1;
+    if (i >= 0) {
+        Frame &f = frames_[i];
+        uint64_t v = f.version.load(std::memory_order_acquire);
+        uint64_t owner = f.owner.load(std::memory_order_relaxed);
+        uint32_t gen = f.gen.load(std::memory_order_relaxed);
+        if (!(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag) {
+            if (gen != generation(owner)) {
+                stale_.fetch_add(1, std::memory_order_relaxed);
+            } else {
+                SEQLOCK_IGNORE_BEGIN();
+                std::memcpy(dst, data_ + size_t(i) * page_size_ + off, len);
+                SEQLOCK_IGNORE_END();
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (f.version.load(std::memory_order_relaxed) == v) {
+                    uint64_t unread = v << 1;
+                    if (f.state.load(std::memory_order_relaxed) == unread &&
+                        f.state.compare_exchange_strong(unread, unread | 1, std::memory_order_acq_rel)) {
+                        used_.fetch_add(1, std::memory_order_relaxed);
+                        if (first_read) *first_read = true;
+                        if (resolve_) resolve_(resolve_user_, owner, key, true);
+                    }
+                    hits_.fetch_add(1, std::memory_order_relaxed);
+                    return true;
+                }
+            }
+        }
+    }
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+}
+
+void PrefetchBuffer::invalidate(uint64_t key) {
+    std::lock_guard lk(mu_);
+    int i = index_.find(key);
+    if (i < 0) return;
+    Frame &f = frames_[i];
+    uint64_t v = f.version.load(std::memory_order_relaxed);
+    f.version.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    retire(f);
+    f.version.store(v + 2, std::memory_order_release);
+}
+
+bool PrefetchBuffer::contains(uint64_t key, uint64_t tag) const {
+    int i = index_.find(key);
+    if (i < 0) return false;
+    const Frame &f = frames_[i];
+    uint64_t v = f.version.load(std::memory_order_acquire);
+    bool ok = !(v & 1) && f.key.load(std::memory_order_relaxed) == key && f.tag.load(std::memory_order_relaxed) == tag &&
+              f.gen.load(std::memory_order_relaxed) == generation(f.owner.load(std::memory_order_relaxed));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return ok && f.version.load(std::memory_order_relaxed) == v;
+}
+
+BufferStats PrefetchBuffer::stats() const {
+    BufferStats s;
+    s.hits = hits_.load(std::memory_order_relaxed);
+    s.misses = misses_.load(std::memory_order_relaxed);
+    s.inserts = inserts_.load(std::memory_order_relaxed);
+    s.evictions = evictions_.load(std::memory_order_relaxed);
+    s.insert_failures = failures_.load(std::memory_order_relaxed);
+    s.used = used_.load(std::memory_order_relaxed);
+    s.wasted = wasted_.load(std::memory_order_relaxed);
+    s.bytes_inserted = bytes_in_.load(std::memory_order_relaxed);
+    s.bytes_wasted = bytes_wasted_.load(std::memory_order_relaxed);
+    s.stale = stale_.load(std::memory_order_relaxed);
+    s.flips = flips_.load(std::memory_order_relaxed);
+    return s;
+}
+
+}  // namespace speckv
