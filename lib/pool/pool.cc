@@ -1,6 +1,7 @@
 // The pool core: layout, attach/detach, recovery, alloc/free, and the
 // page-level read/write protocol. docs/pool-format.md explains the rules.
 #include "pool/pool.h"
+#include "pool/resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,8 +43,6 @@ uint64_t now_ns(clockid_t c = CLOCK_REALTIME) {
     clock_gettime(c, &ts);
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
-
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 void copy_from_pool(void *dst, const void *src, size_t n) {
     SEQLOCK_IGNORE_BEGIN();
@@ -93,218 +92,24 @@ void relaxed_store(T &field, T v) {
 
 }  // namespace
 
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 if unknown.
-uint64_t proc_start_time(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    std::ifstream in(path);
-    std::string s;
-    if (!std::getline(in, s)) return 0;
-    size_t rp = s.rfind(')');
-    if (rp == std::string::npos) return 0;
-    const char *p = s.c_str() + rp + 2;  // field 3 starts here
-    for (int field = 3; field < 22 && *p; p++)
-        if (*p == ' ') field++;
-    return std::strtoull(p, nullptr, 10);
-}
-
-bool process_alive(uint32_t pid, uint64_t start_time) {
-    if (pid == 0) return false;
-    if (pid == static_cast<uint32_t>(getpid())) return true;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-    uint64_t st = proc_start_time(static_cast<pid_t>(pid));
-    return st == 0 || start_time == 0 || st == start_time;
-}
-
-uint32_t superblock_crc(const Superblock &s) { return crc32c(0, &s, offsetof(Superblock, checksum)); }
-
-uint32_t record_crc(const BlockRecord &r) {
-    return crc32c(0, reinterpret_cast<const unsigned char *>(&r) + 8, offsetof(BlockRecord, crc) - 8);
-}
-
-int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, Superblock *out, uint32_t summary_bytes) {
-    if (page_size < 4096 || page_size > (2u << 20) || (page_size & (page_size - 1)))
-        return fail(SPECKV_EINVAL, "page size %u is not a power of two in [4096, 2 MiB]", page_size);
-    if (size % page_size)
-        return fail(SPECKV_EINVAL, "pool size %" PRIu64 " is not a multiple of the page size %u", size, page_size);
-    if (max_blocks >= (uint64_t(1) << kSlotBits))
-        return fail(SPECKV_EINVAL, "max_blocks %" PRIu64 " exceeds %" PRIu64, max_blocks, (uint64_t(1) << kSlotBits) - 1);
-    if (summary_bytes && (summary_bytes % 16 || summary_bytes < 32 || summary_bytes > page_size))
-        return fail(SPECKV_EINVAL, "summary bytes %u per page is not 0 or a multiple of 16 in [32, page size %u]",
-                    summary_bytes, page_size);
-    uint64_t n = size / page_size;
-    Superblock s{};
-    for (int iter = 0; iter < 64; iter++) {
-        uint64_t mb = max_blocks ? max_blocks : std::min<uint64_t>(std::max<uint64_t>(64, n / 4), (1u << kSlotBits) - 1);
-        s.shared_off = kSharedOff;
-        s.tenant_off = kSharedOff + kSharedSize;
-        s.page_table_off = s.tenant_off + kMaxTenants * sizeof(TenantEntry);
-        s.block_table_off = align_up(s.page_table_off + n * sizeof(PageEntry), 64);
-        s.index_buckets = 64;
-        while (s.index_buckets < mb) s.index_buckets <<= 1;
-        s.index_off = align_up(s.block_table_off + mb * sizeof(BlockRecord), 64);
-        s.xlate_off = align_up(s.index_off + s.index_buckets * 8, 64);
-        s.bitmap_off = align_up(s.xlate_off + s.index_buckets * 8, 64);
-        s.summary_off = align_up(s.bitmap_off + (n + 63) / 64 * 8, 64);
-        s.summary_bytes = summary_bytes;
-        uint64_t meta_end = s.summary_off + n * summary_bytes;
-        s.data_off = align_up(meta_end, kDataAlign);
-        s.max_blocks = mb;
-        if (s.data_off + page_size > size)
-            return fail(SPECKV_EINVAL,
-                        "pool size %" PRIu64 " is too small: metadata and 2 MiB alignment need %" PRIu64
-                        " bytes before the first data page",
-                        size, s.data_off);
-        uint64_t fit = (size - s.data_off) / page_size;
-        if (fit >= n) break;
-        n = fit;
-    }
-    // An automatic max_blocks follows n while n shrinks, so its fixed point can differ from the
-    // one a fixed max_blocks reaches; an opener re-plans with the stored max_blocks
-    // (validate_superblock), so the plan recorded must be that one (pools of 2 GiB and more
-    // failed to open before).
-    if (!max_blocks) return plan_geometry(size, page_size, s.max_blocks, out, summary_bytes);
-    s.n_pages = n;
-    s.pool_bytes = size;
-    s.page_size = page_size;
-    s.sb_size = sizeof(Superblock);
-    s.format_version = kFormatVersion;
-    s.magic = kMagic;
-    *out = s;
-    return SPECKV_OK;
-}
-
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed,
-                uint32_t summary_bytes) {
-    Superblock s;
-    if (int rc = plan_geometry(size, page_size, max_blocks, &s, summary_bytes); rc != SPECKV_OK) return rc;
-    if (getrandom(s.uuid, sizeof s.uuid, 0) != sizeof s.uuid) {
-        uint64_t t = now_ns() ^ uint64_t(getpid());
-        std::memcpy(s.uuid, &t, 8);
-        t = now_ns(CLOCK_MONOTONIC);
-        std::memcpy(s.uuid + 8, &t, 8);
-    }
-    s.uuid[6] = (s.uuid[6] & 0x0F) | 0x40;  // RFC 4122 version 4
-    s.uuid[8] = (s.uuid[8] & 0x3F) | 0x80;
-    s.created_ns = now_ns();
-    // The hash index's bucket key (issue 27): random, in the first reserved
-    // bytes, announced by a flag (docs/pool-format.md).
-    static_assert(sizeof s.reserved >= kIndexKeyBytes);
-    if (getrandom(s.reserved, kIndexKeyBytes, 0) != static_cast<ssize_t>(kIndexKeyBytes)) {
-        uint64_t t = now_ns(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
-        std::memcpy(s.reserved, s.uuid, kIndexKeyBytes);
-        for (size_t i = 0; i < 8; i++) s.reserved[i] ^= static_cast<uint8_t>(t >> (8 * i));
-    }
-    s.flags |= kSbFlagKeyedIndex;
-    // Zero is the initial state of every table. A fresh file or anonymous
-    // memory is zero already; a device may hold anything.
-    if (!zeroed) std::memset(base, 0, s.data_off);
-    auto *sh = new (base + s.shared_off) SharedHeader;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    int e = pthread_mutex_init(&sh->lock, &a);
-    pthread_mutexattr_destroy(&a);
-    if (e) return fail(SPECKV_EINTERNAL, "pthread_mutex_init: %s", strerror(e));
-    sh->lock_magic = kLockMagic;
-    sh->epoch.store(1);
-    sh->clean.store(1);
-    s.checksum = superblock_crc(s);
-    // The magic last: an opener that sees it sees a whole superblock.
-    std::memcpy(base + sizeof s.magic, reinterpret_cast<const unsigned char *>(&s) + sizeof s.magic, sizeof s - sizeof s.magic);
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(base)).store(s.magic, std::memory_order_release);
-    return SPECKV_OK;
-}
-
-int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted,
-                    uint32_t summary_bytes) {
-    *formatted = false;
-    const char *where = m.path().c_str();
-    auto blank = [&] {
-        uint64_t magic;
-        std::memcpy(&magic, m.base(), sizeof magic);
-        return magic != kMagic;
-    };
-    if (!blank()) return SPECKV_OK;
-    if (!create) return fail(SPECKV_ENOTPOOL, "%s holds no speckv pool (and create=0)", where);
-    // Checked before anything is written: a bad geometry must leave the device untouched.
-    if (m.size() % page_size)
-        return fail(SPECKV_EINVAL, "%s: device size %zu is not a multiple of page_size %u", where, m.size(), page_size);
-    Superblock plan;
-    if (int rc = plan_geometry(m.size(), page_size, max_blocks, &plan, summary_bytes); rc) return rc;
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = 1;
-    bool locked = m.fd() >= 0 && fcntl(m.fd(), F_OFD_SETLKW, &fl) == 0;
-    int rc = SPECKV_OK;
-    if (blank()) {  // still: nobody formatted it while we waited
-        rc = format_pool(m.base(), m.size(), page_size, max_blocks, /*zeroed=*/false, summary_bytes);
-        *formatted = rc == SPECKV_OK;
-    }
-    if (locked) {
-        fl.l_type = F_UNLCK;
-        fcntl(m.fd(), F_OFD_SETLK, &fl);
-    }
-    return rc;
-}
-
-int Pool::validate_superblock(const Mapping &m, const char *where) {
-    if (m.size() < sizeof(Superblock))
-        return fail(SPECKV_ENOTPOOL, "%s: %zu bytes is too small to hold a speckv pool", where, m.size());
-    Superblock s;
-    std::memcpy(&s, m.base(), sizeof s);
-    if (s.magic != kMagic) return fail(SPECKV_ENOTPOOL, "%s is not a speckv pool (no pool magic at offset 0)", where);
-    if (superblock_crc(s) != s.checksum)
-        return fail(SPECKV_ECORRUPT, "%s: superblock checksum mismatch (stored %08x, computed %08x): the superblock is corrupt",
-                    where, s.checksum, superblock_crc(s));
-    if (s.format_version > kFormatVersion)
-        return fail(SPECKV_EVERSION, "%s: pool format version %u is newer than this library understands (%u): upgrade speckv",
-                    where, s.format_version, kFormatVersion);
-    if (s.format_version != 0 && s.format_version < kMinFormatVersion)
-        return fail(SPECKV_EVERSION,
-                    "%s: pool format version %u predates this library's (%u), which has no upgrade path from it: "
-                    "recreate the pool (speckv pool reset --force, or delete the file)",
-                    where, s.format_version, kMinFormatVersion);
-    if (s.format_version == 0 || s.sb_size != sizeof(Superblock))
-        return fail(SPECKV_ECORRUPT, "%s: superblock has format version %u, size %u: corrupt", where, s.format_version,
-                    s.sb_size);
-    if (s.pool_bytes > m.size())
-        return fail(SPECKV_ECORRUPT, "%s is truncated: the superblock says %" PRIu64 " bytes, only %zu are there", where,
-                    s.pool_bytes, m.size());
-    if (s.pool_bytes != m.size())
-        return fail(SPECKV_ECORRUPT, "%s: size %zu differs from the %" PRIu64 " bytes the superblock records", where,
-                    m.size(), s.pool_bytes);
-    Superblock plan;
-    if (plan_geometry(s.pool_bytes, s.page_size, s.max_blocks, &plan, s.summary_bytes) != SPECKV_OK ||
-        plan.n_pages != s.n_pages || plan.summary_off != s.summary_off ||
-        plan.data_off != s.data_off || plan.bitmap_off != s.bitmap_off || plan.block_table_off != s.block_table_off ||
-        plan.page_table_off != s.page_table_off || plan.shared_off != s.shared_off || plan.tenant_off != s.tenant_off ||
-        plan.index_off != s.index_off || plan.index_buckets != s.index_buckets || plan.xlate_off != s.xlate_off)
-        return fail(SPECKV_ECORRUPT, "%s: superblock geometry is inconsistent", where);
-    return SPECKV_OK;
-}
-
 // ------------------------------------------------------------------ open
 
 void Pool::bind_layout() {
-    const Superblock &s = *sb();
-    unsigned char *b = map_.base();
-    page_size_ = s.page_size;
-    page_shift_ = static_cast<uint32_t>(__builtin_ctz(page_size_));
-    sh_ = reinterpret_cast<SharedHeader *>(b + s.shared_off);
-    pages_ = reinterpret_cast<PageEntry *>(b + s.page_table_off);
-    blocks_ = reinterpret_cast<BlockRecord *>(b + s.block_table_off);
-    bitmap_ = reinterpret_cast<uint64_t *>(b + s.bitmap_off);
-    buckets_ = reinterpret_cast<uint64_t *>(b + s.index_off);
-    xlate_ = reinterpret_cast<uint64_t *>(b + s.xlate_off);
-    summaries_ = s.summary_bytes ? b + s.summary_off : nullptr;
-    summary_bytes_ = s.summary_bytes;
-    bucket_mask_ = s.index_buckets - 1;
-    tenants_ = reinterpret_cast<TenantEntry *>(b + s.tenant_off);
-    data_ = b + s.data_off;
+    const PoolLayout L = PoolLayout::bind(map_.base());
+    page_size_ = L.page_size;
+    page_shift_ = L.page_shift;
+    sh_ = L.sh;
+    pages_ = L.pages;
+    blocks_ = L.blocks;
+    bitmap_ = L.bitmap;
+    buckets_ = L.buckets;
+    summaries_ = L.summaries;
+    summary_bytes_ = L.summary_bytes;
+    bucket_mask_ = L.bucket_mask;
+    tenants_ = L.tenants;
+    data_ = L.data;
+    share_.bind(L);
+    xlate_index_.bind(L);
 }
 
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {
@@ -398,17 +203,11 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
         prefault_mapping(p->map_.base(), p->map_.size(), p->map_.writable(), static_cast<size_t>(cfg.get("pool.prefault")));
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
-    p->log_level_ = static_cast<int>(cfg.get("log.level"));
+    p->log_ = PoolLog{cfg.log_fn, cfg.log_user, static_cast<int>(cfg.get("log.level"))};
     p->tenant_id_ = cfg.get("tenant.id");
     p->flush_ = cfg.get("share.flush") != 0;
-    p->codec_mode_ = static_cast<uint8_t>(cfg.get("codec.mode"));
-    p->codec_kmode_ = cfg.is_set("codec.key_mode") ? static_cast<uint8_t>(cfg.get("codec.key_mode")) : p->codec_mode_;
-    p->codec_vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : p->codec_mode_;
-    p->codec_channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
+    p->codec_.configure(cfg);
     p->unit_slack_ = static_cast<uint32_t>(cfg.get("alloc.unit_slack"));
-    p->adapt_err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
-    p->adapt_err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
-    p->adapt_every_ = static_cast<uint32_t>(cfg.get("codec.recalibrate"));
     p->pack_ = cfg.get("codec.pack") != 0;
     p->select_channels_ = static_cast<uint32_t>(cfg.get("select.channels"));
     p->select_recent_ = static_cast<uint32_t>(cfg.get("select.recent"));
@@ -506,16 +305,10 @@ int Pool::close() {
 }
 
 void Pool::log(int level, const char *fmtstr, ...) const {
-    speckv_log_fn fn = cfg_.log_fn;
-    int max = log_level_;
-    if (!fn && !env_log(&fn, &max)) return;  // no callback: SPECKV_LOG=stderr[:LEVEL] (lib/util/log_env.h)
-    if (level > max) return;
-    char buf[768];
     va_list ap;
     va_start(ap, fmtstr);
-    std::vsnprintf(buf, sizeof buf, fmtstr, ap);
+    log_.vlog(level, fmtstr, ap);
     va_end(ap);
-    fn(cfg_.log_fn ? cfg_.log_user : nullptr, level, buf);
 }
 
 // ------------------------------------------------------- lock and recovery
@@ -604,20 +397,36 @@ int Pool::attach() {
 }
 
 void Pool::recover_locked(const char *why) {
-    const Superblock &s = *sb();
-    SharedHeader *h = sh();
     log(SPECKV_LOG_WARN, "recovering pool: %s", why);
     // 1. Attach records: a dead process's record is freed and its counters
     //    kept; what it held is dropped below.
-    uint64_t live_mask = 0;
     std::vector<uint64_t> live_ids;
+    const uint64_t live_mask = recover_attach_locked(&live_ids);
+    // 2. Blocks: validate each record, rebuild the page bitmap and counters
+    //    from the ones that stand.
+    RecoveredTotals t;
+    recover_blocks_locked(live_mask, live_ids, &t);
+    // 3. Torn page writes.
+    recover_pages_locked(live_mask);
+    store_recovered_totals_locked(t);
+    // 4. The hash and translation indexes are derived from the records.
+    share_.rebuild_locked();
+    xlate_index_.rebuild_locked();
+    SharedHeader *h = sh();
+    h->epoch.fetch_add(1);
+    h->recoveries.fetch_add(1);
+}
+
+uint64_t Pool::recover_attach_locked(std::vector<uint64_t> *live_ids) {
+    SharedHeader *h = sh();
+    uint64_t live_mask = 0;
     for (uint32_t i = 0; i < kMaxAttach; i++) {
         AttachRecord &a = h->attach[i];
         uint32_t pid = a.pid.load();
         if (!pid) continue;
         if (process_alive(pid, a.start_time)) {
             live_mask |= uint64_t(1) << i;
-            live_ids.push_back(a.id);
+            live_ids->push_back(a.id);
             continue;
         }
         log(SPECKV_LOG_WARN, "process %u attached to the pool is gone: its references and unpublished blocks are reclaimed",
@@ -629,17 +438,11 @@ void Pool::recover_locked(const char *why) {
         a.pid.store(0);
     }
     h->attached = static_cast<uint32_t>(__builtin_popcountll(live_mask));
-    // 2. Blocks: validate each record, rebuild the page bitmap and counters
-    //    from the ones that stand.
-    uint64_t *bm = bitmap();
-    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    h->slot_hwm = hwm;
-    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
-    h->tenants_used = nt;
-    for (uint32_t t = 0; t < nt; t++) tenants()[t].used_pages.store(0);
-    uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
-    uint64_t cold_n = 0, cold_b = 0;
+    return live_mask;
+}
+
+void Pool::finish_cut_move_locked(uint64_t hwm) {
+    SharedHeader *h = sh();
     // A block move cut short between its record's stores: finish it (its new
     // pages were written before the move was recorded).
     if (const uint64_t ms = h->move_slot.load(); ms && ms <= hwm) {
@@ -655,6 +458,19 @@ void Pool::recover_locked(const char *why) {
         }
         h->move_slot.store(0);
     }
+}
+
+void Pool::recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
+    h->slot_hwm = hwm;
+    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
+    h->tenants_used = nt;
+    for (uint32_t i = 0; i < nt; i++) tenants()[i].used_pages.store(0);
+    finish_cut_move_locked(hwm);
     for (uint64_t i = 0; i < hwm; i++) {
         BlockRecord &r = blocks()[i];
         uint64_t hd = r.handle.load();
@@ -684,24 +500,24 @@ void Pool::recover_locked(const char *why) {
             // An unpublished block of a dead process (nothing says its
             // contents were complete), or an eviction cut short by a crash.
             r.handle.store(0);
-            reclaimed += orphan;
+            t->reclaimed += orphan;
             continue;
         }
         r.holders.fetch_and(live_mask);  // references (and, on unpublished blocks, pins) of live processes
-        live++;
+        t->live++;
         if (pub) {
-            published++;
-            shared += r.bytes;
+            t->published++;
+            t->shared += r.bytes;
         }
-        by_dtype[r.dtype] += r.bytes;
+        t->by_dtype[r.dtype] += r.bytes;
         if (cold) {
-            cold_n++;
-            cold_b += r.bytes;
+            t->cold_n++;
+            t->cold_b += r.bytes;
             continue;
         }
         for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
-        used += np;
-        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(np);
+        t->used += np;
+        if (TenantEntry *te = share_.tenant_row(r.tenant)) te->used_pages.fetch_add(np);
     }
     // Free-slot list, lowest slot first.
     h->slot_free_head = 0;
@@ -711,11 +527,15 @@ void Pool::recover_locked(const char *why) {
         r.next_free = h->slot_free_head;
         h->slot_free_head = i + 1;
     }
-    // 3. Torn page writes: the writer died between locking and unlocking.
-    //    The writer's attach slot is in the page flags; a live writer's page
-    //    is left alone (it is mid-copy). An untagged odd page (the writer was
-    //    between taking the lock and tagging it) is repaired only when no
-    //    process is attached; otherwise it is fixed when its pages are reused.
+}
+
+void Pool::recover_pages_locked(uint64_t live_mask) {
+    const Superblock &s = *sb();
+    // Torn page writes: the writer died between locking and unlocking.
+    // The writer's attach slot is in the page flags; a live writer's page
+    // is left alone (it is mid-copy). An untagged odd page (the writer was
+    // between taking the lock and tagging it) is repaired only when no
+    // process is attached; otherwise it is fixed when its pages are reused.
     for (uint64_t p = 0; p < s.n_pages; p++) {
         PageEntry &pe = pages()[p];
         uint64_t q = pe.seq.load();
@@ -740,21 +560,20 @@ void Pool::recover_locked(const char *why) {
         pe.flags.store(fl & ~(kPageWriterMask | kPageSummary));  // the summary may be of other bytes
         pe.seq.store(q + 1);
     }
-    h->blocks_live.store(live);
-    h->pages_used.store(used);
-    h->cold_blocks.store(cold_n);
-    h->cold_bytes.store(cold_b);
+}
+
+void Pool::store_recovered_totals_locked(const RecoveredTotals &t) {
+    SharedHeader *h = sh();
+    h->blocks_live.store(t.live);
+    h->pages_used.store(t.used);
+    h->cold_blocks.store(t.cold_n);
+    h->cold_bytes.store(t.cold_b);
     if (!process_alive(h->cold_pid.load(), h->cold_start_time)) h->cold_pid.store(0);
-    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(by_dtype[d]);
-    h->blocks_published.store(published);
-    h->shared_bytes.store(shared);
-    h->reclaimed.fetch_add(reclaimed);
+    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(t.by_dtype[d]);
+    h->blocks_published.store(t.published);
+    h->shared_bytes.store(t.shared);
+    h->reclaimed.fetch_add(t.reclaimed);
     h->alloc_cursor = 0;
-    // 4. The hash and translation indexes are derived from the records.
-    rebuild_index_locked();
-    rebuild_xlate_locked();
-    h->epoch.fetch_add(1);
-    h->recoveries.fetch_add(1);
 }
 
 // ---------------------------------------------------------- alloc / free
@@ -814,22 +633,7 @@ bool Pool::find_pages_locked(uint64_t np, uint64_t *first) const {
     return *first != UINT64_MAX;
 }
 
-uint64_t Pool::unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const {
-    const uint64_t max = sb()->max_blocks;
-    uint64_t idx = xlate_[xlate_bucket(tenant, request, layer)];
-    // The chain's head is its newest block: the unit's first match is its latest.
-    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-        const BlockRecord &r = blocks()[idx - 1];
-        if (r.handle.load(std::memory_order_relaxed) && r.tenant == tenant && r.request == request && r.layer == layer)
-            // In L4, or packed (its image went wherever there was room): no run to follow.
-            return (r.tier_seq.load(std::memory_order_relaxed) & 1) || r.packed_pages ? UINT64_MAX
-                                                                                     : r.first_page + r.npages;
-        idx = r.xlate_next.load(std::memory_order_relaxed);
-    }
-    return UINT64_MAX;
-}
-
-int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
     if (dtype < 0 || dtype > 3) return fail(SPECKV_EINVAL, "unknown dtype %d", dtype);
@@ -839,60 +643,57 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
     if (hint && hint->token_count > UINT64_MAX - hint->token_pos)
         return fail(SPECKV_EINVAL, "hint tokens [%" PRIu64 ", +%" PRIu64 ") run past 2^64", hint->token_pos,
                     hint->token_count);
-    uint64_t tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
-    if (!tenant_visible(tenant))
+    *tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
+    if (!tenant_visible(*tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
-                    tenant_id_, tenant);
+                    tenant_id_, *tenant);
     const Superblock &s = *sb();
     // Rounded up without forming bytes + page_size - 1, which wraps for sizes
     // near 2^64 (a block record of 0 pages would be committed).
-    uint64_t np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
-    if (np > s.n_pages || np > UINT32_MAX)  // the record's page count is 32 bits
+    *np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
+    if (*np > s.n_pages || *np > UINT32_MAX)  // the record's page count is 32 bits
         return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
                     s.n_pages);
-    bool rec;
-    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
-relock:
-    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    SharedHeader *h = sh();
-    uint64_t *bm = bitmap();
-    TenantEntry *trow = tenant_row(tenant);
-    if (trow && trow->quota_pages) {
-        auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
-        if (!under()) evict_locked(under, &tenant);
-        if (!under()) {
-            uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
-            unlock();
-            return fail(SPECKV_EQUOTA,
-                        "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
-                        " pages (nothing of it left to evict)",
-                        tenant, used, np, quota);
+    return SPECKV_OK;
+}
+
+int Pool::alloc_quota_locked(TenantEntry *trow, uint64_t tenant, uint64_t np) {
+    if (!trow || !trow->quota_pages) return SPECKV_OK;
+    auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
+    if (!under()) evict_locked(under, &tenant);
+    if (!under()) {
+        uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
+        unlock();
+        return fail(SPECKV_EQUOTA,
+                    "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
+                    " pages (nothing of it left to evict)",
+                    tenant, used, np, quota);
+    }
+    return SPECKV_OK;
+}
+
+bool Pool::alloc_room_locked(AllocPlace *pl) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    const uint64_t *bm = bitmap();
+    const uint64_t after = pl->after, np = pl->np;
+    pl->follows = false;
+    if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
+        uint64_t p = after;
+        while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
+        if (p == after + np) {
+            pl->first = after;
+            pl->follows = true;
+            return true;
         }
     }
-    // Room is a free slot and a run of np free pages. Without it, what dead
-    // processes left is reclaimed first, then unreferenced published blocks
-    // are evicted, least recently used first.
-    uint64_t first = UINT64_MAX, reserved = 0;
-    // Layer-aware placement (docs/tiers.md §10): a block of a (request,
-    // layer) goes right after that unit's latest block when those pages are
-    // free, so a unit's pages form one run for burst reads; a unit's first
-    // block is placed with room for alloc.unit_slack more after it.
-    const bool unit = hint && hint->token_count && unit_slack_;
-    const uint64_t after = unit ? unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
-    bool follows = false;
-    auto room = [&] {
-        follows = false;
-        if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
-            uint64_t p = after;
-            while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
-            if (p == after + np) {
-                first = after;
-                follows = true;
-                return true;
-            }
-        }
-        return find_room_locked(np, &first, unit ? uint64_t(unit_slack_) * np : 0, &reserved);
-    };
+    return find_room_locked(np, &pl->first, pl->unit ? uint64_t(unit_slack_) * np : 0, &pl->reserved);
+}
+
+int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    auto room = [&] { return alloc_room_locked(pl); };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
     // The L4 holder moves the coldest blocks out before anything is evicted:
     // a demoted block keeps its handle and its bytes. The victims are chosen
@@ -900,22 +701,22 @@ relock:
     // threads' and processes' allocations and frees do not wait for this
     // one's I/O; then the allocation starts over (someone may take the room
     // first). After a few rounds lost that way, it demotes holding the lock.
-    if (first == UINT64_MAX && !room() && holder()) {
-        if (offlock_rounds < kOfflockRounds) {
+    if (pl->first == UINT64_MAX && !room() && holder()) {
+        if (*offlock_rounds < kOfflockRounds) {
             std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/false);
             if (batch.size() > cold_batch_) batch.resize(cold_batch_);
             if (!batch.empty()) {
                 unlock();
-                offlock_rounds++;
+                (*offlock_rounds)++;
                 bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
                 clear_error();
-                goto relock;
+                return kAllocRetry;
             }
         }
         demote_locked(room, UINT64_MAX);
     }
-    if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
-    if (first == UINT64_MAX && !room()) {
+    if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
+    if (pl->first == UINT64_MAX && !room()) {
         bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
         uint64_t freep = s.n_pages - h->pages_used.load();
         unlock();
@@ -925,8 +726,15 @@ relock:
         return fail(SPECKV_ENOSPC,
                     "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64
                     " pages free; no evictable published block left)",
-                    np, freep, s.n_pages);
+                    pl->np, freep, s.n_pages);
     }
+    return SPECKV_OK;
+}
+
+uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint) {
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    const uint64_t first = pl.first, np = pl.np;
     uint64_t slot;
     if (h->slot_free_head) {
         slot = h->slot_free_head - 1;
@@ -977,61 +785,54 @@ relock:
     r.crc = record_crc(r);
     uint64_t handle = (gen << kSlotBits) | (slot + 1);
     r.handle.store(handle, std::memory_order_release);  // commit point
-    if (r.token_count) xlate_insert_locked(slot);
+    if (r.token_count) xlate_index_.insert_locked(slot);
+    return handle;
+}
+
+int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+    uint64_t tenant = 0, np = 0;
+    if (int rc = alloc_check_args(bytes, dtype, hint, &tenant, &np); rc != SPECKV_OK) return rc;
+    bool rec;
+    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
+    AllocPlace pl;
+    TenantEntry *trow;
+    for (;;) {
+        if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+        trow = share_.tenant_row(tenant);
+        if (int rc = alloc_quota_locked(trow, tenant, np); rc != SPECKV_OK) return rc;  // unlocked
+        // Room is a free slot and a run of np free pages. Without it, what dead
+        // processes left is reclaimed first, then unreferenced published blocks
+        // are evicted, least recently used first.
+        // Layer-aware placement (docs/tiers.md §10): a block of a (request,
+        // layer) goes right after that unit's latest block when those pages are
+        // free, so a unit's pages form one run for burst reads; a unit's first
+        // block is placed with room for alloc.unit_slack more after it.
+        pl = AllocPlace{};
+        pl.np = np;
+        pl.unit = hint && hint->token_count && unit_slack_;
+        pl.after = pl.unit ? xlate_index_.unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
+        const int rc = alloc_make_room_locked(&pl, &offlock_rounds);
+        if (rc == kAllocRetry) continue;  // unlocked: start over
+        if (rc != SPECKV_OK) return rc;   // unlocked
+        break;
+    }
+    SharedHeader *h = sh();
+    const uint64_t handle = alloc_commit_locked(pl, bytes, dtype, tenant, hint);
     h->blocks_live.fetch_add(1, std::memory_order_relaxed);
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
     h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
     if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
-    if (!follows) h->alloc_cursor = first + np + reserved;  // past the unit's room: other units start beyond it
+    if (!pl.follows) h->alloc_cursor = pl.first + np + pl.reserved;  // past the unit's room: other units start beyond it
     unlock();
     bump(kAllocs);
-    if (after != UINT64_MAX) {
+    if (pl.after != UINT64_MAX) {
         bump(kUnitFollowers);
-        if (follows) bump(kUnitContiguous);
+        if (pl.follows) bump(kUnitContiguous);
     }
     *out = handle;
     return SPECKV_OK;
 }
 
-__attribute__((always_inline)) inline int Pool::resolve(uint64_t handle, BlockView *out) const {
-    uint64_t slot = (handle & ((1u << kSlotBits) - 1));
-    if (handle == 0 || slot == 0 || slot > sb()->max_blocks)
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was never issued by this pool", handle);
-    const BlockRecord &r = blocks()[slot - 1];
-    if (r.handle.load(std::memory_order_acquire) != handle)
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    if (tenant_id_ >= 0 && relaxed_load(r.tenant) != uint64_t(tenant_id_)) [[unlikely]]  // another tenant's: not there
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed, or never issued)", handle);
-    // The placement (first_page, packed_pages) changes in two stores under
-    // the lock (commit_placement_locked), with SharedHeader::move_slot naming
-    // the slot meanwhile and tier_seq bumped before it is cleared: a snapshot
-    // taken across such a change (new first_page, old packed_pages: the new
-    // pages read through the old layout) is taken again, never used.
-    BlockView v;
-    uint64_t deadline = 0;
-    for (uint32_t spins = 0;; spins++) {
-        const uint64_t tseq = r.tier_seq.load(std::memory_order_acquire);
-        v = BlockView{&r, relaxed_load(r.first_page), relaxed_load(r.bytes), relaxed_load(r.npages), relaxed_load(r.dtype),
-                      tseq, relaxed_load(r.packed_pages)};
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (sh()->move_slot.load(std::memory_order_acquire) != slot &&
-            r.tier_seq.load(std::memory_order_relaxed) == tseq) [[likely]]
-            break;
-        if (int rc = wait_move(handle, spins, &deadline); rc != SPECKV_OK) return rc;
-    }
-    const uint64_t tseq = v.tseq;
-    if (tseq & 1) [[unlikely]]
-        v.first_page = 0;  // in L4: no pages here (callers check cold() before touching any)
-    if (!geometry_ok(*sb(), v.first_page, v.packed, v.npages, v.bytes, v.dtype, v.cold())) [[unlikely]] {
-        if (r.handle.load(std::memory_order_acquire) != handle)
-            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed meanwhile", handle);
-        return fail(SPECKV_ECORRUPT, "block record of handle 0x%" PRIx64 " is corrupt", handle);
-    }
-    *out = v;
-    return SPECKV_OK;
-}
-
-int Pool::resolve_outofline(uint64_t handle, BlockView *out) const { return resolve(handle, out); }
 
 int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
     if (spins < 64) return SPECKV_OK;
@@ -1155,7 +956,7 @@ int Pool::free(uint64_t handle) {
 
 void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     SharedHeader *h = sh();
-    if (r.token_count) xlate_remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
+    if (r.token_count) xlate_index_.remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
     r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
     if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
         h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
@@ -1196,7 +997,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
         h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     }
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
     r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
@@ -1208,84 +1009,6 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
 }
 
 // ---------------------------------------------------------------- sharing
-
-namespace {
-bool key_equal(const BlockRecord &r, const uint8_t *hash) {
-    SEQLOCK_IGNORE_BEGIN();
-    bool eq = std::memcmp(r.content_hash, hash, sizeof r.content_hash) == 0;
-    SEQLOCK_IGNORE_END();
-    return eq;
-}
-}  // namespace
-
-uint64_t Pool::bucket_of(uint64_t tenant, const uint8_t *hash) const {
-    if (const Superblock &s = *sb(); s.flags & kSbFlagKeyedIndex) return index_mix(s.reserved, tenant, hash) & bucket_mask_;
-    uint64_t k;
-    std::memcpy(&k, hash, 8);
-    k ^= tenant * 0x9E3779B97F4A7C15ull;
-    k ^= k >> 29;
-    return k & bucket_mask_;
-}
-
-TenantEntry *Pool::tenant_row(uint64_t tenant) const {
-    uint32_t n = std::min<uint32_t>(sh()->tenants_used, kMaxTenants);
-    for (uint32_t i = 0; i < n; i++)
-        if (tenants()[i].tenant == tenant) return &tenants()[i];
-    return nullptr;
-}
-
-uint64_t Pool::find_published_locked(uint64_t tenant, const uint8_t *hash) const {
-    const uint64_t max = sb()->max_blocks;
-    uint64_t idx = std::atomic_ref<uint64_t>(buckets()[bucket_of(tenant, hash)]).load(std::memory_order_acquire);
-    for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-        const BlockRecord &r = blocks()[idx - 1];
-        if (r.handle.load() && (r.state & kBlockPublished) && r.tenant == tenant && key_equal(r, hash)) return idx;
-        idx = r.hash_next.load(std::memory_order_acquire);
-    }
-    return 0;
-}
-
-void Pool::index_insert_locked(uint64_t slot) {
-    // Readers walking this chain see either the old head or the new one:
-    // both are consistent, so an insert needs no seqlock round.
-    BlockRecord &r = blocks()[slot];
-    std::atomic_ref<uint64_t> head(buckets()[bucket_of(r.tenant, r.content_hash)]);
-    r.hash_next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    head.store(slot + 1, std::memory_order_release);
-}
-
-void Pool::index_remove_locked(uint64_t slot) {
-    BlockRecord &r = blocks()[slot];
-    SharedHeader *h = sh();
-    const uint64_t b = bucket_of(r.tenant, r.content_hash);
-    std::atomic_ref<uint64_t> head(buckets()[b]);
-    h->index_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
-    uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
-    for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
-        if (idx == slot + 1) {
-            uint64_t next = r.hash_next.load(std::memory_order_relaxed);
-            if (prev) blocks()[prev - 1].hash_next.store(next, std::memory_order_release);
-            else head.store(next, std::memory_order_release);
-            if (flush_) writeback_range(prev ? static_cast<const void *>(&blocks()[prev - 1]) : &buckets()[b], prev ? sizeof(BlockRecord) : 8);
-            break;
-        }
-        prev = idx;
-        idx = blocks()[idx - 1].hash_next.load(std::memory_order_relaxed);
-    }
-    h->index_seq.fetch_add(1, std::memory_order_seq_cst);
-}
-
-void Pool::rebuild_index_locked() {
-    SharedHeader *h = sh();
-    const Superblock &s = *sb();
-    uint64_t q = h->index_seq.load() | 1;  // odd even if a rebuild was cut short
-    h->index_seq.store(q, std::memory_order_seq_cst);
-    for (uint64_t b = 0; b < s.index_buckets; b++) std::atomic_ref<uint64_t>(buckets()[b]).store(0, std::memory_order_relaxed);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    for (uint64_t i = hwm; i-- > 0;)
-        if (blocks()[i].handle.load() && (blocks()[i].state & kBlockPublished)) index_insert_locked(i);
-    h->index_seq.store(q + 1, std::memory_order_seq_cst);
-}
 
 template <typename Fits>
 uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
@@ -1319,7 +1042,7 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
         // Dying first: a lookup racing us either got its reference in
         // before (we skip the block) or sees Dying and misses.
         if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
-        index_remove_locked(slot);
+        share_.remove_locked(slot, flush_);
         release_block_locked(r, hd);
         h->evictions.fetch_add(1, std::memory_order_relaxed);
         n++;
@@ -1409,13 +1132,13 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     // A bounded chain (issue 27): a bucket already holding kIndexMaxChain
     // blocks takes no more, so no publish walks a long chain under the lock.
     auto chain_full = [&] {
-        uint64_t idx = std::atomic_ref<uint64_t>(buckets()[bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
+        uint64_t idx = std::atomic_ref<uint64_t>(buckets()[share_.bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
         uint64_t n = 0;
         for (; idx && idx <= sb()->max_blocks && n < kIndexMaxChain; n++)
             idx = blocks()[idx - 1].hash_next.load(std::memory_order_acquire);
         return n >= kIndexMaxChain;
     };
-    if (uint64_t e = find_published_locked(r.tenant, hash)) {
+    if (uint64_t e = share_.find_published_locked(r.tenant, hash)) {
         BlockRecord &er = blocks()[e - 1];
         uint64_t eh = er.handle.load();
         me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
@@ -1470,10 +1193,10 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         writeback_range(&pages()[v.first_page], v.stored() * sizeof(PageEntry));
         writeback_range(&r, sizeof r);
     }
-    index_insert_locked(slot);
+    share_.insert_locked(slot);
     if (flush_) {
         writeback_range(&r, sizeof r);
-        writeback_range(&buckets()[bucket_of(r.tenant, r.content_hash)], 8);
+        writeback_range(&buckets()[share_.bucket_of(r.tenant, r.content_hash)], 8);
     }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
@@ -1492,7 +1215,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     AttachRecord &me = h->attach[attach_slot_];
     me.lookups.fetch_add(1, std::memory_order_relaxed);
     const uint64_t max = sb()->max_blocks;
-    std::atomic_ref<uint64_t> head(buckets()[bucket_of(tenant, hash)]);
+    std::atomic_ref<uint64_t> head(buckets()[share_.bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
             // Read what the publishing host wrote back, not stale lines (a
@@ -1520,15 +1243,15 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             sched_yield();
             continue;
         }
-        if (flush_) invalidate_range(&buckets()[bucket_of(tenant, hash)], 8);
+        if (flush_) invalidate_range(&buckets()[share_.bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
             if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
-            if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && key_equal(r, hash) &&
+            if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash) &&
                 acquire_ref(hd, true) == SPECKV_OK) {
-                if (relaxed_load(r.tenant) == tenant && key_equal(r, hash)) return hit(r, hd);
+                if (relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash)) return hit(r, hd);
                 release_ref(hd);
             }
             idx = r.hash_next.load(std::memory_order_acquire);
@@ -1540,7 +1263,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     // The index kept changing under us: look under the lock.
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    uint64_t e = find_published_locked(tenant, hash);
+    uint64_t e = share_.find_published_locked(tenant, hash);
     int rc = e ? acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
     uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
     unlock();
@@ -1554,7 +1277,7 @@ int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
-    TenantEntry *t = tenant_row(tenant);
+    TenantEntry *t = share_.tenant_row(tenant);
     if (!t) {
         if (max_pages == 0) {
             unlock();
@@ -1583,7 +1306,7 @@ int Pool::tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) {
     if (!tenant_visible(tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id)", tenant_id_);
     uint64_t u = 0, q = 0;
-    if (const TenantEntry *t = tenant_row(tenant)) {
+    if (const TenantEntry *t = share_.tenant_row(tenant)) {
         u = t->used_pages.load();
         q = t->quota_pages;
     } else {
@@ -1877,7 +1600,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
         else a.fetch_add(n, std::memory_order_relaxed);
     };
-    bool own = c != shards_[kShards].v;
+    bool own = c != counters_.overflow();
     if (hits) add(c[kHits], hits, own);
     if (misses) {
         add(c[kMisses], misses, own);
@@ -1896,53 +1619,6 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
 
 // ---- codec (docs/codec.md §17)
 
-uint8_t Pool::codec_mode_for(uint32_t hint_flags, uint8_t dtype) const {
-    if (dtype == SPECKV_DTYPE_OPAQUE) return 0;
-    if (hint_flags & SPECKV_HINT_KEYS) return codec_kmode_;
-    if (hint_flags & SPECKV_HINT_VALUES) return codec_vmode_;
-    return codec_mode_;
-}
-
-uint8_t Pool::adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
-    const bool key = hint_flags & SPECKV_HINT_KEYS;
-    const uint64_t k = uint64_t(layer) << 1 | uint64_t(key);
-    const size_t es = codec::dtype_size(dtype);
-    const bool whole = logical == page_size_ && es != 0;
-    {
-        std::lock_guard g(adapt_mu_);
-        if (auto it = adapt_modes_.find(k); it != adapt_modes_.end()) {
-            // Re-chosen every codec.recalibrate pages, on a whole page, as
-            // the layer's data drifts (the first page is one sample).
-            if (!whole || adapt_every_ == 0 || ++it->second.since < adapt_every_) return it->second.mode;
-            it->second.since = 0;
-        }
-    }
-    if (!whole) return 0;  // calibrate on a whole page only
-    // The candidates and budgets of the offline policy (docs/codec.md §10):
-    // keys get the tight budget, values (and unhinted blocks) the loose one.
-    size_t nc = 0;
-    const codec::Mode *cands = codec::adaptive_candidates(key, &nc);
-    SEQLOCK_IGNORE_BEGIN();  // the page is locked by this write
-    codec::Mode m = codec::choose_mode(dtype, page, 1, logical / es, codec::Layout{codec_channels_},
-                                       key ? adapt_err_k_ : adapt_err_, cands, nc);
-    SEQLOCK_IGNORE_END();
-    clear_error();
-    std::lock_guard g(adapt_mu_);
-    auto [it, fresh] = adapt_modes_.try_emplace(k, AdaptState{static_cast<uint8_t>(m), 0});
-    if (fresh) {
-        log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s -> %s", layer, key ? "K" : "V", codec::mode_name(m));
-    } else {
-        adapt_recalibrations_++;
-        if (it->second.mode != static_cast<uint8_t>(m)) {
-            adapt_switches_++;
-            log(SPECKV_LOG_INFO, "codec adaptive: layer %u %s %s -> %s (re-calibrated)", layer, key ? "K" : "V",
-                codec::mode_name(codec::Mode(it->second.mode)), codec::mode_name(m));
-            it->second.mode = static_cast<uint8_t>(m);
-        }
-    }
-    return it->second.mode;
-}
-
 bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
     unsigned char *d = page_data(page);
     size_t es = codec::dtype_size(dtype);
@@ -1953,7 +1629,7 @@ bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8
     size_t cap = codec::max_record_size(logical);
     unsigned char *rec = scratch_of(t_record, cap);
     size_t len = 0;
-    codec::Layout lay{codec_channels_};
+    codec::Layout lay{codec_.channels()};
     if (codec::encode(static_cast<codec::Mode>(mode), dtype, d, logical, lay, rec, cap, &len) != SPECKV_OK) {
         clear_error();
         bump(kEncBypass);
@@ -2189,7 +1865,7 @@ int Pool::prefetch(const speckv_hint *hint) {
         pf_q_.pop_front();
         dropped = true;
     }
-    pf_q_.push_back(PfHint{*hint, pf_clock_.load(std::memory_order_acquire)});
+    pf_q_.push_back(PfHint{*hint, pf_clocks_.now()});
     g.unlock();
     if (dropped) bump(kPfDropped);
     pf_cv_->notify_one();
@@ -2197,21 +1873,6 @@ int Pool::prefetch(const speckv_hint *hint) {
 }
 
 // ------------------------------------------------- stats, inspect, check
-
-std::atomic<uint64_t> *Pool::my_shard() { return shards_[thread_shard()].v; }
-
-void Pool::bump(Counter c, uint64_t n) {
-    int sh = thread_shard();
-    std::atomic<uint64_t> &a = shards_[sh].v[c];
-    if (sh < kShards) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // ours alone
-    else a.fetch_add(n, std::memory_order_relaxed);
-}
-
-uint64_t Pool::total(Counter c) const {
-    uint64_t t = 0;
-    for (int i = 0; i <= kShards; i++) t += shards_[i].v[c].load(std::memory_order_relaxed);
-    return t;
-}
 
 void Pool::stats_local(speckv_pool_stats *st) const {
     const Superblock &s = *sb();
@@ -2374,13 +2035,7 @@ std::string Pool::stats_json() const {
            ",\"placement_distance\":" + std::to_string(placement_.distance);
     // codec.mode = adaptive: the preset id chosen per layer and K/V, as
     // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
-    {
-        std::lock_guard g(adapt_mu_);
-        for (const auto &[k, st] : adapt_modes_)
-            out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(st.mode);
-        out += ",\"codec_recalibrations\":" + std::to_string(adapt_recalibrations_) +
-               ",\"codec_mode_switches\":" + std::to_string(adapt_switches_);
-    }
+    codec_.append_json(&out);
     return out + "}";
 }
 
@@ -2524,15 +2179,69 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
     return SPECKV_OK;
 }
 
+namespace {
+// One line of `speckv pool check`'s report.
+__attribute__((format(printf, 2, 3))) void problem(CheckReport *rep, const char *f, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, f);
+    std::vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    rep->problems.emplace_back(buf);
+}
+}  // namespace
+
+// What check() counts while it walks the block table, then compares with
+// the shared counters.
+struct Pool::CheckTally {
+    uint64_t hwm = 0;
+    std::vector<uint64_t> owned;  // pages some block holds (bitmap)
+    std::vector<unsigned char> buf, dec;
+    uint64_t live = 0, used = 0, published = 0, shared = 0, cold_n = 0, cold_b = 0;
+    uint64_t live_mask = 0;
+    std::vector<uint64_t> live_ids;
+    uint32_t nt = 0;
+    std::vector<uint64_t> tenant_pages;
+};
+
 int Pool::check(CheckReport *rep) const {
     const Superblock &s = *sb();
+    CheckTally t;
+    check_lock_state(rep);
+    t.hwm = sh()->slot_hwm;
+    if (t.hwm > s.max_blocks) {
+        problem(rep, "slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, t.hwm, s.max_blocks);
+        t.hwm = s.max_blocks;
+    }
+    t.owned.assign((s.n_pages + 63) / 64, 0);
+    t.buf.resize(s.page_size);
+    t.dec.resize(s.page_size);
+    for (uint32_t i = 0; i < kMaxAttach; i++) {
+        const AttachRecord &a = sh()->attach[i];
+        if (a.pid.load() && process_alive(a.pid.load(), a.start_time)) {
+            t.live_mask |= uint64_t(1) << i;
+            t.live_ids.push_back(a.id);
+        }
+    }
+    t.nt = std::min<uint32_t>(sh()->tenants_used, kMaxTenants);
+    t.tenant_pages.assign(t.nt, 0);
+    for (uint64_t i = 0; i < s.max_blocks; i++) check_block(i, &t, rep);
+    check_counters(t, rep);
+    check_free_list(t.hwm, rep);
+    for (const auto &a : sh()->attach) {
+        uint32_t pid = a.pid.load();
+        if (pid && !process_alive(pid, a.start_time))
+            problem(rep, "process %u is recorded as attached but is gone (recovered on the next open)", pid);
+    }
+    share_.check(t.hwm, t.published, &rep->problems);
+    xlate_index_.check(t.hwm, &rep->problems);
+    check_shared_counters(t, rep);
+    return SPECKV_OK;
+}
+
+void Pool::check_lock_state(CheckReport *rep) const {
     const SharedHeader *h = sh();
-    auto problem = [&](const char *f, auto... a) {
-        char buf[512];
-        std::snprintf(buf, sizeof buf, f, a...);
-        rep->problems.emplace_back(buf);
-    };
-    if (h->lock_magic != kLockMagic) problem("the pool lock is not initialised (metadata corrupt)");
+    if (h->lock_magic != kLockMagic) problem(rep, "the pool lock is not initialised (metadata corrupt)");
     // The robust lock's word: the kernel marks it FUTEX_OWNER_DIED when its
     // holder dies. Whatever that holder was changing (an alloc, a publish,
     // recovery itself rebuilding the bitmap and index) is half-done; the next
@@ -2541,181 +2250,150 @@ int Pool::check(CheckReport *rep) const {
     if (h->lock_magic == kLockMagic &&
         (__atomic_load_n(&h->lock.__data.__lock, __ATOMIC_ACQUIRE) & kFutexOwnerDied)) {
         rep->recovery_pending = true;
-        problem("a process died holding the pool lock (perhaps inside recovery): what it was changing is half-done "
+        problem(rep, "a process died holding the pool lock (perhaps inside recovery): what it was changing is half-done "
                 "and is recovered at the next open (or `speckv pool check --repair`); the problems below may be that");
     }
     if (h->move_slot.load())
-        problem("a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
-    uint64_t hwm = h->slot_hwm;
-    if (hwm > s.max_blocks) {
-        problem("slot high-water mark %" PRIu64 " exceeds max_blocks %" PRIu64, hwm, s.max_blocks);
-        hwm = s.max_blocks;
+        problem(rep, "a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
+}
+
+void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
+    const Superblock &s = *sb();
+    const BlockRecord &r = blocks()[i];
+    uint64_t hd = r.handle.load();
+    if (!hd) return;
+    if (i >= t->hwm) {
+        problem(rep, "block slot %" PRIu64 " is live above the high-water mark", i);
+        return;
     }
-    std::vector<uint64_t> owned((s.n_pages + 63) / 64, 0);
-    std::vector<unsigned char> buf(s.page_size), dec(s.page_size);
-    uint64_t live = 0, used = 0, published = 0, shared = 0, cold_n = 0, cold_b = 0;
-    uint64_t live_mask = 0;
-    std::vector<uint64_t> live_ids;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        const AttachRecord &a = h->attach[i];
-        if (a.pid.load() && process_alive(a.pid.load(), a.start_time)) {
-            live_mask |= uint64_t(1) << i;
-            live_ids.push_back(a.id);
-        }
+    rep->blocks_checked++;
+    if ((hd & ((1u << kSlotBits) - 1)) != i + 1 || (hd >> kSlotBits) != r.generation) {
+        problem(rep, "block slot %" PRIu64 ": handle 0x%" PRIx64 " does not match the slot", i, hd);
+        return;
     }
-    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
-    std::vector<uint64_t> tenant_pages(nt, 0);
-    for (uint64_t i = 0; i < s.max_blocks; i++) {
-        const BlockRecord &r = blocks()[i];
-        uint64_t hd = r.handle.load();
-        if (!hd) continue;
-        if (i >= hwm) {
-            problem("block slot %" PRIu64 " is live above the high-water mark", i);
-            continue;
-        }
-        rep->blocks_checked++;
-        if ((hd & ((1u << kSlotBits) - 1)) != i + 1 || (hd >> kSlotBits) != r.generation) {
-            problem("block slot %" PRIu64 ": handle 0x%" PRIx64 " does not match the slot", i, hd);
-            continue;
-        }
-        if (record_crc(r) != r.crc) {
-            problem("block 0x%" PRIx64 ": record checksum mismatch", hd);
-            continue;
-        }
-        const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
-        const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
-        if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
-            problem("block 0x%" PRIx64 ": geometry out of bounds", hd);
-            continue;
-        }
-        live++;
-        if (cold) {
-            cold_n++;
-            cold_b += r.bytes;
-        } else {
-            used += np;
-            for (uint32_t t = 0; t < nt; t++)
-                if (tenants()[t].tenant == r.tenant) tenant_pages[t] += np;
-        }
-        uint64_t holders = r.holders.load();
-        if (r.state & kBlockPublished) {
-            published++;
-            shared += r.bytes;
-            if (holders & kHoldersDying) problem("block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
-            if (holders & ~kHoldersDying & ~live_mask)
-                problem("block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
-            if (find_published_locked(r.tenant, r.content_hash) != i + 1)
-                problem("block 0x%" PRIx64 " is published but the hash index does not find it", hd);
-        } else {
-            if (holders & ~live_mask)
-                problem("block 0x%" PRIx64 " is unpublished and pinned by processes that are gone (repair drops them)", hd);
-            if (r.owner && std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end())
-                problem("block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
-        }
-        if (!cold && r.packed_pages) check_packed(r, hd, rep);
-        for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) {
-            if (owned[p / 64] >> (p % 64) & 1) problem("page %" PRIu64 " belongs to two blocks", p);
-            owned[p / 64] |= uint64_t(1) << (p % 64);
-            if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem("page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
-            const PageEntry &pe = pages()[p];
-            uint64_t q = pe.seq.load();
-            uint32_t fl = pe.flags.load();
-            if (q & 1) {
-                problem("page %" PRIu64 " of block 0x%" PRIx64 ": a write is in progress or was torn by a crash", p, hd);
-                continue;
-            }
-            if (fl & kPageQuarantined) problem("page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
-            if (bool(fl & kPagePacked) != bool(r.packed_pages))
-                problem("page %" PRIu64 " of block 0x%" PRIx64 " %s", p, hd,
-                    fl & kPagePacked ? "is flagged as a packed image's, but its block is not packed"
-                                     : "is not flagged as a packed image's, but its block is packed");
-            if (fl & kPageZero) continue;
-            copy_from_pool(buf.data(), page_data(p), s.page_size);
-            uint32_t got = crc32c(0, buf.data(), s.page_size);
-            rep->pages_verified++;
-            if (got != pe.crc.load() && pe.seq.load() == q) {
-                problem("page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
-                        pe.crc.load(), got);
-                continue;
-            }
-            if ((fl & kPageSummary) && summaries_) {
-                const unsigned char *sm = summaries_ + p * summary_bytes_;
-                uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
-                size_t need = nmp::summary_size(ch);
-                if ((need > summary_bytes_ || nmp::check_summary(sm, need, ch) != SPECKV_OK) && pe.seq.load() == q)
-                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": its summary fails its checks (%s)", p, hd,
-                            need > summary_bytes_ ? "channel count too large" : last_error());
-                clear_error();
-            }
-            if (fl & kPageCoded) {
-                codec::Header ch;
-                size_t n = 0;
-                int rc = codec::peek_header(buf.data(), s.page_size, &ch);
-                if (rc == SPECKV_OK) rc = codec::decode(buf.data(), ch.record_len(), dec.data(), dec.size(), &n);
-                if (rc != SPECKV_OK && pe.seq.load() == q)
-                    problem("page %" PRIu64 " of block 0x%" PRIx64 ": codec record does not decode (%s)", p, hd, last_error());
-                clear_error();
-            }
-        }
+    if (record_crc(r) != r.crc) {
+        problem(rep, "block 0x%" PRIx64 ": record checksum mismatch", hd);
+        return;
     }
+    const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
+    const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
+    if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
+        problem(rep, "block 0x%" PRIx64 ": geometry out of bounds", hd);
+        return;
+    }
+    t->live++;
+    if (cold) {
+        t->cold_n++;
+        t->cold_b += r.bytes;
+    } else {
+        t->used += np;
+        for (uint32_t k = 0; k < t->nt; k++)
+            if (tenants()[k].tenant == r.tenant) t->tenant_pages[k] += np;
+    }
+    uint64_t holders = r.holders.load();
+    if (r.state & kBlockPublished) {
+        t->published++;
+        t->shared += r.bytes;
+        if (holders & kHoldersDying) problem(rep, "block 0x%" PRIx64 ": an eviction was cut short (repair finishes it)", hd);
+        if (holders & ~kHoldersDying & ~t->live_mask)
+            problem(rep, "block 0x%" PRIx64 ": holds references of processes that are gone (repair drops them)", hd);
+        if (share_.find_published_locked(r.tenant, r.content_hash) != i + 1)
+            problem(rep, "block 0x%" PRIx64 " is published but the hash index does not find it", hd);
+    } else {
+        if (holders & ~t->live_mask)
+            problem(rep, "block 0x%" PRIx64 " is unpublished and pinned by processes that are gone (repair drops them)", hd);
+        if (r.owner && std::find(t->live_ids.begin(), t->live_ids.end(), r.owner) == t->live_ids.end())
+            problem(rep, "block 0x%" PRIx64 " is an unpublished block of a process that is gone (repair reclaims it)", hd);
+    }
+    if (!cold && r.packed_pages) check_packed(r, hd, rep);
+    for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) check_block_page(r, hd, p, t, rep);
+}
+
+void Pool::check_block_page(const BlockRecord &r, uint64_t hd, uint64_t p, CheckTally *t, CheckReport *rep) const {
+    const Superblock &s = *sb();
+    if (t->owned[p / 64] >> (p % 64) & 1) problem(rep, "page %" PRIu64 " belongs to two blocks", p);
+    t->owned[p / 64] |= uint64_t(1) << (p % 64);
+    if (!(bitmap()[p / 64] >> (p % 64) & 1)) problem(rep, "page %" PRIu64 " is used by block 0x%" PRIx64 " but marked free", p, hd);
+    const PageEntry &pe = pages()[p];
+    uint64_t q = pe.seq.load();
+    uint32_t fl = pe.flags.load();
+    if (q & 1) {
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": a write is in progress or was torn by a crash", p, hd);
+        return;
+    }
+    if (fl & kPageQuarantined) problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 " is quarantined", p, hd);
+    if (bool(fl & kPagePacked) != bool(r.packed_pages))
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 " %s", p, hd,
+            fl & kPagePacked ? "is flagged as a packed image's, but its block is not packed"
+                             : "is not flagged as a packed image's, but its block is packed");
+    if (fl & kPageZero) return;
+    copy_from_pool(t->buf.data(), page_data(p), s.page_size);
+    uint32_t got = crc32c(0, t->buf.data(), s.page_size);
+    rep->pages_verified++;
+    if (got != pe.crc.load() && pe.seq.load() == q) {
+        problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": CRC32C mismatch (stored %08x, computed %08x)", p, hd,
+                pe.crc.load(), got);
+        return;
+    }
+    if ((fl & kPageSummary) && summaries_) {
+        const unsigned char *sm = summaries_ + p * summary_bytes_;
+        uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+        size_t need = nmp::summary_size(ch);
+        if ((need > summary_bytes_ || nmp::check_summary(sm, need, ch) != SPECKV_OK) && pe.seq.load() == q)
+            problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": its summary fails its checks (%s)", p, hd,
+                    need > summary_bytes_ ? "channel count too large" : last_error());
+        clear_error();
+    }
+    if (fl & kPageCoded) {
+        codec::Header ch;
+        size_t n = 0;
+        int rc = codec::peek_header(t->buf.data(), s.page_size, &ch);
+        if (rc == SPECKV_OK) rc = codec::decode(t->buf.data(), ch.record_len(), t->dec.data(), t->dec.size(), &n);
+        if (rc != SPECKV_OK && pe.seq.load() == q)
+            problem(rep, "page %" PRIu64 " of block 0x%" PRIx64 ": codec record does not decode (%s)", p, hd, last_error());
+        clear_error();
+    }
+}
+
+void Pool::check_counters(const CheckTally &t, CheckReport *rep) const {
+    const SharedHeader *h = sh();
     uint64_t leaked = 0;
-    for (uint64_t w = 0; w < owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~owned[w]);
-    if (leaked) problem("%" PRIu64 " pages are marked used but belong to no block (reclaimed by recovery)", leaked);
-    if (h->blocks_live.load() != live)
-        problem("live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), live);
-    if (h->pages_used.load() != used + leaked)
-        problem("used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), used + leaked);
-    if (h->cold_blocks.load() != cold_n || h->cold_bytes.load() != cold_b)
-        problem("L4 counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the block table holds %" PRIu64 " / %" PRIu64,
-                h->cold_blocks.load(), h->cold_bytes.load(), cold_n, cold_b);
+    for (uint64_t w = 0; w < t.owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~t.owned[w]);
+    if (leaked) problem(rep, "%" PRIu64 " pages are marked used but belong to no block (reclaimed by recovery)", leaked);
+    if (h->blocks_live.load() != t.live)
+        problem(rep, "live-block counter says %" PRIu64 ", the block table holds %" PRIu64, h->blocks_live.load(), t.live);
+    if (h->pages_used.load() != t.used + leaked)
+        problem(rep, "used-page counter says %" PRIu64 ", the bitmap holds %" PRIu64, h->pages_used.load(), t.used + leaked);
+    if (h->cold_blocks.load() != t.cold_n || h->cold_bytes.load() != t.cold_b)
+        problem(rep, "L4 counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the block table holds %" PRIu64 " / %" PRIu64,
+                h->cold_blocks.load(), h->cold_bytes.load(), t.cold_n, t.cold_b);
+}
+
+void Pool::check_free_list(uint64_t hwm, CheckReport *rep) const {
+    const Superblock &s = *sb();
     uint64_t n = 0;
-    for (uint64_t f = h->slot_free_head; f; n++) {
+    for (uint64_t f = sh()->slot_free_head; f; n++) {
         if (f > hwm || n > s.max_blocks) {
-            problem("free-slot list is damaged");
+            problem(rep, "free-slot list is damaged");
             break;
         }
         if (blocks()[f - 1].handle.load()) {
-            problem("free-slot list holds live slot %" PRIu64, f - 1);
+            problem(rep, "free-slot list holds live slot %" PRIu64, f - 1);
             break;
         }
         f = blocks()[f - 1].next_free;
     }
-    for (const auto &a : h->attach) {
-        uint32_t pid = a.pid.load();
-        if (pid && !process_alive(pid, a.start_time))
-            problem("process %u is recorded as attached but is gone (recovered on the next open)", pid);
-    }
-    // The hash index: every chain short and made of live published blocks
-    // in the right bucket; as many entries as published blocks.
-    if (h->index_seq.load() & 1) problem("the hash index was being changed by a process that is gone (repair rebuilds it)");
-    uint64_t entries = 0;
-    for (uint64_t b = 0; b < s.index_buckets; b++) {
-        uint64_t idx = buckets()[b];
-        for (uint64_t steps = 0; idx; steps++) {
-            if (idx > hwm || steps > s.max_blocks) {
-                problem("hash index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
-                break;
-            }
-            const BlockRecord &r = blocks()[idx - 1];
-            if (!r.handle.load() || !(r.state & kBlockPublished) || bucket_of(r.tenant, r.content_hash) != b) {
-                problem("hash index bucket %" PRIu64 " links slot %" PRIu64 ", which is not a published block of it", b, idx - 1);
-                break;
-            }
-            entries++;
-            idx = r.hash_next.load();
-        }
-    }
-    if (entries != published)
-        problem("the hash index holds %" PRIu64 " entries for %" PRIu64 " published blocks", entries, published);
-    check_xlate(rep, hwm);
-    if (h->blocks_published.load() != published || h->shared_bytes.load() != shared)
-        problem("published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
-                h->blocks_published.load(), h->shared_bytes.load(), published, shared);
-    for (uint32_t t = 0; t < nt; t++)
-        if (tenants()[t].used_pages.load() != tenant_pages[t])
-            problem("tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
-                    tenants()[t].tenant, tenants()[t].used_pages.load(), tenant_pages[t]);
-    return SPECKV_OK;
+}
+
+void Pool::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
+    const SharedHeader *h = sh();
+    if (h->blocks_published.load() != t.published || h->shared_bytes.load() != t.shared)
+        problem(rep, "published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
+                h->blocks_published.load(), h->shared_bytes.load(), t.published, t.shared);
+    for (uint32_t k = 0; k < t.nt; k++)
+        if (tenants()[k].used_pages.load() != t.tenant_pages[k])
+            problem(rep, "tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
+                    tenants()[k].tenant, tenants()[k].used_pages.load(), t.tenant_pages[k]);
 }
 
 int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
@@ -2735,118 +2413,7 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
         case Scheme::Anon:
             return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: nothing to reset from outside");
     }
-    return reset_mapping(std::move(m), uri.target, even_if_attached);
-}
-
-std::vector<uint32_t> Pool::live_pids(const Mapping &m) {
-    std::vector<uint32_t> out;
-    if (validate_superblock(m, "pool") != SPECKV_OK) return out;
-    Superblock s;
-    std::memcpy(&s, m.base(), sizeof s);
-    const auto *h = reinterpret_cast<const SharedHeader *>(m.base() + s.shared_off);
-    for (const AttachRecord &a : h->attach) {
-        uint32_t pid = a.pid.load();
-        if (pid && pid != static_cast<uint32_t>(getpid()) && process_alive(pid, a.start_time)) out.push_back(pid);
-    }
-    return out;
-}
-
-int Pool::reset_mapping(Mapping &&m, const std::string &path, bool even_if_attached) {
-    if (int rc = validate_superblock(m, path.c_str()); rc != SPECKV_OK) return rc;
-    std::unique_ptr<Pool> p(new Pool);
-    p->map_ = std::move(m);
-    p->bind_layout();
-    const Superblock &s = *p->sb();
-    SharedHeader *h = p->sh();
-    std::vector<uint32_t> others = live_pids(p->map_);
-    std::string list;
-    for (uint32_t pid : others) list += (list.empty() ? "" : ", ") + std::to_string(pid);
-    if (!others.empty() && !even_if_attached)
-        return fail(SPECKV_EBUSY, "processes are attached to '%s' (pid %s): stop them before a reset", path.c_str(),
-                    list.c_str());
-    // With processes attached the wipe happens under the pool lock and their
-    // attach records stay: their handles and references simply stop being
-    // valid. A pool whose lock is damaged gets a new one (nobody can be
-    // using it then, or the lock would not be damaged).
-    bool locked = false;
-    if (h->lock_magic == kLockMagic) {
-        timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 5;
-        int e = pthread_mutex_timedlock(&h->lock, &ts);
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&h->lock);
-        if (e == 0 || e == EOWNERDEAD) locked = true;
-        else if (!others.empty())
-            return fail(SPECKV_EBUSY, "'%s': the pool lock is held by an attached process (pid %s): not reset", path.c_str(),
-                        list.c_str());
-    }
-    // Keep each slot's generation so handles issued before stay unique.
-    for (uint64_t i = 0; i < s.max_blocks; i++) {
-        BlockRecord &r = p->blocks()[i];
-        uint64_t gen = std::min(r.generation, kMaxGeneration);
-        r.handle.store(0);
-        std::memset(reinterpret_cast<unsigned char *>(&r) + 8, 0, sizeof r - 8);
-        r.generation = gen;
-    }
-    // Page sequence numbers keep growing (cached copies must never match).
-    for (uint64_t q = 0; q < s.n_pages; q++) {
-        PageEntry &pe = p->pages()[q];
-        pe.flags.store(0);
-        pe.crc.store(0);
-        pe.seq.store((pe.seq.load() | 1) + 1);
-    }
-    std::memset(p->bitmap(), 0, (s.n_pages + 63) / 64 * 8);
-    std::memset(p->buckets(), 0, s.index_buckets * 8);
-    std::memset(p->xlate_, 0, s.index_buckets * 8);
-    std::memset(static_cast<void *>(p->tenants()), 0, kMaxTenants * sizeof(TenantEntry));
-    uint64_t epoch = h->epoch.load() + 1, recoveries = h->recoveries.load();
-    uint64_t next_id = h->next_attach_id, iseq = (h->index_seq.load() | 1) + 1, xseq = (h->xlate_seq.load() | 1) + 1;
-    // The attached processes' records, as bytes (they hold atomics).
-    std::vector<std::pair<uint32_t, std::array<unsigned char, sizeof(AttachRecord)>>> keep;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        uint32_t pid = h->attach[i].pid.load();
-        if (locked && pid && std::find(others.begin(), others.end(), pid) != others.end()) {
-            keep.emplace_back(i, std::array<unsigned char, sizeof(AttachRecord)>{});
-            std::memcpy(keep.back().second.data(), static_cast<const void *>(&h->attach[i]), sizeof(AttachRecord));
-        }
-    }
-    if (locked) {
-        // Everything after the lock itself.
-        size_t from = offsetof(SharedHeader, lock_magic);
-        std::memset(reinterpret_cast<unsigned char *>(h) + from, 0, sizeof *h - from);
-    } else {
-        std::memset(static_cast<void *>(h), 0, sizeof *h);
-        new (h) SharedHeader;
-        pthread_mutexattr_t a;
-        pthread_mutexattr_init(&a);
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        pthread_mutex_init(&h->lock, &a);
-        pthread_mutexattr_destroy(&a);
-    }
-    h->lock_magic = kLockMagic;
-    h->epoch.store(epoch);
-    h->recoveries.store(recoveries);
-    h->next_attach_id = next_id;  // attach ids are never reused: they own blocks
-    h->index_seq.store(iseq);
-    h->xlate_seq.store(xseq);
-    for (auto &[i, a] : keep) {
-        std::memcpy(static_cast<void *>(&h->attach[i]), a.data(), sizeof(AttachRecord));
-        h->attach[i].lookups.store(0);
-        h->attach[i].lookup_hits.store(0);
-        h->attach[i].dedup_bytes.store(0);
-    }
-    h->attached = static_cast<uint32_t>(keep.size());
-    h->clean.store(keep.empty() ? 1 : 0);
-    // Every slot is free again, lowest first.
-    h->slot_hwm = s.max_blocks;
-    for (uint64_t i = s.max_blocks; i-- > 0;) {
-        if (p->blocks()[i].generation >= kMaxGeneration) continue;
-        p->blocks()[i].next_free = h->slot_free_head;
-        h->slot_free_head = i + 1;
-    }
-    if (locked) pthread_mutex_unlock(&h->lock);
-    return SPECKV_OK;
+    return reset_pool_mapping(std::move(m), uri.target, even_if_attached);
 }
 
 }  // namespace speckv

@@ -23,11 +23,18 @@
 #include "config/config.h"
 #include "tiers/heat.h"
 #include "tiers/page_cache.h"
+#include "pool/codec_choice.h"
+#include "pool/counters.h"
+#include "pool/image.h"
+#include "pool/log.h"
 #include "pool/pool_format.h"
+#include "prefetch/aliases.h"
+#include "share/share_table.h"
 #include "prefetch/prefetch_ctl.h"
 #include "speckv.h"
 #include "tiers/tier_buffers.h"
 #include "pool/tlb.h"
+#include "pool/xlate_index.h"
 
 namespace speckv {
 
@@ -151,8 +158,6 @@ class Pool {
     // even_if_attached: wipe under the pool lock although live processes
     // are attached (their handles and references become invalid).
     static int reset_uri(const std::string &uri, bool even_if_attached = false);
-    // Live processes (other than this one) attached to the pool in `m`.
-    static std::vector<uint32_t> live_pids(const Mapping &m);
 
     bool read_only() const { return !map_.writable(); }
     // The raw mapping, for tools and tests that need the pool's bytes.
@@ -162,22 +167,26 @@ class Pool {
 
   private:
     Pool() = default;
-    static int validate_superblock(const Mapping &m, const char *where);
-    static int reset_mapping(Mapping &&m, const std::string &where, bool even_if_attached);
     int attach();
     int lock(bool *recovered);
     void unlock();
     void recover_locked(const char *why);
+    // recover_locked's steps, in order (docs/pool-format.md "Recovery").
+    struct RecoveredTotals {
+        uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
+        uint64_t cold_n = 0, cold_b = 0;
+    };
+    uint64_t recover_attach_locked(std::vector<uint64_t> *live_ids);  // returns the live attach slots' mask
+    void finish_cut_move_locked(uint64_t hwm);
+    void recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t);
+    void recover_pages_locked(uint64_t live_mask);
+    void store_recovered_totals_locked(const RecoveredTotals &t);
     bool any_dead_locked() const;
     // Sharing internals, all under the lock unless said otherwise.
-    uint64_t bucket_of(uint64_t tenant, const uint8_t *hash) const;
     uint64_t *buckets() const { return buckets_; }
     fmt::TenantEntry *tenants() const { return tenants_; }
-    fmt::TenantEntry *tenant_row(uint64_t tenant) const;
-    uint64_t find_published_locked(uint64_t tenant, const uint8_t *hash) const;  // slot + 1, or 0
-    void index_insert_locked(uint64_t slot);
-    void index_remove_locked(uint64_t slot);
-    void rebuild_index_locked();
+    // Tenant rows and the hash index of published blocks (share/share_table.h).
+    ShareTable share_;
     // Frees a live block's slot and pages (the caller checked it may go).
     void release_block_locked(fmt::BlockRecord &r, uint64_t handle);
     // Evicts unreferenced published blocks, least recently used first, until
@@ -190,21 +199,24 @@ class Pool {
     int acquire_ref(uint64_t handle, bool need_published);
     int release_ref(uint64_t handle);
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
-    // Translation index (lib/pool/pool_tiers.cc), under the lock unless said otherwise.
-    uint64_t xlate_bucket(uint64_t tenant, uint64_t request, uint32_t layer) const;
-    void xlate_insert_locked(uint64_t slot);
-    void xlate_remove_locked(uint64_t slot);
-    void rebuild_xlate_locked();
-    // Lock-free: live blocks of (tenant, request, layer); with pos != ~0 only
-    // the one covering pos. Retries while the index changes.
+    // Translation index (pool/xlate_index.h). xlate_collect: lock-free
+    // (retries while the index changes), under the lock if it keeps changing.
+    XlateIndex xlate_index_;
     void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
-    void check_xlate(CheckReport *rep, uint64_t hwm) const;
+    // check()'s steps, in report order.
+    struct CheckTally;
+    void check_lock_state(CheckReport *rep) const;
+    void check_block(uint64_t slot, CheckTally *t, CheckReport *rep) const;
+    void check_block_page(const fmt::BlockRecord &r, uint64_t hd, uint64_t page, CheckTally *t, CheckReport *rep) const;
+    void check_counters(const CheckTally &t, CheckReport *rep) const;
+    void check_free_list(uint64_t hwm, CheckReport *rep) const;
+    void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
     // Prefetcher (lib/pool/pool_tiers.cc).
     int init_tiers(const Config &cfg);
     int start_prefetcher();
     void stop_prefetcher();
     void prefetch_worker();
-    // A queued hint, with the read-step clock (pf_clock_) when it was given.
+    // A queued hint, with the read-step clock (pf_clocks_) when it was given.
     struct PfHint {
         speckv_hint h;
         uint64_t clock;
@@ -233,7 +245,7 @@ class Pool {
         // Whether the block left the pages this view names (a move since resolve).
         bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
-    int resolve(uint64_t handle, BlockView *out) const;
+    int resolve(uint64_t handle, BlockView *out) const;  // inline: pool/resolve.h
     // The one check of a block record's placement and size, the record's
     // validating accessor (docs/pool-format.md "Validation"): resolve() (so
     // every live access), recovery, check, the L4 demotion's view and the
@@ -247,7 +259,6 @@ class Pool {
                bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
                (cold || (first < s.n_pages && stored <= s.n_pages - first));
     }
-    int resolve_outofline(uint64_t handle, BlockView *out) const;  // for other translation units
     // resolve() found the block's placement mid-change: spin, then yield;
     // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
     int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
@@ -286,11 +297,10 @@ class Pool {
     // Codec (docs/codec.md §17): pages of FP16/BF16/FP32 blocks stored as
     // records. The preset for a block: codec.key_mode / value_mode by its
     // hint flags, else codec.mode; 0 (raw) = in clear.
-    uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const;
-    // codec.mode = adaptive (docs/codec.md §17.1): the preset of (layer, K or
-    // V), chosen by measurement from the first whole page this process
-    // stores of it and kept; 0 (in clear) for a partial page before that.
-    uint8_t adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype);
+    uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const { return codec_.mode_for(hint_flags, dtype); }
+    uint8_t adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
+        return codec_.adaptive(layer, hint_flags, page, logical, page_size_, dtype, log_);
+    }
     // With page `page` locked and its slot holding `logical` bytes in clear:
     // replaces them by the record (zero tail) if the codec shrinks them, and
     // puts the values a read will return in `decoded` (page_size bytes).
@@ -352,9 +362,18 @@ class Pool {
     // A run of np free pages (first fit from the allocation cursor), no slot
     // needed: for a block that moves (pack, unpack). Under the lock.
     bool find_pages_locked(uint64_t np, uint64_t *first) const;
-    // Layer-aware placement: the page just past the latest block of (tenant,
-    // request, layer), or UINT64_MAX. Under the lock.
-    uint64_t unit_end_locked(uint64_t tenant, uint64_t request, uint32_t layer) const;
+    // alloc()'s steps. The _locked ones that fail unlock first.
+    struct AllocPlace {
+        uint64_t np = 0, first = UINT64_MAX, reserved = 0;
+        uint64_t after = UINT64_MAX;  // the unit's end (layer-aware placement), or UINT64_MAX
+        bool unit = false, follows = false;
+    };
+    static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
+    int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
+    int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
+    bool alloc_room_locked(AllocPlace *pl) const;
+    int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
+    uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
 
     // L4 cold tier (lib/pool/pool_cold.cc, docs/tiers.md §9). One process holds
     // it (cold_ != null): it alone moves blocks between L3 and L4.
@@ -381,6 +400,15 @@ class Pool {
     // and only the commit takes it. Returns how many moved; *why (may be
     // null): SPECKV_OK if any moved, else why none did.
     uint64_t demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why = nullptr);
+    // demote_slots' steps: snapshot a block (claim it, copy its pages under
+    // their sequence locks), then, after the L4 write, commit it under the lock.
+    struct DemoteVictim;
+    struct DemoteWhy;
+    bool demote_claim(uint64_t handle);
+    void demote_unclaim(uint64_t handle);
+    bool demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVictim *out);
+    bool demote_copy_pages(DemoteVictim *v, uint32_t *data_pages);
+    bool demote_commit_locked(const DemoteVictim &v, uint64_t mine);
     // Under the lock: demotion candidates, coldest first (slots).
     std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
@@ -389,7 +417,6 @@ class Pool {
     // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
     // once for a block in the pool.
     int ensure_hot(uint64_t handle, BlockView *v);
-    int ensure_hot_outofline(uint64_t handle, BlockView *v) { return ensure_hot(handle, v); }
     // Called by release_block_locked for a block in L4: its L4 copy goes.
     void cold_forget_locked(uint64_t handle);
     // A process that does not hold L4 asks the holder to bring a block back
@@ -421,7 +448,6 @@ class Pool {
     fmt::BlockRecord *blocks_ = nullptr;
     uint64_t *bitmap_ = nullptr;
     uint64_t *buckets_ = nullptr;
-    uint64_t *xlate_ = nullptr;   // translation-index bucket heads (index_buckets of them)
     unsigned char *summaries_ = nullptr;  // page summary slots (summary_bytes_ each), or none
     uint32_t summary_bytes_ = 0;
     uint32_t select_channels_ = 0;  // config select.channels: K rows summarised at write (0 = off)
@@ -431,18 +457,8 @@ class Pool {
     uint64_t bucket_mask_ = 0;
     unsigned char *data_ = nullptr;
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
-    uint8_t codec_mode_ = 0, codec_kmode_ = 0, codec_vmode_ = 0;  // codec::Mode ids
-    uint32_t codec_channels_ = 1;
+    CodecChoice codec_;  // which preset a page is stored with (pool/codec_choice.h)
     uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
-    double adapt_err_ = 0.05, adapt_err_k_ = 0.005;  // codec.max_err_milli, codec.max_err_k_milli
-    mutable std::mutex adapt_mu_;
-    struct AdaptState {
-        uint8_t mode;          // codec::Mode in use
-        uint32_t since;        // pages encoded with it since it was (re)chosen
-    };
-    std::map<uint64_t, AdaptState> adapt_modes_;  // layer << 1 | is_key -> choice, under adapt_mu_
-    uint64_t adapt_recalibrations_ = 0, adapt_switches_ = 0;  // under adapt_mu_
-    uint32_t adapt_every_ = 256;  // codec.recalibrate: pages between re-choices (0 = never)
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References this process holds to published blocks, by slot: the
@@ -479,17 +495,9 @@ class Pool {
     // holds a copy of this object but not the thread (never joined there).
     std::unique_ptr<std::thread> pf_thread_;
     pid_t pf_pid_ = 0;
-    // Reader progress (docs/tiers.md "Stale hints"): pf_clock_ counts the unit
-    // steps this process's readers started; pf_unit_clock_ maps a unit
-    // (tenant, request, layer), hashed, to the clock its latest step started
-    // at (tag << 48 | clock). A hint or planned unit whose step has started
-    // and ended since the hint was given is stale: not fetched, counted.
-    static constexpr size_t kPfUnitSlots = 1 << 14;
-    std::atomic<uint64_t> pf_clock_{0};
-    std::unique_ptr<std::atomic<uint64_t>[]> pf_unit_clock_ = std::make_unique<std::atomic<uint64_t>[]>(kPfUnitSlots);
-    void pf_mark_started(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t clock);
-    // The reader has started the unit since `since` and begun a later step after it.
-    bool pf_read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const;
+    // Reader progress (docs/tiers.md "Stale hints"; prefetch/aliases.h): the
+    // unit steps this process's readers started, and when each unit was.
+    ReaderClocks pf_clocks_;
     // request -> (tenant, last hinted token position), from hints (worker thread only)
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
     // shared-block attribution (process-local; lib/pool/pool_tiers.cc, docs/tiers.md
@@ -501,39 +509,13 @@ class Pool {
     // the reader use. Aliases are hints, re-resolved (generation-checked) at
     // every use and dropped when stale; at most kMaxAliases of them.
     struct ReadStep;
-    struct Alias {
-        uint64_t handle, token_pos, token_count;
-    };
-    struct AliasKey {
-        uint64_t tenant, request;
-        uint32_t layer;
-        bool operator==(const AliasKey &o) const { return tenant == o.tenant && request == o.request && layer == o.layer; }
-    };
-    struct AliasKeyHash {
-        size_t operator()(const AliasKey &k) const {
-            uint64_t h = k.tenant * 0x9E3779B97F4A7C15ull ^ k.request * 0xC2B2AE3D27D4EB4Full ^ k.layer * 0x165667B19E3779F9ull;
-            return size_t(h ^ (h >> 29));
-        }
-    };
-    struct AliasSet {
-        std::vector<Alias> v;  // by token_pos, at most one per position
-        uint64_t stamp = 0;    // alias_clock_ when last learnt or used
-    };
-    static constexpr size_t kMaxAliases = 1 << 16, kMaxAliasesPerUnit = 1024;
     static uint64_t next_attr_serial();
     void flush_step(ReadStep &s, PrefetchController *c);
-    void alias_learn(const AliasKey &k, const Alias *a, size_t n);
-    // Live aliases of k (covering pos unless pos == ~0), validated; stale ones are dropped.
-    void alias_collect(const AliasKey &k, uint64_t pos, std::vector<Alias> *out);
     bool alias_valid(const AliasKey &k, const Alias &a) const;
-    void alias_sweep_locked();
     uint64_t attr_serial_ = next_attr_serial();  // tells this pool's per-thread steps from another's
-    mutable std::mutex alias_mu_;
-    std::unordered_map<AliasKey, AliasSet, AliasKeyHash> aliases_;  // under alias_mu_
-    size_t alias_count_ = 0;                                        // under alias_mu_
-    uint64_t alias_clock_ = 0;                                      // under alias_mu_
+    AliasTable aliases_{[this](const AliasKey &k, const Alias &a) { return alias_valid(k, a); }};
     int lock_timeout_ms_ = 5000;
-    int log_level_ = 1;
+    PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
     // The L4 tier, when this process holds it, and the heat that picks what goes there.
     std::unique_ptr<ColdTier> cold_;
     std::unique_ptr<HeatTracker> heat_;
@@ -562,49 +544,14 @@ class Pool {
     // speckv_select's previous selection per (tenant, request, layer): the steady rule.
     std::mutex sel_mu_;
     std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;
-    // Process-local counters, sharded per thread so the hot paths do no
-    // locked read-modify-write: shard i < kShards belongs to one thread only.
-    enum Counter {
-        kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
-        kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
-        kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
-        kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
-        kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead, kL4Offlock,
-        kNumCounters
-    };
-    static constexpr int kShards = 64;
-    struct alignas(64) Shard {
-        std::atomic<uint64_t> v[kNumCounters];
-    };
-    std::unique_ptr<Shard[]> shards_ = std::make_unique<Shard[]>(kShards + 1);  // last: shared overflow
-    void bump(Counter c, uint64_t n = 1);
-    std::atomic<uint64_t> *my_shard();
-    uint64_t total(Counter c) const;
+    // Process-local counters (pool/counters.h).
+    PoolCounters counters_;
+    using Counter = PoolCounters::Counter;
+    using enum PoolCounters::Counter;
+    void bump(Counter c, uint64_t n = 1) { counters_.bump(c, n); }
+    std::atomic<uint64_t> *my_shard() { return counters_.mine(); }
+    uint64_t total(Counter c) const { return counters_.total(c); }
 };
-
-// A device-dax mapping without a pool gets one over its whole size:
-// serialised across processes by an OFD write lock on byte 0 of the device,
-// and re-checked under it, so two openers of a blank device never both
-// format it (the second finds the first's pool). *formatted says whether
-// this call did. SPECKV_ENOTPOOL if there is no pool and create is false.
-int format_if_blank(const Mapping &m, uint32_t page_size, uint64_t max_blocks, bool create, bool *formatted,
-                    uint32_t summary_bytes = 0);
-
-// Lays out and initialises a fresh pool image of `size` bytes in `base`.
-// `zeroed`: the memory is known to be zero already (fresh file, anonymous).
-// summary_bytes: per-page summary slots (0 = none; pool.summary_bytes).
-int format_pool(unsigned char *base, size_t size, uint32_t page_size, uint64_t max_blocks, bool zeroed,
-                uint32_t summary_bytes = 0);
-
-// The layout a pool of this size would get (no writes). For tests and docs.
-int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::Superblock *out,
-                  uint32_t summary_bytes = 0);
-
-uint32_t superblock_crc(const fmt::Superblock &s);
-// Field 22 of /proc/<pid>/stat (0 if unknown), and whether that process still runs.
-uint64_t proc_start_time(pid_t pid);
-bool process_alive(uint32_t pid, uint64_t start_time);
-uint32_t record_crc(const fmt::BlockRecord &r);
 
 // Test-only, not part of the C ABI (libspeckv.so exports speckv_* alone):
 // commit_placement_locked calls it, pool lock held, at stage 0 between the

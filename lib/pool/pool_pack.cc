@@ -26,6 +26,7 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
+#include "pool/resolve.h"
 
 namespace speckv {
 
@@ -122,7 +123,7 @@ bool Pool::pack_entry(const BlockView &v, uint32_t i, PackEntry *e) const {
 
 void Pool::pack_block(uint64_t handle) {
     BlockView v{};
-    if (resolve_outofline(handle, &v) != SPECKV_OK) {
+    if (resolve(handle, &v) != SPECKV_OK) {
         clear_error();
         return;
     }
@@ -268,7 +269,7 @@ void Pool::pack_block(uint64_t handle) {
         bm[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
     h->pages_used.fetch_sub(np - P, std::memory_order_relaxed);
-    if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_sub(np - P, std::memory_order_relaxed);
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np - P, std::memory_order_relaxed);
     if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
     pins.unlock();
     unlock();
@@ -320,7 +321,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         }
         std::atomic_thread_fence(std::memory_order_acquire);
         if (v->moved() || v->rec->handle.load(std::memory_order_acquire) != handle) {
-            if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+            if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
             continue;
         }
         if (bad >= 0)
@@ -337,11 +338,11 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         auto same = [&] { return r.handle.load() == handle && r.tier_seq.load() == v->tseq; };
         if (!same()) {
             unlock();
-            if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+            if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
             continue;
         }
         const uint64_t more = np - P;
-        if (TenantEntry *t = tenant_row(r.tenant); t && t->quota_pages) {
+        if (TenantEntry *t = share_.tenant_row(r.tenant); t && t->quota_pages) {
             const uint64_t tenant = r.tenant;
             auto under = [&] { return t->used_pages.load(std::memory_order_relaxed) + more <= t->quota_pages; };
             if (!under()) evict_until_locked(under, &tenant);
@@ -363,7 +364,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             const uint64_t freep = sb()->n_pages - h->pages_used.load();
             unlock();
             if (moved) {
-                if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+                if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
                 continue;
             }
             return fail(SPECKV_ENOSPC,
@@ -400,7 +401,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             bm[p / 64] &= ~(uint64_t(1) << (p % 64));
         }
         h->pages_used.fetch_add(more, std::memory_order_relaxed);
-        if (TenantEntry *t = tenant_row(r.tenant)) t->used_pages.fetch_add(more, std::memory_order_relaxed);
+        if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_add(more, std::memory_order_relaxed);
         if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
         unlock();
         // Decoded copies in L1 move back to the pages' keys.
@@ -411,7 +412,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
                 cache_->put(first + i, seqs[i], epoch, tmp);
         bump(kUnpacks);
         log(SPECKV_LOG_DEBUG, "unpacked block 0x%" PRIx64 ": %" PRIu64 " pages back to %u", handle, P, np);
-        if (int rc = resolve_outofline(handle, v); rc != SPECKV_OK) return rc;
+        if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
     }
     return SPECKV_OK;
 }

@@ -17,6 +17,7 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
+#include "pool/resolve.h"
 
 namespace speckv {
 
@@ -72,13 +73,13 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
     std::vector<Blk> ks;
     for (uint64_t h : hs) {
         BlockView v{};
-        if (resolve_outofline(h, &v) != SPECKV_OK) {
+        if (resolve(h, &v) != SPECKV_OK) {
             clear_error();  // freed meanwhile
             continue;
         }
         if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_KEYS)) continue;
         if (v.cold())  // in L4: back into the pool first (the holder), or a clear error, never a partial result
-            if (int rc = ensure_hot_outofline(h, &v); rc != SPECKV_OK) return rc;
+            if (int rc = ensure_hot(h, &v); rc != SPECKV_OK) return rc;
         ks.push_back({h, relaxed_field(v.rec->token_pos), v});
     }
     std::sort(ks.begin(), ks.end(), [](const Blk &a, const Blk &b) {
@@ -289,13 +290,13 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     std::vector<VBlk> vs;
     for (uint64_t h : hs) {
         BlockView v{};
-        if (resolve_outofline(h, &v) != SPECKV_OK) {
+        if (resolve(h, &v) != SPECKV_OK) {
             clear_error();
             continue;
         }
         if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_VALUES)) continue;
         if (v.cold())
-            if (int rc = ensure_hot_outofline(h, &v); rc != SPECKV_OK) return rc;
+            if (int rc = ensure_hot(h, &v); rc != SPECKV_OK) return rc;
         vs.push_back({h, relaxed_field(v.rec->token_pos), v.bytes, v.dtype});
     }
     const int dtype = pages[0].dtype;

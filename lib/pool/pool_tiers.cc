@@ -19,6 +19,7 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
+#include "pool/resolve.h"
 
 namespace speckv {
 
@@ -40,82 +41,8 @@ uint64_t mono_ns() {
 
 // ------------------------------------------------------ translation index
 
-uint64_t Pool::xlate_bucket(uint64_t tenant, uint64_t request, uint32_t layer) const {
-    uint64_t k = tenant * 0x9E3779B97F4A7C15ull ^ request * 0xC2B2AE3D27D4EB4Full ^ uint64_t(layer) * 0x165667B19E3779F9ull;
-    k ^= k >> 31;
-    k *= 0xBF58476D1CE4E5B9ull;
-    k ^= k >> 29;
-    return k & bucket_mask_;
-}
-
-void Pool::xlate_insert_locked(uint64_t slot) {
-    BlockRecord &r = blocks()[slot];
-    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(r.tenant, r.request, r.layer)]);
-    r.xlate_next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    head.store(slot + 1, std::memory_order_release);  // readers see the old head or this one: both consistent
-}
-
-void Pool::xlate_remove_locked(uint64_t slot) {
-    BlockRecord &r = blocks()[slot];
-    SharedHeader *h = sh();
-    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(r.tenant, r.request, r.layer)]);
-    h->xlate_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: a chain is changing
-    uint64_t idx = head.load(std::memory_order_relaxed), prev = 0;
-    for (uint64_t steps = 0; idx && idx <= sb()->max_blocks && steps <= sb()->max_blocks; steps++) {
-        if (idx == slot + 1) {
-            uint64_t next = r.xlate_next.load(std::memory_order_relaxed);
-            if (prev) blocks()[prev - 1].xlate_next.store(next, std::memory_order_release);
-            else head.store(next, std::memory_order_release);
-            break;
-        }
-        prev = idx;
-        idx = blocks()[idx - 1].xlate_next.load(std::memory_order_relaxed);
-    }
-    h->xlate_seq.fetch_add(1, std::memory_order_seq_cst);
-}
-
-void Pool::rebuild_xlate_locked() {
-    SharedHeader *h = sh();
-    const Superblock &s = *sb();
-    uint64_t q = h->xlate_seq.load() | 1;
-    h->xlate_seq.store(q, std::memory_order_seq_cst);
-    for (uint64_t b = 0; b < s.index_buckets; b++) std::atomic_ref<uint64_t>(xlate_[b]).store(0, std::memory_order_relaxed);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    for (uint64_t i = hwm; i-- > 0;)
-        if (blocks()[i].handle.load() && blocks()[i].token_count) xlate_insert_locked(i);
-    h->xlate_seq.store(q + 1, std::memory_order_seq_cst);
-}
-
 void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *out) {
-    const uint64_t max = sb()->max_blocks;
-    std::atomic_ref<uint64_t> head(xlate_[xlate_bucket(tenant, request, layer)]);
-    auto walk = [&] {
-        out->clear();
-        uint64_t idx = head.load(std::memory_order_acquire);
-        for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-            const BlockRecord &r = blocks()[idx - 1];
-            uint64_t hd = r.handle.load(std::memory_order_acquire);
-            if (hd && relaxed_field(r.tenant) == tenant && relaxed_field(r.request) == request && relaxed_field(r.layer) == layer) {
-                uint64_t tp = relaxed_field(r.token_pos), tc = relaxed_field(r.token_count);
-                if (pos == ~0ull || (pos >= tp && pos - tp < tc)) {
-                    out->push_back(hd);
-                    if (pos != ~0ull) return true;
-                }
-            }
-            idx = r.xlate_next.load(std::memory_order_acquire);
-        }
-        return false;
-    };
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint64_t s1 = sh()->xlate_seq.load(std::memory_order_acquire);
-        if (s1 & 1) {
-            sched_yield();
-            continue;
-        }
-        if (walk()) return;  // a match is re-checked by its user against the live record
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (sh()->xlate_seq.load(std::memory_order_relaxed) == s1) return;  // a complete, consistent walk
-    }
+    if (xlate_index_.collect_lockfree(tenant, request, layer, pos, out)) return;
     // The chains kept changing under us (other threads freeing blocks): walk
     // under the lock, where they cannot. A miss here is a real miss.
     bool rec;
@@ -124,7 +51,7 @@ void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint
         out->clear();
         return;
     }
-    walk();
+    xlate_index_.walk(tenant, request, layer, pos, out);
     unlock();
 }
 
@@ -140,12 +67,12 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
     std::vector<Alias> al;
     auto valid = [&](uint64_t hd) {
         BlockView v{};
-        if (!hd || resolve_outofline(hd, &v) != SPECKV_OK) return false;
+        if (!hd || resolve(hd, &v) != SPECKV_OK) return false;
         const BlockRecord &r = *v.rec;
         uint64_t tp = relaxed_field(r.token_pos), tc = relaxed_field(r.token_count);
         bool ok = relaxed_field(r.tenant) == tenant && relaxed_field(r.layer) == layer && pos >= tp && pos - tp < tc;
         if (ok && relaxed_field(r.request) != request) {
-            alias_collect(key, pos, &al);
+            aliases_.collect(key, pos, &al);
             ok = !al.empty() && al.front().handle == hd;
         }
         if (ok && offset) *offset = pos - tp;
@@ -161,7 +88,7 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
     std::vector<uint64_t> hs;
     xlate_collect(tenant, request, layer, pos, &hs);
     if (hs.empty()) {
-        alias_collect(key, pos, &al);
+        aliases_.collect(key, pos, &al);
         for (const Alias &a : al) hs.push_back(a.handle);
     }
     for (uint64_t hd : hs)
@@ -176,41 +103,6 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
     clear_error();
     return fail(SPECKV_ENOENT, "no live block of tenant %" PRIu64 ", request %" PRIu64 ", layer %u covers token %" PRIu64,
                 tenant, request, layer, pos);
-}
-
-void Pool::check_xlate(CheckReport *rep, uint64_t hwm) const {
-    const Superblock &s = *sb();
-    if (sh()->xlate_seq.load() & 1)
-        rep->problems.emplace_back("the translation index was being changed by a process that is gone (repair rebuilds it)");
-    uint64_t entries = 0, expected = 0;
-    for (uint64_t i = 0; i < hwm; i++) expected += blocks()[i].handle.load() && blocks()[i].token_count;
-    for (uint64_t b = 0; b < s.index_buckets; b++) {
-        uint64_t idx = xlate_[b];
-        for (uint64_t steps = 0; idx; steps++) {
-            char buf[200];
-            if (idx > hwm || steps > s.max_blocks) {
-                std::snprintf(buf, sizeof buf, "translation index bucket %" PRIu64 " is damaged (bad link or a loop)", b);
-                rep->problems.emplace_back(buf);
-                break;
-            }
-            const BlockRecord &r = blocks()[idx - 1];
-            if (!r.handle.load() || !r.token_count || xlate_bucket(r.tenant, r.request, r.layer) != b) {
-                std::snprintf(buf, sizeof buf,
-                              "translation index bucket %" PRIu64 " links slot %" PRIu64 ", which does not belong in it", b,
-                              idx - 1);
-                rep->problems.emplace_back(buf);
-                break;
-            }
-            entries++;
-            idx = r.xlate_next.load();
-        }
-    }
-    if (entries != expected) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "the translation index holds %" PRIu64 " entries for %" PRIu64 " blocks with a token range",
-                      entries, expected);
-        rep->problems.emplace_back(buf);
-    }
 }
 
 // ------------------------------------------------------------ prefetcher
@@ -334,53 +226,18 @@ void Pool::prefetch_worker() {
     }
 }
 
-// ------------------------------------------------ reader progress
-//
-// The prefetch thread may fall behind its readers (an engine that does not
-// wait for it): then the hints it takes from its queue name units that have
-// been read already, and fetching them is pure waste that makes it fall
-// further behind. Readers record when they start each unit (note_access);
-// a hint whose named unit, or a planned unit, was started after the hint was
-// given and is finished (a later step has started) is stale: skipped and
-// counted. A prefetch is never needed for correct bytes, so a wrong verdict
-// (a hash collision in the table, several reader threads) costs hits, not
-// correctness.
-
-namespace {
-uint64_t unit_hash(uint64_t tenant, uint64_t request, uint32_t layer) {
-    uint64_t k = tenant * 0xD6E8FEB86659FD93ull ^ request * 0x9E3779B97F4A7C15ull ^
-                 (uint64_t(layer) + 1) * 0xC2B2AE3D27D4EB4Full;
-    k ^= k >> 32;
-    k *= 0xD6E8FEB86659FD93ull;
-    k ^= k >> 32;
-    return k;
-}
-constexpr uint64_t kClockMask = (1ull << 48) - 1;
-}  // namespace
-
-void Pool::pf_mark_started(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t clock) {
-    uint64_t k = unit_hash(tenant, request, layer);
-    pf_unit_clock_[k & (kPfUnitSlots - 1)].store((k >> 48) << 48 | (clock & kClockMask), std::memory_order_release);
-}
-
-bool Pool::pf_read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const {
-    uint64_t k = unit_hash(tenant, request, layer);
-    uint64_t e = pf_unit_clock_[k & (kPfUnitSlots - 1)].load(std::memory_order_acquire);
-    if (e >> 48 != k >> 48) return false;  // never started here, or its slot was taken by another unit
-    uint64_t started = e & kClockMask;
-    return started > (since & kClockMask) && (pf_clock_.load(std::memory_order_acquire) & kClockMask) > started;
-}
+// Reader progress: pf_clocks_ (prefetch/aliases.h).
 
 // Reads a block's pages that are in neither L1 nor L2 into L2, verified.
 // Returns the pages brought in.
 uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link) {
     BlockView v{};
-    if (resolve_outofline(handle, &v) != SPECKV_OK) {
+    if (resolve(handle, &v) != SPECKV_OK) {
         clear_error();
         return 0;
     }
     // In L4: the holder brings it back into the pool ahead of its use (L4 -> L3), then on into L2.
-    if (v.cold() && ensure_hot_outofline(handle, &v) != SPECKV_OK) {
+    if (v.cold() && ensure_hot(handle, &v) != SPECKV_OK) {
         clear_error();
         return 0;
     }
@@ -456,7 +313,7 @@ void Pool::prefetch_hint(const PfHint &ph, bool newer) {
     c->on_hint(h.request, h.layer, h.token_pos);
     // Behind the reader: it has read the unit this hint names already, and a
     // newer hint (planned from where the reader is now) waits in the queue.
-    if (newer && pf_read_past(h.tenant, h.request, h.layer, ph.clock)) {
+    if (newer && pf_clocks_.read_past(h.tenant, h.request, h.layer, ph.clock)) {
         bump(kPfHintsStale);
         return;
     }
@@ -471,12 +328,12 @@ void Pool::prefetch_hint(const PfHint &ph, bool newer) {
         auto t = pf_req_.find(u.request);
         uint64_t tenant = t != pf_req_.end() ? t->second.first : h.tenant;
         uint64_t appending = t != pf_req_.end() ? t->second.second : ~0ull;
-        if (pf_read_past(tenant, u.request, u.layer, ph.clock)) {  // read already: its next read is a step away
+        if (pf_clocks_.read_past(tenant, u.request, u.layer, ph.clock)) {  // read already: its next read is a step away
             stale++;
             continue;
         }
         xlate_collect(tenant, u.request, u.layer, ~0ull, &hs);
-        alias_collect(AliasKey{tenant, u.request, u.layer}, ~0ull, &al);  // the shared blocks it reads, prefix first
+        aliases_.collect(AliasKey{tenant, u.request, u.layer}, ~0ull, &al);  // the shared blocks it reads, prefix first
         if (!al.empty()) {
             std::vector<uint64_t> own;
             own.swap(hs);
@@ -488,7 +345,7 @@ void Pool::prefetch_hint(const PfHint &ph, bool newer) {
         uint64_t n = 0, moved = 0;
         for (size_t i = 0; i < hs.size(); i++) {
             // The reader got through the unit while we fetched it: the rest would be waste.
-            if (i && pf_read_past(tenant, u.request, u.layer, ph.clock)) {
+            if (i && pf_clocks_.read_past(tenant, u.request, u.layer, ph.clock)) {
                 cut++;
                 break;
             }
@@ -534,7 +391,7 @@ struct Pool::ReadStep {
     };
     uint64_t serial = 0;  // the pool (Pool::attr_serial_) whose step this is; 0 = none
     uint64_t tenant = 0, last_handle = 0, last_pos = 0, reader = 0, private_reader = 0;
-    uint64_t clock = 0;  // Pool::pf_clock_ when the step started
+    uint64_t clock = 0;  // Pool::pf_clocks_ when the step started
     uint32_t layer = 0;
     bool has_private = false;
     uint32_t pages[3] = {};     // by source: L1, L2, L3
@@ -580,7 +437,7 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     if (boundary) {
         if (s->serial) flush_step(*s, c);
         s->serial = attr_serial_;
-        s->clock = pf_clock_.fetch_add(1, std::memory_order_acq_rel) + 1;
+        s->clock = pf_clocks_.clock().fetch_add(1, std::memory_order_acq_rel) + 1;
         s->tenant = tenant, s->layer = layer;
         s->has_private = false;
         s->pages[0] = s->pages[1] = s->pages[2] = 0;
@@ -590,7 +447,7 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     s->last_pos = tp, s->last_handle = hd, s->reader = request;
     if (!published) {
         // The step's reader is known once it reads a private block: it has started its unit.
-        if (!s->has_private || s->private_reader != request) pf_mark_started(tenant, request, layer, s->clock);
+        if (!s->has_private || s->private_reader != request) pf_clocks_.mark_started(tenant, request, layer, s->clock);
         s->private_reader = request, s->has_private = true;
     } else if (s->shared.size() < ReadStep::kMaxShared && (s->shared.empty() || s->shared.back().handle != hd))
         s->shared.push_back({hd, request, tp, tc});
@@ -598,7 +455,7 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
 
 void Pool::flush_step(ReadStep &s, PrefetchController *c) {
     uint64_t reader = s.has_private ? s.private_reader : s.reader;
-    if (!s.has_private) pf_mark_started(s.tenant, reader, s.layer, s.clock);  // known only now, the step over
+    if (!s.has_private) pf_clocks_.mark_started(s.tenant, reader, s.layer, s.clock);  // known only now, the step over
     static constexpr AccessOutcome kOutcome[3] = {AccessOutcome::kL1Hit, AccessOutcome::kL2Hit, AccessOutcome::kMiss};
     for (int i = 0; i < 3; i++)
         if (s.pages[i]) c->on_access(reader, s.layer, kOutcome[i], s.pages[i]);
@@ -608,15 +465,15 @@ void Pool::flush_step(ReadStep &s, PrefetchController *c) {
     for (const ReadStep::Shared &e : s.shared) {
         if (e.request == reader) continue;  // its own
         a[n++] = Alias{e.handle, e.token_pos, e.token_count};
-        if (n == std::size(a)) alias_learn(k, a, n), n = 0;
+        if (n == std::size(a)) aliases_.learn(k, a, n), n = 0;
     }
-    if (n) alias_learn(k, a, n);
+    if (n) aliases_.learn(k, a, n);
     s.shared.clear();
 }
 
 bool Pool::alias_valid(const AliasKey &k, const Alias &a) const {
     BlockView v{};
-    if (resolve_outofline(a.handle, &v) != SPECKV_OK) {  // freed, or its slot reused: the generation differs
+    if (resolve(a.handle, &v) != SPECKV_OK) {  // freed, or its slot reused: the generation differs
         clear_error();
         return false;
     }
@@ -624,72 +481,6 @@ bool Pool::alias_valid(const AliasKey &k, const Alias &a) const {
     bool ok = relaxed_field(r.tenant) == k.tenant && relaxed_field(r.layer) == k.layer &&
               relaxed_field(r.token_pos) == a.token_pos && relaxed_field(r.token_count) == a.token_count;
     return ok && r.handle.load(std::memory_order_acquire) == a.handle;
-}
-
-void Pool::alias_learn(const AliasKey &k, const Alias *a, size_t n) {
-    std::lock_guard g(alias_mu_);
-    AliasSet &set = aliases_[k];
-    set.stamp = ++alias_clock_;
-    for (size_t i = 0; i < n; i++) {
-        auto it = std::lower_bound(set.v.begin(), set.v.end(), a[i].token_pos,
-                                   [](const Alias &x, uint64_t pos) { return x.token_pos < pos; });
-        if (it != set.v.end() && it->token_pos == a[i].token_pos) {
-            *it = a[i];  // the reader now reads another block at that position
-        } else if (set.v.size() < kMaxAliasesPerUnit) {
-            set.v.insert(it, a[i]);
-            alias_count_++;
-        }
-    }
-    if (alias_count_ > kMaxAliases) alias_sweep_locked();
-}
-
-// Drops every stale alias, then, if still over half the bound, the units
-// learnt or used least recently: amortised O(1) per alias learnt.
-void Pool::alias_sweep_locked() {
-    for (auto it = aliases_.begin(); it != aliases_.end();) {
-        auto &v = it->second.v;
-        size_t before = v.size();
-        std::erase_if(v, [&](const Alias &a) { return !alias_valid(it->first, a); });
-        alias_count_ -= before - v.size();
-        it = v.empty() ? aliases_.erase(it) : std::next(it);
-    }
-    if (alias_count_ <= kMaxAliases / 2) return;
-    std::vector<std::pair<uint64_t, AliasKey>> order;
-    order.reserve(aliases_.size());
-    for (auto &[k, set] : aliases_) order.emplace_back(set.stamp, k);
-    std::sort(order.begin(), order.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
-    for (auto &[stamp, k] : order) {
-        if (alias_count_ <= kMaxAliases / 2) break;
-        auto it = aliases_.find(k);
-        alias_count_ -= it->second.v.size();
-        aliases_.erase(it);
-    }
-}
-
-void Pool::alias_collect(const AliasKey &k, uint64_t pos, std::vector<Alias> *out) {
-    out->clear();
-    std::lock_guard g(alias_mu_);
-    if (aliases_.empty()) return;
-    auto it = aliases_.find(k);
-    if (it == aliases_.end()) return;
-    AliasSet &set = it->second;
-    set.stamp = ++alias_clock_;
-    for (size_t i = 0; i < set.v.size();) {
-        const Alias &a = set.v[i];
-        if (pos != ~0ull && !(pos >= a.token_pos && pos - a.token_pos < a.token_count)) {
-            i++;
-            continue;
-        }
-        if (!alias_valid(k, a)) {  // never hand out a freed or reused block; forget it
-            set.v.erase(set.v.begin() + ptrdiff_t(i));
-            alias_count_--;
-            continue;
-        }
-        out->push_back(a);
-        i++;
-        if (pos != ~0ull) break;
-    }
-    if (set.v.empty()) aliases_.erase(it);
 }
 
 }  // namespace speckv
