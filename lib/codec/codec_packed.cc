@@ -5,6 +5,7 @@
 // codec_packed_avx512.cc) must give these bytes and values exactly.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "codec/codec.h"
@@ -189,9 +190,13 @@ const PackedKernels *packed_for(Impl impl) {
 struct PackedScratch {
     std::vector<float> x, mn, mx, s, z, inv;
 };
+// Behind a pointer: the library's static TLS block must stay small enough for
+// dlopen (util/status.h has an initial-exec variable); six vectors in place
+// pushed it past what glibc keeps free, and python could no longer load it.
 PackedScratch &pscratch() {
-    thread_local PackedScratch s;
-    return s;
+    thread_local std::unique_ptr<PackedScratch> s;
+    if (!s) s = std::make_unique<PackedScratch>();
+    return *s;
 }
 
 inline void put16(uint8_t *p, uint16_t v) {
