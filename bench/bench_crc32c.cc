@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C throughput per core, per dispatch path, beside memcpy of the same
 // bytes in the same run: 64 B, 512 B, 2 KiB, 4 KiB (a pool page), 64 KiB.
 // Buffers are 64-byte aligned and hot in cache (a page checksummed right after

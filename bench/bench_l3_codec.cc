@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // L3 pages stored as codec records (docs/codec.md §17), through the public
 // API: what a write that completes a page costs (encode + decode for L1),
 // what a read from L3 costs (copy + CRC32C + decode), the bytes L3 holds and

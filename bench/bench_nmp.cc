@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Near-memory page selection over 1 M tokens of summaries (issue 10):
 // 16-token pages, 8 KV heads x 128 channels, one core. Time per call of
 // score_pages (+ select_pages per KV head) beside memcpy of the same summaries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool micro-benchmarks through the C ABI, beside memcpy of the same sizes in
 // the same run. Prints a table of medians over repeated runs.
 //   ./build/release/bench/bench_pool [--repeats N] [--uri URI]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sharing benchmarks (issue 7), printed as tables; see bench/README.md.
 //
 //  1. speckv_lookup latency: p50/p99 over many calls, one process alone and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tier building blocks (issue 5): software TLB lookups, L1 hits and pins,
 // L3<->L4 cold-tier bandwidth beside raw file I/O on the same file system,
 // and the prefetch policy on synthetic decode streams beside no-prefetch, a

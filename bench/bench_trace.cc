@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replay speed of the trace engine: the whole Mooncake conversation trace
 // (12,031 requests), LLaMA-2-70B on A100-80G, CXL-direct, every system, in
 // metadata-only mode through a real pool. Prints requests/s of replay (per

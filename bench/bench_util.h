@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers the benchmarks share: the CPU's name for table headers and
 // the median of repeated samples.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv codec bench | check | vectors` — measure the codec on real K/V,
 // check every implementation against the scalar reference, and write test
 // vectors for the RTL (docs/codec.md §12).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv demo`: the main job of README's first command. Through the public C
 // API only, it stores the KV blocks of a small model (one K and one V block
 // per layer, fp16), reads them back and compares, prints `pool inspect`, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv devices [--json]`: dax regions and devices (libdaxctl), NUMA nodes
 // (libnuma), and the speckv pool found on each devdax device.
 #include <cinttypes>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv exporter --listen HOST:PORT URI...`: serves the counters of the
 // pools at http://HOST:PORT/metrics in the Prometheus text format (the names:
 // prometheus.cc), each scrape reading the pools afresh, read-only. HTTP from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv pool create|inspect|check|reset`.
 #include <cinttypes>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv pool stats URI [--json]`: the tier, prefetch and codec counters of
 // every process attached to a pool, as each last published them into its
 // attach record (at speckv_stats, every 100 ms from its prefetch thread, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `speckv trace replay|gen|presets`: replays request traces through a real pool
 // in virtual time (docs/trace.md) and generates the paper's workloads.
 #include <unistd.h>

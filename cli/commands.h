@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CLI subcommand registration. Each command family lives in its own file;
 // what every verb shares (--json errors, -q/-v, progress, pool arguments,
 // did-you-mean) is in common.cc.

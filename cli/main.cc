@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // speckv: the command-line tool for operators and researchers.
 #include <cstdio>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus names of speckv's counters: the one table below, used by
 // `speckv pool stats --format prometheus` and `speckv exporter`. Conventions
 // (prometheus.io/docs/practices/naming): the speckv_ prefix, _total on

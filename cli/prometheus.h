@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool counters in the Prometheus text exposition format (version 0.0.4):
 // `speckv pool stats --format prometheus` and `speckv exporter` both print
 // through here, so the names (the table in prometheus.cc) are written once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* dlopen_version.c — load libspeckv at run time and refuse an incompatible one.
  *
  * Serving engines often dlopen speckv so that it stays optional. The header is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* engine_loop.c — the smallest serving-engine loop on speckv.
  *
  * One request, LAYERS transformer layers. Every TOKENS_PER_BLOCK tokens the

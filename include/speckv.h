@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * speckv.h — the public C interface of speckv, a KV-cache store for LLM serving
  * engines that keeps KV pages in a large (CXL-attached) memory pool.

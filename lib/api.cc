@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C ABI facade: argument checks, exception fences, status codes.
 // Every exported function catches everything: nothing thrown ever crosses
 // into the caller. Failures set the thread's detail message (speckv_errmsg);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The public API compiled as C99 (not C++), linked against libspeckv.so. */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public header from C++, with nothing else of speckv in sight.
 #include "speckv.h"
 

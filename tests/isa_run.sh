@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a test with the library's dispatch capped at one instruction-set level (lib/util/cpu.h,
 # SPECKV_ISA), or reports it skipped (exit 77) when this CPU cannot run that level:
 #   isa_run.sh avx512|avx2|baseline COMMAND [ARGS...]

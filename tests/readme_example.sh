@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The C example in README.md must compile against the public header and run.
 set -eu
 readme=$1 include=$2 libdir=$3 work=$4

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Only speckv_* symbols (and the version node) may be exported by the .so.
 set -eu
 lib=$1

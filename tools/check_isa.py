@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Instruction-set check of a built libspeckv (issue 26; the rule is lib/util/isa_target.h).
 
 Every function of the library must run on the x86-64 baseline, except the kernels of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every file the docs and the public header point to exists (issue 20).
 
 Checks, in the tracked files of the repository:

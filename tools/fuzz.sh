@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The long fuzzing campaign (tests/fuzz/README.md): builds every fuzz target with libFuzzer
 # (the `fuzz` preset: clang, ASan + UBSan, from the library's own source lists) and runs each
 # for SECONDS (default 600). CI only replays the committed corpora (label `fuzz`).

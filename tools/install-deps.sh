@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything speckv needs to build and test, from Debian 12 packages.
 set -euo pipefail
 pkgs=(

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # README command 1: install dependencies, build (release), and run the main job
 # on the embedded default pool (file:default): tinyllm, a tiny LLM serving a
 # continuous batch whose K/V cache lives in the pool, read through the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # README command 2: the whole test suite. Builds and runs:
 #   release  every test (unit, C API, CLI, install, ABI, fuzz replay, codec, ...)
 #   asan     every test again under AddressSanitizer + UndefinedBehaviorSanitizer

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package speckv is the Go binding of speckv, a KV-cache pool for LLM
 // serving engines. The library is loaded at run time with dlopen (see Load):
 // nothing links against libspeckv at build time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C side of the Go binding's loader: one function-pointer table filled
 // by dlsym, and wrappers that copy speckv_errmsg() in the same C call.
 #include "shim.h"

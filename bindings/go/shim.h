@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Private to the Go binding: the C side of its run-time (dlopen) loader. */
 #ifndef SPECKV_GO_SHIM_H
 #define SPECKV_GO_SHIM_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* prefill_decode: disaggregated serving on one speckv pool, no daemon.
  *
  * One prefill process computes the KV blocks of a batch of requests that

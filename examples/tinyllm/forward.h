@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The llama2.c forward pass (run.c semantics, FP32) with the K/V cache in a
 // speckv pool. The arithmetic is run.c's, in the same order as
 // tools/llama2's Runner, so with exact K/V the logits are bit-identical; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A paged K/V cache that lives in a speckv pool, as a serving engine keeps it.
 //
 // One pool block per (request, layer, page of kPageTokens positions), allocated

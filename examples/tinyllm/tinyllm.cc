@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tinyllm — a tiny LLM serving engine whose K/V cache lives in a speckv pool.
 //
 // Runs a llama2.c checkpoint (data/models) on a small continuous batch:

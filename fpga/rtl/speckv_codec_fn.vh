@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared combinational functions of the speckv codec RTL (docs/codec.md).
 // Included inside a module body (needs the module's BB localparam for crc_upd).
 // Every function is the integer rule of the section it cites; nothing here

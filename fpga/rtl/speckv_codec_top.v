@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoder and decoder side by side, independent streams: the unit the
 // simulation harness drives (fpga/sim) and the top of the synthesis check.
 `default_nettype none

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // speckv KV codec: record decoder (docs/codec.md §1-§9, §18).
 //
 // Decodes raw records (mode 0) and quantised records with one page scale

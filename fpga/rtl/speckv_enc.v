@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // speckv KV codec: page encoder (docs/codec.md §1-§9, §16, §18).
 //
 // Implements record modes 0 (raw), 1 (paper: b=8, page scale, linear

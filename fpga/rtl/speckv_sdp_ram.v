@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Simple dual-port RAM, one write port, one registered read port (read-first
 // is irrelevant: the codec never reads and writes the same word in a cycle).
 // On an FPGA this maps to block RAM (M20K on Agilex-7); fpga/synth treats it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test pages for the RTL harness: random pages and every edge case of
 // docs/codec.md (NaN, +-Inf, subnormals, -0, all-zero, max magnitude, long
 // runs, no runs, incompressible -> bypass, out-of-range scales). Shared by the

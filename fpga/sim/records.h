@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile records for the decoder RTL: mutations of valid records (bit flips,
 // header fields, stream bytes, truncation, extension, and Rice streams: k
 // fields, long unary runs and escapes past 4Q, padding bits, one byte short

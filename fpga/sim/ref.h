@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C++ reference side of the RTL harness: what lib/codec/codec_ref.cc makes of a
 // page (the expected record) and of a record (status and decoded bytes).
 #pragma once

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # iverilog smoke run of the codec RTL: writes vectors with fpga_vecgen (C++
 # reference), compiles fpga/sim/tb_codec.v with the RTL and replays them.
 #   run_iverilog.sh VECGEN FPGA_DIR WORK_DIR [PAGES] [FUZZ] [SEED] [DW]

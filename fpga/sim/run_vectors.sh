@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The test vectors of docs/codec.md §12 through the RTL: `speckv codec vectors`
 # writes input/record/decoded triples (with the real K/V pages of MODEL when one
 # is given: a MODEL given but missing is an error, not a fallback), fpga_tb_codec

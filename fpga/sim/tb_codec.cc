@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verilator testbench of the codec RTL (fpga/rtl): every record byte the
 // encoder emits and every page byte the decoder emits is compared with the C++
 // reference (lib/codec/codec_ref.cc), with random valid/ready stalls on all sides;

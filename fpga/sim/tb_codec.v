@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // iverilog testbench of the codec RTL: replays the hex vectors written by
 // `tb_codec --vectors DIR` (fpga/sim/vectors.h), with random valid/ready
 // stalls, and compares every record beat and every decoded page beat.

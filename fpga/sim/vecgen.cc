@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the hex vectors of the iverilog testbench (fpga/sim/tb_codec.v):
 // one page of every generator kind (the spec's edge cases, random mode), the
 // same kinds again in the Rice modes (vp8, vp6, vp5 in turn), again in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hex vector files for the iverilog testbench (fpga/sim/tb_codec.v): one line
 // per DW-bit beat, read with $readmemh. Written by `tb_codec --vectors DIR`.
 //   enc_in.hex   {channels:16, dtype:8, mode:8, last:8, nbytes:8, data:DW}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Yosys check of the codec RTL (generic, no vendor library). The RAMs are black
 # boxes (block RAM on an FPGA), so the figures are the codec logic only.
 #   check.sh FPGA_DIR WORK_DIR [quick|full] [DW] [MAX_BYTES]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Logic depth of a flattened Yosys netlist (write_json), register to register.
 
     depth.py NETLIST.json [TOP] [--through FILE:FIRST-LAST ...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool backends: where the pool's single mapping comes from. A backend knows
 // nothing of the pool format; it hands back bytes that are mapped.
 #pragma once

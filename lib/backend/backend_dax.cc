@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dax: backend. A device-dax character device (/dev/daxX.Y) found and checked
 // with libdaxctl, then mapped whole. The mapping step is
 // map_dax_fd(), apart from the lookup, so tests run it on a memfd.

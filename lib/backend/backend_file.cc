@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // file: and anon: backends.
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // numa: backend. Memory bound to one NUMA node with mbind (a CXL memory
 // expander onlined as system RAM is such a node), every page faulted in at
 // open and its placement checked with move_pages. Unnamed: private anonymous

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CXL memory as Linux shows it: device-dax character devices (libdaxctl) and
 // NUMA nodes (libnuma). The lookup and mapping steps of the dax: backend, the
 // placement check of numa:, placement hints; discovery for `speckv devices` is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The KV codec: a page of FP16/BF16/FP32 values <-> a self-describing record.
 // The byte format is docs/codec.md (the contract with the RTL); this header is
 // the internal API the pool calls. Thread-safety: every function is reentrant

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-layer adaptive mode choice (docs/codec.md §10): measure every candidate
 // preset on sample pages of the layer and keep the best by the objective
 // "highest ratio whose relative error is within budget, then lowest cost".

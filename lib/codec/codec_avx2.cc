@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX2 (+F16C) kernels of the codec, in an "avx2,f16c" target region
 // (isa_target.h); only reached when the CPU has both (avx2_kernels() checks). Must equal the
 // scalar kernels bit for bit (docs/codec.md §2–§3).

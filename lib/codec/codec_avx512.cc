@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX-512 (F/BW/VL) kernels of the codec, 16 lanes with masked tails.
 // In an "avx512f,avx512bw,avx512vl,f16c" target region (isa_target.h); only
 // reached when the CPU has them. Must equal the scalar kernels bit for bit (docs/codec.md §2–§3).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data-parallel steps of the codec, one table per implementation
 // (scalar reference, AVX2, AVX-512). Every table must give bit-identical
 // results to the scalar one; tests/codec/codec_simd_test.cc checks it.

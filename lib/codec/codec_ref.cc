@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The codec's reference: record layout, the serial stages (delta, RLE, Rice)
 // and the scalar kernels. docs/codec.md is the specification; every line here
 // that computes a byte cites the section it implements.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Rice stage (docs/codec.md §6.2) with AVX-512BW and BMI2, for int8
 // (b <= 8) and int16 (§13, b 9..12) values: the same bytes and values as
 // rice_encode / rice_decode of codec_ref.cc (the definition;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Split Rice (docs/codec.md §18, entropy 3): the scalar reference, the
 // definition every other implementation of the stage must equal byte for
 // byte (records) and value for value (decoded symbols, return codes, error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Split Rice (docs/codec.md §18) decoder with AVX2 + POPCNT, for CPUs
 // without the AVX-512 VBMI2 stage (codec_srice_avx512.cc): the same values,
 // return codes and messages as the reference (lib/codec/codec_srice.cc; tests/

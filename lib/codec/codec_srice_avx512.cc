@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Split Rice (docs/codec.md §18) with AVX-512 F/BW/VL/VBMI/VBMI2 and BMI2:
 // the same bytes and values as the reference (lib/codec/codec_srice.cc, the
 // definition; tests/codec/codec_srice_test.cc compares them). In a target

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Settings: one table of keys (name, type, bounds, default, doc), shared by the
 // setters of the C API and the TOML loader; README.md's configuration table is
 // made from it (tools/config_doc, checked by CTest config_table).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TOML loading kept in its own file: toml++ is heavy to compile.
 #include <fstream>
 #include <sstream>

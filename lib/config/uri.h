@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool URIs: scheme, target and query parameters (README.md, "Pool URIs").
 #pragma once
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool core: layout, attach/detach, recovery, alloc/free, and the
 // page-level read/write protocol. docs/pool-format.md explains the rules.
 #include "pool/pool.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool: one mapping holding superblock, metadata and data pages
 // (docs/pool-format.md), attached by one or more processes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool's L4 cold tier (docs/tiers.md §9): blocks demoted from the pool
 // live in a file on NVMe (lib/cold_tier.*: io_uring, O_DIRECT, registered
 // buffers), keyed by their handle, and come back on their next use.

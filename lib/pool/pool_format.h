@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool on media (docs/pool-format.md). Everything here lives inside the
 // shared mapping: offsets, never pointers; fixed-width fields; atomics and the
 // robust lock are usable from every attached process.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packed blocks (docs/pool-format.md "Packed blocks"): the write that
 // completes a block whose pages are codec records moves those records, back
 // to back, into fewer fresh pages (a PackHead image) and frees the block's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Near-memory page selection inside the pool (docs/selection.md §5): page
 // summaries written with the K pages they describe, speckv_select (score the
 // summaries against the query, keep the best pages, steadily) and

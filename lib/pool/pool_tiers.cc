@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tier manager inside the pool (docs/tiers.md): the translation index
 // (tenant, request, layer, token) -> block, the per-process TLB in front of
 // it, and the prefetcher behind speckv_prefetch, which reads and verifies the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small software TLB: (tenant, request, layer, token position) -> the page
 // (and block handle) that holds it, in front of the slower block-table walk.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prefetch policy (docs/design.md §6), independent of where pages live:
 //   - a Predictor says which (request, layer) units follow a given one;
 //   - a UCB bandit per request picks the depth k (how many units ahead):

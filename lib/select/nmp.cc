@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Near-memory page selection: summaries, bounds, steady top-k, partial
 // attention and its merge. The scalar scoring kernel here is the reference
 // the AVX2 and AVX-512 ones (nmp_avx2.cc, nmp_avx512.cc) must equal bit for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Near-memory page selection and partial attention (issue 10: the PNM-KV /
 // PnG-KV design). The code a CXL-side processor would run next to the pool:
 // page summaries of sealed K pages, Quest-style upper bounds of q·k, top-k

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX2 + F16C + FMA scoring kernel of the near-memory selector. In an
 // "avx2,f16c,fma" target region (isa_target.h), -ffp-contract=off (lib/select/CMakeLists.txt); reached only after
 // the runtime check in avx2_score_pages(). Must equal score_pages_scalar() bit for

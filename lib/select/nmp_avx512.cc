@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX-512 (F + F16C + FMA) scoring kernel of the near-memory selector.
 // In an "avx512f,f16c,fma" target region (isa_target.h), -ffp-contract=off (lib/select/CMakeLists.txt);
 // reached only after the runtime check in avx512_score_pages(). One ZMM

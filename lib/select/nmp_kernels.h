@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scoring kernels of the near-memory selector (lib/select/nmp.cc: scalar reference,
 // lib/select/nmp_avx2.cc: AVX2 + F16C, lib/select/nmp_avx512.cc: AVX-512). Every kernel
 // follows the summation order of docs/selection.md §2.3, so all return

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Content hashes of prefix blocks (docs/sharing.md "The block hash"). The
 // SHA-256 under them is libcrypto's (OpenSSL EVP): it uses the CPU's SHA
 // extensions where they exist (bench/README.md "Block hash" has the

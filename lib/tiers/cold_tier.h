@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The L4 cold tier: blocks demoted from the pool live in one file on NVMe,
 // read and written in batches through io_uring (registered buffers, O_DIRECT
 // where the file system takes it). Self-contained: keys are opaque 64-bit

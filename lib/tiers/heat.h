@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heat of a block: how much it deserves a faster tier. A weighted mean of
 // four signals, each in [0, 1]:
 //   recency   R = exp(-(now - last access) / tau_recency)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A per-process cache of pages already read from the pool and verified
 // against their CRC32C. A hit is served without touching the pool or
 // recomputing the checksum. Entries are tagged (page, seq, epoch): any write

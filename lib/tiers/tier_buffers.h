@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // L1 hot buffer and L2 prefetch buffer: decoded pages near the consumer.
 //
 // Both are arrays of page-sized frames, each a sequence lock, found through a

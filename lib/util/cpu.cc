@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU feature probe and the SPECKV_ISA cap (cpu.h). Compiled for the x86-64
 // baseline like every file outside the ISA-specific kernels.
 #include "util/cpu.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU features speckv dispatches on, probed once, and the cap that the
 // environment variable SPECKV_ISA puts on them for the whole library.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/crc32c.h"
 
 #include "util/cpu.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every
 // pool page, of the superblock and of codec records.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who may own the files speckv opens (pool files, named numa: pool files,
 // the L4 cold file), and the mode of the files it creates (docs/sharing.md,
 // "Threat model"). A file that another user owns could be read and written

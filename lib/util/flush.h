@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Explicit cache-line write-back and invalidation, for a pool shared by
 // hosts that do not keep each other's caches coherent (docs/sharing.md, "The
 // protocol"). Used only when the config key share.flush is 1.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How an ISA-specific file is compiled: the rule (README "CPUs and instruction sets").
 //
 // Every file of the library is compiled for the x86-64 baseline: no -m flag

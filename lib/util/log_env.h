@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SPECKV_LOG: the library's log on stderr for a process that set no log
 // callback (speckv_config_set_log), so that warnings are not lost.
 //   SPECKV_LOG=stderr         at the pool's "log.level" (default 1, warn)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optimistic copies under a sequence lock: the copy may race with a writer
 // and is then discarded (the sequence number changed). TSan cannot know that,
 // so such copies are wrapped in these annotations.

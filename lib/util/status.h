@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status codes inside the core: the public SPECKV_* ints, plus the
 // thread-local detail message that speckv_errmsg() returns.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small text helpers shared by the library's reports and the CLI.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Self-test of the ABI gate (tools/abi/check_abi.py): it passes on the fresh
 build and fails, saying how to record the change, when the header or the
 exports drift from a baseline.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The same scenario in every language, on one pool file, in sequence:
 # C -> Rust -> Go -> Python. Each process verifies the blocks every earlier one
 # listed in the handles file (live ones hold their known bytes, freed ones are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A stand-in "libspeckv" of another major version (1.0.0), for the tests
  * that every binding refuses it with a message naming both versions. It
  * deliberately has nothing but the version functions. */

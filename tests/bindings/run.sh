@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs one binding's tests against a freshly built libspeckv, offline.
 #   run.sh KIND LIBRARY BUILD_DIR        KIND: rust | go | python
 # Everything the toolchains write (cargo target, Go caches) goes under

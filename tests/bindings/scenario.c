@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The cross-language scenario (cross_lang.sh), C's turn:
  *   scenario_c POOL_PATH HANDLES_FILE SEED SHARED_FILE
  * Verifies every block earlier languages listed in HANDLES_FILE, then opens

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The cross-language scenario (cross_lang.sh), Python's turn:
     scenario.py POOL_PATH HANDLES_FILE SEED SHARED_FILE
 Same steps as scenario.c, sharing part included; needs bindings/python on

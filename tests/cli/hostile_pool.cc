@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes a damaged pool file for the CLI tests (tests/cli/run.sh): a 4 MiB
 // pool, closed cleanly, whose one packed block has the directory entry of its
 // first page flagged both zero page and coded, length 0, offset 0xF0000000 —

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # CLI tests: run the real `speckv` binary and compare stdout, stderr and the
 # exit code of each case with tests/cli/expected/<case>.{out,err,rc}.
 # Volatile text (work dir, UUIDs, times) is normalised first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SPECKV_ISA cap (lib/util/cpu.h) takes effect in every dispatcher of the library: the codec's
 // tables, the selection kernels and CRC32C. tests/isa_run.sh runs this executable once per
 // level, so each run checks the cap it was given.

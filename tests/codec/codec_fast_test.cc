@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fast paths added for speed (issue #3) against independent models:
 // FP16 kernels of every table (with and without the AVX-512 VBMI/FP16
 // extensions) against the scalar definitions, and the RLE / Rice streams of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The record format (docs/codec.md) through the scalar reference: worked
 // example, round trips and error bounds per mode and dtype, the bypass rule,
 // and a decoder that rejects every kind of bad record.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Golden records: the exact bytes of every preset on a fixed page are pinned
 // (by CRC32C of the record), so any change to the format is a deliberate one
 // (docs/codec.md: existing bytes never change meaning).

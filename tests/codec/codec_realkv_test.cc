@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real K/V of both models through every SIMD path: byte-identical records and
 // decoded pages to the scalar reference (needs data/models).
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Rice stage (docs/codec.md §6.2) of every implementation against the
 // scalar reference (rice_encode8/16_scalar, rice_decode8/16_scalar): the same
 // stream bytes, the same "does not fit", the same decoded values, and on

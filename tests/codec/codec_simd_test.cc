@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every SIMD path must give byte-identical records and decoded pages to the
 // scalar reference: random pages of many kinds and sizes, edge cases, real K/V.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Split Rice (docs/codec.md §18, entropy 3). The reference stage
 // (lib/codec/codec_srice.cc) against a model written from §18's words (bit by
 // bit, section by section), the worked example of §18 byte for byte, every

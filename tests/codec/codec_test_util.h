@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Page generators shared by the codec tests: random, edge-case and real K/V.
 #pragma once
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The llama2.c forward pass reproduces the documented greedy ids, and the K/V
 // it makes goes through the codec end to end with bounded quality loss.
 #include <doctest/doctest.h>

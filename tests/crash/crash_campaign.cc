@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A randomized crash campaign on one shared pool (issue 25, item 12).
 //
 // Each round starts writers, publishers, readers and pinners (separate

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # `speckv devices` and the pool verbs on dax: URIs, run on the real binary.
 # The JSON is machine-dependent (memory, nodes), so its shape is checked, not
 # its text. Exit 77 (skip) only when no JSON checker is installed.

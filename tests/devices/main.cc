@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // doctest main for the device tests. `--requires=WHAT` makes a machine
 // without that hardware report the run skipped (exit 77, with the reason)
 // instead of passing it with nothing tested:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dax: backend. No device-dax hardware here, so (docs/devices.md):
 //  * the libdaxctl lookup runs against the real library, which finds no
 //    device: the "no device" and "not a dax device" errors are checked;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Discovery through the real libdaxctl and libnuma of this machine.
 #include <doctest/doctest.h>
 

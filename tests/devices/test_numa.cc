@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // numa: backend, for real on this machine's node 0 (libnuma, mbind,
 // move_pages). Suite "numa": the `devices_numa` test skips where NUMA is off.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Named numa: pools (numa:N?size=S&name=NAME): a tmpfs file bound to node N,
 // attached by other processes and the CLI. For real on node 0 (or
 // SPECKV_TEST_NUMA_NODE). Suite "numa". The pool directory is a private one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement hints: the SLIT distance -> class / latency / bandwidth mapping,
 // on synthetic distance tables (this machine has one node), and the config
 // overrides. docs/devices.md, "Placement hints".

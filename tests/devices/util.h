@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the device tests.
 #pragma once
 #include <fcntl.h>

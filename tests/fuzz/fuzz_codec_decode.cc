@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: codec records are untrusted bytes. decode() must never
 // read or write out of bounds, and every implementation must agree on the
 // verdict and on the decoded bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: encode -> decode round trip. Input: byte 0 mode id,
 // byte 1 dtype, bytes 2-3 channels (LE), the rest the page. Every
 // implementation must produce the same record; raw records must round-trip

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: arbitrary bytes as a pool file, opened read-only and inspected
 // and checked (what `speckv pool inspect|check` do with a file).
 // Input byte 0 chooses the form:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: request traces as users download them (tools/trace/
 // trace_reader.cc: Mooncake JSONL, Azure CSV, the native format).
 // Input byte 0: bits 0-1 choose the format (auto, mooncake, azure, native),

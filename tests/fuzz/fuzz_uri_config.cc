@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: URI text (up to the first newline) and TOML config text (the rest).
 #include <cstring>
 #include <string_view>

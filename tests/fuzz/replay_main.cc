@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays a libFuzzer target (LLVMFuzzerTestOneInput) over the files and
 // directories given on the command line: every regular file, recursively, in
 // sorted order. So every fuzz target builds and runs in plain CI builds

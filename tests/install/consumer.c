@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A tiny program built against the installed speckv. */
 #include <speckv.h>
 #include <stdio.h>

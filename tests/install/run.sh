@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build tree into a scratch prefix, then builds and runs a tiny C
 # consumer against the *installed* package: via pkg-config (shared, with an
 # rpath instead of LD_LIBRARY_PATH, and static) and via CMake's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SPECKV_LOG=stderr[:LEVEL]: a process without a log callback still sees the
 # library's warnings. A process attaches to a pool and dies without closing;
 # the next opener (`speckv demo`, which sets no callback without -v) reclaims

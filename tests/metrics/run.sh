@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Metrics where operators look (issue 19 §4): `speckv pool stats --format
 # prometheus` and `speckv exporter`, scraped over loopback HTTP with curl and
 # checked with `promtool check metrics` (Debian package prometheus).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // doctest main for the tests that need the real models (data/models of the
 // repository, or $SPECKV_DATA_DIR/models): without them the test fails and
 // says where it looked; it never skips.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the nmp tests: random pages, summaries, exact bounds.
 #pragma once
 #include <cmath>

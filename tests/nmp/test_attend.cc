@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Partial attention and the merge: near-memory partial + "GPU" partial ==
 // full attention (float tolerance), for FP32 and FP16 pages, MHA and GQA.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // On the real stories260K / aidreams260K: the selector's forward pass equals
 // llama2::Runner with full attention, PnG equals full attention, the bound
 // holds on real keys and real queries, selection costs some quality.

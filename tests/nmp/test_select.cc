@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Top-k selection: the brute-force answer, deterministic ties, forced pages,
 // the steady rule lowers churn, bad input.
 #include <doctest/doctest.h>

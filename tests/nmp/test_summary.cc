@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Page summaries: the bound is a bound, damage is detected, SIMD == scalar.
 #include <doctest/doctest.h>
 

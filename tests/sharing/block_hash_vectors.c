@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Prints speckv_block_hash results for the cases check_block_hash.py
  * recomputes independently: "<algo> <tenant> <parent|-> <tokens,...|-> <extra hex|-> <hash>". */
 #include <stdio.h>

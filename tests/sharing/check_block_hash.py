@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Recomputes every line block_hash_vectors prints with an encoder written
 from docs/sharing.md and Python's hashlib: two implementations, one answer."""
 import hashlib

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Content-addressed sharing in one process (and a forked one): publish,
 // lookup, references, tenants, quotas, eviction, the hash helper, check.
 #include <doctest/doctest.h>

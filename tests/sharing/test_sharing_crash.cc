@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash safety of sharing: worker processes publish, look up, read and
 // release blocks of a small key space on one pool while the test SIGKILLs
 // them at random instants (mid-alloc, mid-write, mid-publish, holding the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A synthetic continuous-batching decode stream, replayed through the real
 // L2 PrefetchBuffer under three policies at the same buffer size:
 //   none    every page read is a synchronous fetch;

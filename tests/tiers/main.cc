@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // doctest main for the tier tests. Options of its own (every other argument
 // goes to doctest):
 //   --cold-engines=both|sync|uring  which engines the cold-tier cases that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Belady references (tools/oracle/belady.h, docs/tiers.md §11): textbook
 // MIN counts, an exhaustive search on small traces, Belady >= LRU at every
 // capacity, the inclusion (stack) property the two-level oracle relies on,

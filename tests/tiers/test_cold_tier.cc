@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The L4 cold tier: round trips through both engines, O_DIRECT or its
 // recorded reason, and every failure path (injected completions, real short
 // reads, corruption, a full tier, a file size limit, a missing file).

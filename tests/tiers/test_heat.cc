@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heat: each signal moves the score the right way; thresholds follow
 // pressure and miss rate within their bounds.
 #include <doctest/doctest.h>

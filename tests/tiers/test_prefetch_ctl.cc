@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prefetch policy: parameter bounds, the bandit, beta's feedback, the
 // counters' arithmetic, the learned predictor, and the policy end to end on a
 // synthetic decode stream beside no-prefetch and an oracle.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // L1 hot buffer and L2 prefetch buffer, single-threaded semantics.
 #include <doctest/doctest.h>
 

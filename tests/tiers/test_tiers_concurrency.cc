@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Threads at once on every tier component (labels tiers + concurrency: the
 // TSan run covers it). Failures are counted in atomics inside the threads and
 // checked after the join.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software TLB: hits, coverage of a page's tokens, every invalidation
 // kind, the stale-insert guard, and counters.
 #include <doctest/doctest.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # speckv trace: exit codes and messages of the real binary.
 set -u
 BIN=$1

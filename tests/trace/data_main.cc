@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests over the real traces of the project's data (data/traces of the
 // repository, or $SPECKV_DATA_DIR/traces): without them the test fails and
 // says where it looked; it never skips.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A generated trace as the text of a native-format file, for the trace tests.
 #pragma once
 #include <cstdio>

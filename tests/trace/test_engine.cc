@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine model over a real pool: determinism, sanity orderings of the
 // systems, prefix reuse through the library, capacity limits, real-byte mode.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workload generators: determinism for a seed, Poisson arrivals, length ranges,
 // shared prefixes.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cxl_pnm (near-memory page selection + partial attention, PnG-KV): the
 // invariants of its model on small long-context traces (docs/trace.md "PNM model").
 #include <doctest/doctest.h>

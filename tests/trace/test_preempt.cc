@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optimistic admission and preemption (docs/trace.md "Preemption"): a larger
 // batch than reserving whole outputs, preemptions when KV runs out, every
 // request still completes with all its tokens, recompute pays prefill again,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trace readers: values, strictness (errors name the line), --skip-bad, writers.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real-byte mode with real K/V (--payload model): the blocks hold stories260K's
 // own K and V, so the codec ratio the library measures is the real one
 // (docs/codec.md §14.1: paper 1.960x on stories260K), not synthetic noise's.

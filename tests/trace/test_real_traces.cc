@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real traces of data/ (or $SPECKV_DATA_DIR): every line parses with the
 // facts data/README.md states, and a slice of the Mooncake conversation trace replays.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the tests of the codec in the pool and of packed blocks
 // (test_codec_pool.cc, test_pack.cc): K/V-shaped FP16 values, block
 // allocation and reads through the C API, and a raw view of a pool file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The codec in the pool (docs/codec.md §17): pages of FP16/BF16/FP32 blocks
 // stored as records when a write completes them, read back decoded through
 // every tier (L1 write-allocate, L2 prefetch, L3 read, pin), by any process,

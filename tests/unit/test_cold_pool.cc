@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool's L4 cold tier (docs/tiers.md §9): blocks move to an NVMe file
 // under pressure or on speckv_demote and come back on their next use, with
 // the same handle and the same bytes; failures leave them where they were;

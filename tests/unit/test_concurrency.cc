@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many threads alloc/write/access/free one pool at once (run under TSan in CI).
 #include <doctest/doctest.h>
 

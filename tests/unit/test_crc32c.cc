@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C: every dispatch path (table, SSE4.2 crc32q, PCLMULQDQ and VPCLMULQDQ
 // folding) against a bitwise reference written here, over all alignments
 // 0..63, every length 0..1100, random lengths up to 70,000, random initial

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 25, security 1: a pool file (or L4 file) that another user owns is
 // refused unless the caller names that owner or group. Needs root (to make a
 // file another uid's, and to be the root that a planted pool would fool):

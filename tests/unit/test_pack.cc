@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packed blocks (docs/pool-format.md "Packed blocks"): the write that
 // completes a block of coded pages packs its records into fewer pool pages.
 // What must hold: the pool really holds more (pages_used, a pool filled past

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool through the C ABI (and the core's check()) on real files.
 #include <doctest/doctest.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tiers in the pool: address translation (index + TLB) and the prefetcher
 // behind speckv_prefetch, through the public API.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash consistency: writers are SIGKILLed at random instants; the next open
 // must recover a pool that `check` finds clean, with every block readable.
 #include <doctest/doctest.h>

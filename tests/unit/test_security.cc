@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 25: files speckv creates and opens (mode, links, directories, stale
 // temporary files), sizes near 2^64, URI and config bounds, handles of
 // another pool, check after a death inside the pool lock, select's argument

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Near-memory page selection through the C ABI (docs/selection.md §5): page
 // summaries written with K pages, speckv_select against a reference built
 // from the same keys with lib/nmp directly, the steady rule, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The ABI gate (STYLE.md rule 12): compare a fresh libspeckv.so and
 include/speckv.h with the committed baseline in tools/abi/.
 

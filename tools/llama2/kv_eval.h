@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real K/V for the codec: capture a model's cache, and measure end-to-end
 // quality when every K/V read goes through the codec (encode + decode of the
 // page that holds it, FP16 pages of `page_tokens` tokens x kv_dim).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // llama2.c forward pass (run.c semantics, FP32). Written from the format
 // description in data/README.md (the llama2.c format notes).
 #include "llama2.h"

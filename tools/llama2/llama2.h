@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small llama2.c ("version 0" checkpoint) forward pass, used to produce real
 // K/V caches for the codec and to measure end-to-end quality with the K/V
 // cache passed through it. Follows run.c exactly (see data/README.md, the llama2.c format).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nmp_eval: the selection/PnG quality tables of docs/selection.md, on the two
 // real tiny models and the GPL-3 text the codec measurements use.
 //   nmp_eval [models_dir] [text_file]

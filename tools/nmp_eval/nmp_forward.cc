@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // llama2.c forward pass with the attention routed through lib/nmp. The
 // non-attention arithmetic repeats run.c's (as llama2::Runner does) so that
 // Mode::full gives bit-identical logits to llama2::Runner (tests/nmp checks).

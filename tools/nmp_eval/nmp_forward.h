@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A llama2.c forward pass whose attention goes through the near-memory
 // selector (lib/select/nmp.h): the engine side of PNM-KV (attend only to the pages
 // the selector returns) and of PnG-KV (those pages plus the merged partial the

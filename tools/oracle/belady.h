@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Belady (MIN) references for the tier buffers, computed from a recorded
 // sequence of page reads and writes (docs/tiers.md §11).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The serving-engine model: continuous batching in virtual time over a real
 // speckv pool. Every KV block of the replay is a block of the pool (a one-page
 // stand-in in metadata-only mode); prefix reuse goes through the library's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builds a KvBank (trace.h) from a llama2.c checkpoint: the model's greedy
 // continuation of BOS, every seq_len tokens, K and V of every layer in FP16.
 // Header-only so speckv_trace itself needs no forward pass: the CLI and the

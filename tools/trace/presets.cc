@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model geometries, GPU and link presets, and the paper's workload generators.
 // Sources of the numbers are in docs/trace.md ("Presets").
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Output of a replay: a table for people, JSON and CSV for scripts, SVG charts.
 #include <algorithm>
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // speckv_trace: request traces (readers, writers, generators) and the
 // virtual-time serving-engine model that replays them through a real pool
 // (docs/trace.md). Internal to the CLI, tests and benchmarks: not public API.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trace readers and writers: Mooncake JSONL, Azure CSV, the native format.
 // Strict: every malformed line is an error naming its line, or (skip_bad) a
 // counted skip. Lines are streamed; nothing but the current line is kept.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """speckv for Python: a small ctypes binding for scripts and notebooks.
 
     import speckv

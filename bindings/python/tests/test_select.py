@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Near-memory page selection (speckv_select, speckv_attend,
 speckv_merge_partials) through the Python binding: the checks of
 tests/unit/test_select.cc, against $SPECKV_LIB."""

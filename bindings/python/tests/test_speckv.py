@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs against $SPECKV_LIB (ctest sets it to the fresh build):
     cd bindings/python && python3 -m unittest -v
 """

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command speckv-scenario is Go's turn in the cross-language scenario
 // (tests/bindings/cross_lang.sh):
 //

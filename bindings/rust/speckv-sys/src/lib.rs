@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Raw bindings to `libspeckv.so.0`, loaded at run time with `dlopen`.
 //!
 //! Nothing here links against libspeckv: [`load`] opens the library named by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The cross-language scenario (tests/bindings/cross_lang.sh), Rust's turn:
 //!   scenario POOL_PATH HANDLES_FILE SEED SHARED_FILE
 //! Verifies every block the previous languages listed in HANDLES_FILE, then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Safe Rust bindings to speckv, a KV-cache pool for LLM serving engines.
 //!
 //! The library is loaded at run time (see `speckv_sys::load`): set

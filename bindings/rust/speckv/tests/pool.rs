@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Runs against the library named by SPECKV_LIB (ctest sets it to the fresh build).
 use speckv::{block_hash, BlockHash, Config, DType, Error, ErrorKind, Handle, HashAlgo, Hint, Pool, Published};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Near-memory page selection through the safe crate (speckv_select,
 //! speckv_attend, speckv_merge_partials): the checks of
 //! tests/unit/test_select.cc, against the library named by SPECKV_LIB.
