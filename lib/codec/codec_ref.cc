@@ -4,6 +4,7 @@
 // that computes a byte cites the section it implements.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -93,9 +94,12 @@ struct Scratch {
     std::vector<uint32_t> amax, es, r;
     std::vector<uint16_t> scales;
 };
+// Behind a pointer: the library's static TLS block stays small enough for
+// dlopen (util/status.h has an initial-exec variable; tests/symbols.sh).
 Scratch &scratch() {
-    thread_local Scratch s;
-    return s;
+    thread_local std::unique_ptr<Scratch> s;
+    if (!s) s = std::make_unique<Scratch>();
+    return *s;
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <memory>
+#include <new>
 #include <atomic>
 #include <cinttypes>
 #include <iterator>
@@ -424,8 +426,19 @@ void Pool::note_access(const BlockRecord *rec, int worst, uint32_t pages) {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (r.handle.load(std::memory_order_relaxed) != hd) return;  // freed and reused while we read it
 
-    thread_local ReadStep steps[kStepsPerThread];
-    thread_local unsigned next_victim = 0;
+    // Behind a pointer: the library's static TLS block stays small enough for
+    // dlopen (util/status.h has an initial-exec variable; tests/symbols.sh).
+    struct StepTable {
+        ReadStep steps[kStepsPerThread];
+        unsigned next_victim = 0;
+    };
+    thread_local std::unique_ptr<StepTable> t_steps;
+    if (!t_steps) {
+        t_steps.reset(new (std::nothrow) StepTable);
+        if (!t_steps) return;  // no memory: this read goes unattributed, as a hint would be dropped
+    }
+    ReadStep (&steps)[kStepsPerThread] = t_steps->steps;
+    unsigned &next_victim = t_steps->next_victim;
     ReadStep *s = nullptr;
     for (ReadStep &x : steps)
         if (x.serial == attr_serial_) s = &x;
