@@ -41,9 +41,11 @@ std::string num(int64_t v, bool bytes) {
             if (v == (int64_t(1) << k)) return "2^" + std::to_string(k);
             if (v == (int64_t(1) << k) - 1) return "2^" + std::to_string(k) + "−1";
         }
-        int64_t p = 1;
-        for (int k = 0; k < 19; k++, p *= 10)
+        int64_t p = 1;  // 10^k, k <= 18: the last power of ten an int64_t holds
+        for (int k = 0; k <= 18; k++) {
             if (v == p && k >= 6) return "10^" + std::to_string(k);
+            if (k < 18) p *= 10;
+        }
     }
     std::snprintf(b, sizeof b, "%" PRId64, v);
     std::string s = b;
