@@ -16,6 +16,11 @@ pkgs=(
   dpkg-dev file                     # cpack -G DEB: dpkg-shlibdeps finds the Depends
   python3-numpy                     # bench/llamacpp/random_gguf.py (gguf-py): the random-weight 1B GGUF
   libisal-dev                       # bench/bench_crc32c: ISA-L crc32_iscsi beside ours (bench only)
+  redis-server redis-tools libhiredis-dev   # L5: the Redis Cluster tier and its tests (a real cluster)
+  libzmq3-dev libmsgpack-dev        # KV events: vLLM's KVEventBatch over a ZeroMQ PUB socket
+  python3-zmq python3-msgpack       # tests: a real KV-event subscriber
+  nlohmann-json3-dev                # one JSON library for every JSON the library and CLI write
+  libsimdjson-dev                   # the trace reader's JSONL parser
 )
 missing=()
 for p in "${pkgs[@]}"; do
