@@ -50,8 +50,8 @@ int die(const char *what) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: events_driver POOL_FILE L4_FILE ENDPOINT REPLAY_ENDPOINT\n");
+    if (argc != 5 && argc != 6) {
+        std::fprintf(stderr, "usage: events_driver POOL_FILE L4_FILE ENDPOINT REPLAY_ENDPOINT [map|array]\n");
         return 2;
     }
     const std::string path = argv[1];
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     const std::pair<const char *, const char *> kv[] = {
         {"cold.path", argv[2]}, {"cold.capacity", "64M"}, {"events.endpoint", argv[3]},
         {"events.replay_endpoint", argv[4]}, {"events.topic", "kv-events"}, {"prefetch.enable", "0"},
-        {"cache.bytes", "0"}};
+        {"cache.bytes", "0"}, {"events.encoding", argc == 6 ? argv[5] : "map"}};
     for (const auto &[k, v] : kv)
         if (speckv_config_set_str(cfg, k, v) != SPECKV_OK) return die(k);
     speckv_pool *pool = nullptr;
