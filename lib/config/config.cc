@@ -154,6 +154,9 @@ const std::vector<KeySpec> &config_keys() {
         {"events.queue", 1, 100000000, 100000,
          "events waiting for the publisher thread; beyond, an event is dropped and counted (`events_dropped`)"},
         {"events.hwm", 0, 100000000, 100000, "ZeroMQ send high-water mark of the PUB socket (vLLM's `hwm`)"},
+        {"events.batch_us", 0, 1000000, 1000,
+         "the publisher thread, woken by an event, waits this long for more before sending them as one batch (the "
+         "pool's paths then wake it at most once per batch)"},
         {"events.encoding", 0, 1, 0,
          "`map`: events as tagged maps (vLLM since the map encoding, pinned v0.26.0); `array`: positional arrays for "
          "subscribers of older vLLM versions (`docs/events.md`)",

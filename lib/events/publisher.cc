@@ -91,7 +91,7 @@ void Publisher::Impl::send(std::vector<Event> &all) {
             // the replay buffer so the sequence has no hole.
             if (send_frames(pub, frames, 3, nullptr, 0)) events.fetch_add(n, std::memory_order_relaxed);
             else dropped.fetch_add(n, std::memory_order_relaxed);
-            if (s.buffer_steps) {
+            if (router && s.buffer_steps) {  // kept only where a replay socket can ask for it
                 if (ring.size() >= s.buffer_steps) ring.pop_front();
                 ring.emplace_back(seq, std::move(frames[2]));
             }
@@ -157,6 +157,15 @@ void Publisher::Impl::run() {
             uint64_t v;
             if (read(wake, &v, sizeof v) < 0) { /* EAGAIN: woken already */
             }
+            // Batching: the events of the next batch_us join this one, and
+            // their pushes find the queue non-empty, so they write no eventfd:
+            // at most one wake-up per batch for the pool's paths.
+            bool stopping;
+            {
+                std::lock_guard<std::mutex> g(mu);
+                stopping = stop;
+            }
+            if (!stopping && s.batch_us) std::this_thread::sleep_for(std::chrono::microseconds(s.batch_us));
         }
         if (router && (items[1].revents & ZMQ_POLLIN)) serve_replay();
         bool stopping;
@@ -202,6 +211,7 @@ int Publisher::settings_from(const Config &cfg, Settings *s, bool *on) {
     s->queue = static_cast<uint64_t>(cfg.get("events.queue"));
     s->hwm = static_cast<int>(cfg.get("events.hwm"));
     s->encoding = cfg.get("events.encoding") == 1 ? Encoding::kArray : Encoding::kMap;
+    s->batch_us = static_cast<uint32_t>(cfg.get("events.batch_us"));
     if (!*on && !s->replay_endpoint.empty())
         return fail(SPECKV_EINVAL, "config events.replay_endpoint is set but events.endpoint is not");
     return SPECKV_OK;

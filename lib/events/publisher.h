@@ -26,6 +26,7 @@ struct Settings {
     uint64_t queue = 100000;        // events waiting for the thread; beyond, dropped
     int hwm = 100000;
     uint32_t max_batch = 1024;      // events per KVEventBatch at most
+    uint32_t batch_us = 1000;       // woken by a first event, the thread waits this long for more
     Encoding encoding = Encoding::kMap;
 };
 
