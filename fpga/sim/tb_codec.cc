@@ -3,9 +3,10 @@
 // encoder emits and every page byte the decoder emits is compared with the C++
 // reference (lib/codec/codec_ref.cc), with random valid/ready stalls on all sides;
 // hostile records must be rejected whenever the C++ decoder rejects them.
-// Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice)
-// from the page generator, every other preset in the decoder's records.
-// Runs without stalls measure cycles per page (paper, vp6, vp6s).
+// Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice),
+// k3p..v5p (packed, §19) from the page generator, every other preset in the
+// decoder's records. Runs without stalls measure cycles per page (paper, vp6,
+// vp6s, v4p).
 //
 //   tb_codec [--pages N] [--fuzz N] [--seed S] [--stall PCT] [--perf N] [--corpus DIR]
 //            [--vectors DIR]   the triples of `speckv codec vectors --out DIR` (docs/codec.md §12)
