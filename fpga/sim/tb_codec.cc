@@ -397,7 +397,7 @@ int main(int argc, char **argv) {
         h.set_limit(200000 + vs.size() * 4000);
         h.run();
         const Stats &s = h.st;
-        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5/vp8s/vp6s/vp5s asked) "
+        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5/vp8s/vp6s/vp5s/k3p..v5p asked) "
                     "compared with .rec (%" PRIu64 " split Rice), %" PRIu64
                     " mismatches; decoder: %" PRIu64 " .rec decoded equal to .out (%" PRIu64 " split Rice), %" PRIu64
                     " UNSUP (other parameters), %" PRIu64 " mismatches; %" PRIu64 " .rec files differ from the linked reference\n",
