@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "util/crc32c.h"
 #include "bench_util.h"
 #if SPECKV_BENCH_ISAL
@@ -115,10 +117,11 @@ double time_copy_crc(bool fused, unsigned char *dst, const unsigned char *src, s
 int main(int argc, char **argv) {
     int repeats = 31;
     size_t offset = 0;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
-        if (!std::strcmp(argv[i], "--offset")) offset = size_t(std::atoi(argv[i + 1])) % 64;
-    }
+    CLI::App app{"CRC32C throughput per core and dispatch path, beside memcpy and ISA-L (bench/README.md)"};
+    app.add_option("--repeats", repeats, "samples per cell; each cell is their median")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--offset", offset, "start both buffers this many bytes past a 64-byte boundary")
+        ->check(CLI::Range(size_t(0), size_t(63)));
+    CLI11_PARSE(app, argc, argv);
 
     const Crc32cPath best = speckv::crc32c_active_path();
     std::vector<Crc32cPath> paths;

@@ -26,6 +26,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data_dir.h"
 #include "speckv.h"
 
@@ -135,21 +137,17 @@ void bench_lookup(const std::string &path) {
     unlink(path.c_str());  // the killed helpers are recovered on the next open; nothing to keep
 }
 
-// "hash_ids": [1, 2, 3] -> ids; "input_length": N -> tokens.
+// A Mooncake trace line: "hash_ids": [1, 2, 3] -> ids; "input_length": N -> tokens.
 bool parse(const std::string &line, uint64_t *tokens, std::vector<uint64_t> *ids) {
-    size_t a = line.find("\"input_length\"");
-    size_t h = line.find("\"hash_ids\"");
-    if (a == std::string::npos || h == std::string::npos) return false;
-    *tokens = std::strtoull(line.c_str() + line.find(':', a) + 1, nullptr, 10);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return false;
+    auto a = j.find("input_length"), h = j.find("hash_ids");
+    if (a == j.end() || h == j.end() || !a->is_number_unsigned() || !h->is_array()) return false;
+    *tokens = a->get<uint64_t>();
     ids->clear();
-    const char *c = line.c_str() + line.find('[', h) + 1;
-    while (*c && *c != ']') {
-        while (*c == ' ' || *c == ',') c++;
-        if (*c == ']') break;
-        char *end;
-        ids->push_back(std::strtoull(c, &end, 10));
-        if (end == c) return false;
-        c = end;
+    for (const auto &id : *h) {
+        if (!id.is_number_unsigned()) return false;
+        ids->push_back(id.get<uint64_t>());
     }
     return true;
 }

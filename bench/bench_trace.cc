@@ -21,6 +21,8 @@
 #include <cstring>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "data_dir.h"
 #include "trace.h"
 
@@ -36,25 +38,31 @@ int main(int argc, char **argv) {
     PaceWait pace_wait = PaceWait::Yield;
     Admission admission = Admission::Reserve;
     Preempt preempt = Preempt::Auto;
-    for (int i = 1; i < argc; ++i) {
-        auto arg = [&](const char *name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
-        if (arg("--max-requests")) max_requests = std::strtoull(argv[++i], nullptr, 10);
-        else if (arg("--json")) json = argv[++i];
-        else if (arg("--layer-groups")) layer_groups = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
-        else if (arg("--repeats")) repeats = std::max(1u, static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10)));
-        else if (arg("--pace")) pace = std::strtod(argv[++i], nullptr);
-        else if (arg("--pace-max-us")) pace_max_us = std::strtod(argv[++i], nullptr);
-        else if (arg("--pace-wait")) {
-            if (!parse_pace_wait(argv[++i], &pace_wait)) return std::fprintf(stderr, "bench_trace: bad --pace-wait\n"), 2;
-        } else if (arg("--admission")) {
-            if (!parse_admission(argv[++i], &admission)) return std::fprintf(stderr, "bench_trace: bad --admission\n"), 2;
-        } else if (arg("--preempt")) {
-            if (!parse_preempt(argv[++i], &preempt)) return std::fprintf(stderr, "bench_trace: bad --preempt\n"), 2;
-        } else if (arg("--system")) {
-            System s;
-            if (!parse_system(argv[++i], &s)) return std::fprintf(stderr, "bench_trace: unknown system %s\n", argv[i]), 2;
-            systems = {s};
-        } else path = argv[i];
+    std::string pace_wait_s, admission_s, preempt_s, system_s;
+    CLI::App app{"Replay speed of the trace engine (bench/README.md)"};
+    app.add_option("TRACE", path, "trace file (default: the Mooncake conversation trace of data/)");
+    app.add_option("--max-requests", max_requests, "replay only the first N requests (0 = all)");
+    app.add_option("--json", json, "also write the replay's results, as `speckv trace replay --json`");
+    app.add_option("--system", system_s, "run only this system (no oracle)");
+    app.add_option("--layer-groups", layer_groups, "layer groups")->check(CLI::Range(1u, 1u << 16));
+    app.add_option("--pace", pace, "pace the replay: R seconds of wall clock per second of virtual time");
+    app.add_option("--pace-wait", pace_wait_s, "sleep, spin or yield");
+    app.add_option("--pace-max-us", pace_max_us, "longest wait per paced unit, in microseconds");
+    app.add_option("--repeats", repeats, "runs per system; medians of the library's measured rates")
+        ->check(CLI::Range(1u, 1u << 20));
+    app.add_option("--admission", admission_s, "reserve or optimistic");
+    app.add_option("--preempt", preempt_s, "auto, recompute or swap");
+    CLI11_PARSE(app, argc, argv);
+    if (!pace_wait_s.empty() && !parse_pace_wait(pace_wait_s, &pace_wait))
+        return std::fprintf(stderr, "bench_trace: bad --pace-wait\n"), 2;
+    if (!admission_s.empty() && !parse_admission(admission_s, &admission))
+        return std::fprintf(stderr, "bench_trace: bad --admission\n"), 2;
+    if (!preempt_s.empty() && !parse_preempt(preempt_s, &preempt))
+        return std::fprintf(stderr, "bench_trace: bad --preempt\n"), 2;
+    if (!system_s.empty()) {
+        System s;
+        if (!parse_system(system_s, &s)) return std::fprintf(stderr, "bench_trace: unknown system %s\n", system_s.c_str()), 2;
+        systems = {s};
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     EngineOptions o;

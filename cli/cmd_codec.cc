@@ -24,6 +24,7 @@
 #include "kv_eval.h"
 #include "speckv.h"
 #include "util/status.h"
+#include "util/json.h"
 #include "util/text.h"
 
 namespace speckv_cli {
@@ -31,6 +32,8 @@ namespace speckv_cli {
 namespace {
 
 namespace cdc = speckv::codec;
+using speckv::Json;
+using speckv::json_text;
 using cdc::Mode;
 
 const Mode kPresets[] = {Mode::raw,  Mode::paper, Mode::int8, Mode::k8,   Mode::v8,   Mode::k6,  Mode::v6,
@@ -187,29 +190,24 @@ Speed bench_codec(const PageSet &ps, const std::vector<Mode> &mode_of_page, int 
     return sp;
 }
 
-std::string jnum(double v) {
-    if (!std::isfinite(v)) return "null";
-    char b[64];
-    std::snprintf(b, sizeof b, "%.6g", v);
-    return b;
+// A measured figure: 6 significant digits (null when not finite).
+Json jnum(double v) { return speckv::json_number(v, 6); }
+
+Json jspeed(const Speed &s) {
+    return {{"ratio", jnum(s.ratio)}, {"encode_gbps", jnum(s.encode_gbps)}, {"decode_gbps", jnum(s.decode_gbps)}};
 }
 
-std::string jspeed(const Speed &s) {
-    return "{\"ratio\": " + jnum(s.ratio) + ", \"encode_gbps\": " + jnum(s.encode_gbps) +
-           ", \"decode_gbps\": " + jnum(s.decode_gbps) + "}";
-}
-
-std::string jeval(const llama2::EvalResult &q, const char *policy) {
-    return "{\"policy\": \"" + std::string(policy) + "\", \"cosine\": " + jnum(q.attn_cos) +
-           ", \"attn_rel_err\": " + jnum(q.attn_rel_err) + ", \"kl\": " + jnum(q.kl) +
-           ", \"top1_agree\": " + jnum(q.top1_agree) + ", \"ppl_delta_pct\": " + jnum(q.ppl_delta_pct) +
-           ", \"ratio_coded\": " + jnum(q.ratio) + "}";
+Json jeval(const llama2::EvalResult &q, const char *policy) {
+    return {{"policy", policy},          {"cosine", jnum(q.attn_cos)},
+            {"attn_rel_err", jnum(q.attn_rel_err)}, {"kl", jnum(q.kl)},
+            {"top1_agree", jnum(q.top1_agree)},     {"ppl_delta_pct", jnum(q.ppl_delta_pct)},
+            {"ratio_coded", jnum(q.ratio)}};
 }
 
 // "quality": the sealed policy (what the pool does); "quality_all": every entry coded.
-std::string jquality(const ModeResult &m) {
-    if (!m.has_quality) return "null, \"quality_all\": null";
-    return jeval(m.q, "sealed") + ", \"quality_all\": " + jeval(m.q_all, "all");
+void add_quality(const ModeResult &m, Json *o) {
+    (*o)["quality"] = m.has_quality ? jeval(m.q, "sealed") : Json(nullptr);
+    (*o)["quality_all"] = m.has_quality ? jeval(m.q_all, "all") : Json(nullptr);
 }
 
 // ---------------------------------------------------------------- bench
@@ -419,31 +417,41 @@ void run_bench(const BenchOpts &o) {
     const ModeResult &top = *tp;
 
     if (g_opt.json) {
-        std::string s = "{\"source\": \"" + source + "\", \"pages\": " + std::to_string(ps.npages) +
-                        ", \"page_bytes\": " + std::to_string(pb) + ", \"impl\": \"" + o.impl + "\", \"mode\": \"" +
-                        top.name + "\", ";
-        s += "\"ratio\": " + jnum(top.s.ratio) + ", \"encode_gbps\": " + jnum(top.s.encode_gbps) +
-             ", \"decode_gbps\": " + jnum(top.s.decode_gbps) + ", \"memcpy_gbps\": " + jnum(memcpy_gbps) +
-             ", \"zstd1\": " + jspeed(z1) + ", \"zstd3\": " + jspeed(z3) + ", \"zstd1_int8\": " + jspeed(z1q) +
-             ", \"zstd3_int8\": " + jspeed(z3q) + ", \"entropy_bound_ratio\": " + jnum(entropy_ratio) +
-             ", \"quality\": " + jquality(top) + ", \"modes\": {";
-        for (size_t i = 0; i < results.size(); i++) {
-            const auto &m = results[i];
-            s += (i ? ", \"" : "\"") + m.name + "\": {\"ratio\": " + jnum(m.s.ratio) +
-                 ", \"encode_gbps\": " + jnum(m.s.encode_gbps) + ", \"decode_gbps\": " + jnum(m.s.decode_gbps) +
-                 ", \"memcpy_gbps\": " + jnum(memcpy_gbps) + ", \"zstd1\": " + jspeed(z1) + ", \"zstd3\": " +
-                 jspeed(z3) + ", \"entropy_bound_ratio\": " + jnum(entropy_ratio) + ", \"quality\": " + jquality(m) + "}";
+        Json j = {{"source", source},
+                  {"pages", ps.npages},
+                  {"page_bytes", pb},
+                  {"impl", o.impl},
+                  {"mode", top.name},
+                  {"ratio", jnum(top.s.ratio)},
+                  {"encode_gbps", jnum(top.s.encode_gbps)},
+                  {"decode_gbps", jnum(top.s.decode_gbps)},
+                  {"memcpy_gbps", jnum(memcpy_gbps)},
+                  {"zstd1", jspeed(z1)},
+                  {"zstd3", jspeed(z3)},
+                  {"zstd1_int8", jspeed(z1q)},
+                  {"zstd3_int8", jspeed(z3q)},
+                  {"entropy_bound_ratio", jnum(entropy_ratio)}};
+        add_quality(top, &j);
+        Json modes = Json::object();
+        for (const auto &m : results) {
+            Json e = {{"ratio", jnum(m.s.ratio)},
+                      {"encode_gbps", jnum(m.s.encode_gbps)},
+                      {"decode_gbps", jnum(m.s.decode_gbps)},
+                      {"memcpy_gbps", jnum(memcpy_gbps)},
+                      {"zstd1", jspeed(z1)},
+                      {"zstd3", jspeed(z3)},
+                      {"entropy_bound_ratio", jnum(entropy_ratio)}};
+            add_quality(m, &e);
+            modes[m.name] = std::move(e);
         }
-        s += "}";
+        j["modes"] = std::move(modes);
         if (!o.model.empty()) {
-            s += ", \"adaptive_policy\": {\"k\": [";
-            for (size_t l = 0; l < adaptive.k_mode.size(); l++) s += (l ? ", \"" : "\"") + std::string(cdc::mode_name(adaptive.k_mode[l])) + "\"";
-            s += "], \"v\": [";
-            for (size_t l = 0; l < adaptive.v_mode.size(); l++) s += (l ? ", \"" : "\"") + std::string(cdc::mode_name(adaptive.v_mode[l])) + "\"";
-            s += "]}";
+            Json k = Json::array(), v = Json::array();
+            for (auto m : adaptive.k_mode) k.push_back(cdc::mode_name(m));
+            for (auto m : adaptive.v_mode) v.push_back(cdc::mode_name(m));
+            j["adaptive_policy"] = {{"k", std::move(k)}, {"v", std::move(v)}};
         }
-        s += "}\n";
-        std::fputs(s.c_str(), stdout);
+        std::printf("%s\n", speckv::json_text_spaced(j).c_str());
         return;
     }
     std::printf("source %s: %zu pages of %zu bytes (FP16), impl %s\n", source.c_str(), ps.npages, pb, o.impl.c_str());
@@ -503,6 +511,9 @@ std::vector<uint8_t> gen_page(std::mt19937_64 &rng, int dtype, size_t n, int kin
     return b;
 }
 
+// With --json, run_check leaves its report here for the caller to finish (--rtl) and print.
+Json g_check_report;
+
 void run_check(unsigned pages, uint64_t seed) {
     std::vector<cdc::Impl> impls{cdc::Impl::scalar};
     for (cdc::Impl i : {cdc::Impl::avx2, cdc::Impl::avx512})
@@ -548,13 +559,18 @@ void run_check(unsigned pages, uint64_t seed) {
     const double ratio = rec_bytes ? double(in_bytes) / double(rec_bytes) : 0.0;
     if (g_opt.json) {
         // The report is the result, failures included; no separate error object.
-        std::printf("{\"pages\":%u,\"seed\":%llu,\"impls\":[", pages, static_cast<unsigned long long>(seed));
-        for (size_t k = 0; k < impls.size(); k++) std::printf("%s\"%s\"", k ? "," : "", cdc::impl_name(impls[k]));
-        std::printf("],\"stored_raw\":%zu,\"mean_ratio\":%.6f,\"round_trip_failures\":%zu,\"cross_impl_mismatches\":%zu,"
-                    "\"ok\":%s",
-                    raw_pages, ratio, failures, mismatches, failures || mismatches ? "false" : "true");
+        Json names = Json::array();
+        for (auto i : impls) names.push_back(cdc::impl_name(i));
+        g_check_report = {{"pages", pages},
+                          {"seed", seed},
+                          {"impls", std::move(names)},
+                          {"stored_raw", raw_pages},
+                          {"mean_ratio", speckv::json_fixed6(ratio)},
+                          {"round_trip_failures", failures},
+                          {"cross_impl_mismatches", mismatches},
+                          {"ok", !(failures || mismatches)}};
         if (failures || mismatches) g_exit = 1;
-        return;  // the caller closes the object (after --rtl)
+        return;  // the caller prints the report (after --rtl)
     }
     if (!g_opt.quiet || failures || mismatches) {
         std::printf("codec check: %u pages, impls:", pages);
@@ -766,7 +782,7 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
         g_exit = 1;
         return;
     }
-    if (g_opt.json) std::printf("{\"vectors\":%d,\"out\":\"%s\",\"index\":\"index.tsv\"}\n", id, speckv::json_escape(out).c_str());
+    if (g_opt.json) std::printf("%s\n", json_text({{"vectors", id}, {"out", out}, {"index", "index.tsv"}}).c_str());
     else if (!g_opt.quiet) std::printf("wrote %d vectors to %s (index.tsv)\n", id, out.c_str());
 }
 
@@ -805,17 +821,16 @@ void register_codec_commands(CLI::App &app) {
     add_no_progress(check);
     check->callback([] {
         run_check(pages, seed);
-        const bool report = g_opt.json && (g_exit == 0 || g_exit == 1);  // run_check left an open object
+        const bool report = g_opt.json && (g_exit == 0 || g_exit == 1);  // run_check left its report
         if (rtl && g_exit == 0) {
             run_rtl_check(pages, seed);
             if (report) {
                 // Inside the report, not as a second object.
                 std::string why = take_error();
-                std::printf(",\"rtl\":{\"passed\":%s,\"error\":%s}", g_exit == 0 ? "true" : "false",
-                            why.empty() ? "null" : ("\"" + speckv::json_escape(why) + "\"").c_str());
+                g_check_report["rtl"] = {{"passed", g_exit == 0}, {"error", why.empty() ? Json(nullptr) : Json(why)}};
             }
         }
-        if (report) std::printf("}\n");
+        if (report) std::printf("%s\n", json_text(g_check_report).c_str());
     });
 
     static std::string out, vmodel;

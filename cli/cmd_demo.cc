@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "pool/pool.h"
 #include "speckv.h"
+#include "util/json.h"
 
 namespace speckv_cli {
 
@@ -78,17 +79,16 @@ void register_demo_command(CLI::App &app) {
             g_exit = 1;
         } else if (g_opt.json) {
             std::unique_ptr<speckv::Pool> ro;
-            std::printf("{\"blocks\":%zu,\"layers\":%u,\"tokens\":%u,\"kv_dim\":%u,\"bytes\":%zu,\"identical\":true,"
-                        "\"pool\":",
-                        hs.size(), layers, tokens, kv_dim, stored);
+            speckv::Json o = {{"blocks", hs.size()}, {"layers", layers}, {"tokens", tokens},
+                              {"kv_dim", kv_dim},    {"bytes", stored},   {"identical", true}};
             if (speckv::Pool::open_readonly_uri(uri, &ro) == SPECKV_OK) {
                 speckv::PoolInfo i;
                 ro->info(&i);
-                print_info(i, true, false);
+                o["pool"] = info_value(i);
             } else {
-                std::printf("null");
+                o["pool"] = nullptr;
             }
-            std::printf("}\n");
+            std::printf("%s\n", speckv::json_text(o).c_str());
         } else if (!g_opt.quiet) {
             std::printf("stored and read back %zu KV blocks (%u layers x K,V; %u tokens x %u fp16), %zu bytes: %s\n\n",
                         hs.size(), layers, tokens, kv_dim, stored, mismatches ? "MISMATCH" : "all identical");

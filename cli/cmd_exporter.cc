@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "prometheus.h"
+#include "util/json.h"
 #include "util/text.h"
 
 namespace speckv_cli {
@@ -108,7 +109,7 @@ void register_exporter_command(CLI::App &app) {
         }
         std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
         std::string url = "http://" + shown + ":" + std::to_string(bound) + "/metrics";
-        if (g_opt.json) std::printf("{\"url\":\"%s\",\"pools\":%zu}\n", speckv::json_escape(url).c_str(), uris.size());
+        if (g_opt.json) std::printf("%s\n", speckv::json_text({{"url", url}, {"pools", uris.size()}}).c_str());
         else std::printf("speckv exporter: %zu pool%s at %s\n", uris.size(), uris.size() == 1 ? "" : "s", url.c_str());
         std::fflush(stdout);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "util/json.h"
 #include "util/text.h"
 #include "config/config.h"
 #include "backend/devices.h"
@@ -39,7 +40,8 @@ std::string time_text(uint64_t ns) {
 
 std::string human(uint64_t bytes) { return speckv::human_bytes(bytes); }
 
-using speckv::json_escape;
+using speckv::Json;
+using speckv::json_text;
 
 // The file or device a URI names, for messages. anon: and unnamed numa:
 // pools are private to their process and can't be operated on from outside;
@@ -81,15 +83,17 @@ struct Where {
     speckv::NumaPlacement pages;
 };
 
-void print_where(const Where &w, bool json) {
-    if (json) {
-        std::printf(",\"placement\":%s", speckv::placement_json(w.placement).c_str());
-        if (w.numa)
-            std::printf(",\"numa_pages\":{\"node\":%d,\"total\":%" PRIu64 ",\"on_node\":%" PRIu64
-                        ",\"elsewhere\":%" PRIu64 ",\"absent\":%" PRIu64 "}",
-                        w.node, w.pages.pages, w.pages.on_node, w.pages.elsewhere, w.pages.absent);
-        return;
-    }
+void add_where(const Where &w, Json *o) {
+    (*o)["placement"] = speckv::placement_value(w.placement);
+    if (w.numa)
+        (*o)["numa_pages"] = {{"node", w.node},
+                              {"total", w.pages.pages},
+                              {"on_node", w.pages.on_node},
+                              {"elsewhere", w.pages.elsewhere},
+                              {"absent", w.pages.absent}};
+}
+
+void print_where(const Where &w) {
     const speckv::Placement &p = w.placement;
     std::printf("placement    %s: ~%" PRIu64 " ns, %s L3->L2 (%s)\n", p.cls.c_str(), p.latency_ns, gbps(p.bandwidth).c_str(),
                 p.source.c_str());
@@ -104,6 +108,63 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool
 
 void print_info(const speckv::PoolInfo &i, bool json, bool nl) { print_info_where(i, json, nullptr, nl); }
 
+Json info_value(const speckv::PoolInfo &i) {
+    Json o = {
+        {"location", i.location},
+        {"format_version", i.format_version},
+        {"uuid", uuid_text(i.uuid)},
+        {"created", time_text(i.created_ns)},
+        {"pool_bytes", i.pool_bytes},
+        {"page_size", i.page_size},
+        {"data_offset", i.data_off},
+        {"pages", {{"total", i.n_pages}, {"used", i.pages_used}, {"free", i.n_pages - i.pages_used}}},
+        {"blocks", {{"live", i.blocks_live}, {"max", i.max_blocks}}},
+        {"bytes_by_dtype",
+         {{"opaque", i.bytes_by_dtype[0]}, {"fp16", i.bytes_by_dtype[1]}, {"bf16", i.bytes_by_dtype[2]}, {"fp32", i.bytes_by_dtype[3]}}},
+        {"attached", i.attached},
+        {"clean", i.clean},
+        {"epoch", i.epoch},
+        {"recoveries", i.recoveries},
+        {"checksums", {{"quarantined_pages", i.pages_quarantined}, {"pages_mid_write", i.pages_in_write}}},
+        {"codec",
+         {{"coded_pages", i.pages_coded},
+          {"raw_bytes", i.coded_raw_bytes},
+          {"stored_bytes", i.coded_stored_bytes},
+          {"packed_blocks", i.blocks_packed},
+          {"packed_pages", i.packed_pages},
+          {"pages_saved", i.packed_saved}}},
+        {"sharing",
+         {{"published_blocks", i.blocks_published},
+          {"shared_bytes", i.shared_bytes},
+          {"lookups", i.lookups},
+          {"lookup_hits", i.lookup_hits},
+          {"dedup_bytes", i.dedup_bytes},
+          {"evictions", i.evictions},
+          {"reclaimed_blocks", i.reclaimed}}},
+        {"l4",
+         {{"blocks", i.cold_blocks},
+          {"bytes", i.cold_bytes},
+          {"demotions", i.demotions},
+          {"promotions", i.promotions},
+          {"demote_failures", i.demote_failures},
+          {"holder_pid", i.cold_pid ? Json(i.cold_pid) : Json(nullptr)}}},
+    };
+    Json procs = Json::array();
+    for (const auto &a : i.attach)
+        procs.push_back({{"pid", a.pid},
+                         {"alive", a.alive},
+                         {"attach_id", a.id},
+                         {"attached", time_text(a.attach_ns)},
+                         {"lookups", a.lookups},
+                         {"lookup_hits", a.lookup_hits}});
+    o["processes"] = std::move(procs);
+    Json tenants = Json::array();
+    for (const auto &t : i.tenants)
+        tenants.push_back({{"tenant", t.tenant}, {"quota_pages", t.quota_pages}, {"used_pages", t.used_pages}});
+    o["tenants"] = std::move(tenants);
+    return o;
+}
+
 std::string damaged_text(uint64_t packed_damaged) {
     return std::to_string(packed_damaged) + " packed block" + (packed_damaged == 1 ? "" : "s") +
            " with a damaged image (head or directory)" +
@@ -114,42 +175,9 @@ std::string damaged_text(uint64_t packed_damaged) {
 namespace {
 void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool nl) {
     if (json) {
-        std::printf("{\"location\":\"%s\",\"format_version\":%u,\"uuid\":\"%s\",\"created\":\"%s\",\"pool_bytes\":%" PRIu64
-                    ",\"page_size\":%" PRIu64 ",\"data_offset\":%" PRIu64 ",\"pages\":{\"total\":%" PRIu64
-                    ",\"used\":%" PRIu64 ",\"free\":%" PRIu64 "},\"blocks\":{\"live\":%" PRIu64 ",\"max\":%" PRIu64
-                    "},\"bytes_by_dtype\":{\"opaque\":%" PRIu64 ",\"fp16\":%" PRIu64 ",\"bf16\":%" PRIu64
-                    ",\"fp32\":%" PRIu64 "},\"attached\":%u,\"clean\":%s,\"epoch\":%" PRIu64 ",\"recoveries\":%" PRIu64
-                    ",\"checksums\":{\"quarantined_pages\":%" PRIu64 ",\"pages_mid_write\":%" PRIu64 "},",
-                    json_escape(i.location).c_str(), i.format_version, uuid_text(i.uuid).c_str(),
-                    time_text(i.created_ns).c_str(), i.pool_bytes, i.page_size, i.data_off, i.n_pages, i.pages_used,
-                    i.n_pages - i.pages_used, i.blocks_live, i.max_blocks, i.bytes_by_dtype[0], i.bytes_by_dtype[1],
-                    i.bytes_by_dtype[2], i.bytes_by_dtype[3], i.attached, i.clean ? "true" : "false", i.epoch,
-                    i.recoveries, i.pages_quarantined, i.pages_in_write);
-        std::printf("\"codec\":{\"coded_pages\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64
-                    ",\"packed_blocks\":%" PRIu64 ",\"packed_pages\":%" PRIu64 ",\"pages_saved\":%" PRIu64 "},",
-                    i.pages_coded, i.coded_raw_bytes, i.coded_stored_bytes, i.blocks_packed, i.packed_pages,
-                    i.packed_saved);
-        std::printf("\"sharing\":{\"published_blocks\":%" PRIu64 ",\"shared_bytes\":%" PRIu64 ",\"lookups\":%" PRIu64
-                    ",\"lookup_hits\":%" PRIu64 ",\"dedup_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
-                    ",\"reclaimed_blocks\":%" PRIu64 "},",
-                    i.blocks_published, i.shared_bytes, i.lookups, i.lookup_hits, i.dedup_bytes, i.evictions, i.reclaimed);
-        std::printf("\"l4\":{\"blocks\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"demotions\":%" PRIu64
-                    ",\"promotions\":%" PRIu64 ",\"demote_failures\":%" PRIu64 ",\"holder_pid\":",
-                    i.cold_blocks, i.cold_bytes, i.demotions, i.promotions, i.demote_failures);
-        if (i.cold_pid) std::printf("%u},\"processes\":[", i.cold_pid);
-        else std::printf("null},\"processes\":[");
-        for (size_t k = 0; k < i.attach.size(); k++)
-            std::printf("%s{\"pid\":%u,\"alive\":%s,\"attach_id\":%" PRIu64 ",\"attached\":\"%s\",\"lookups\":%" PRIu64
-                        ",\"lookup_hits\":%" PRIu64 "}",
-                        k ? "," : "", i.attach[k].pid, i.attach[k].alive ? "true" : "false", i.attach[k].id,
-                        time_text(i.attach[k].attach_ns).c_str(), i.attach[k].lookups, i.attach[k].lookup_hits);
-        std::printf("],\"tenants\":[");
-        for (size_t k = 0; k < i.tenants.size(); k++)
-            std::printf("%s{\"tenant\":%" PRIu64 ",\"quota_pages\":%" PRIu64 ",\"used_pages\":%" PRIu64 "}", k ? "," : "",
-                        i.tenants[k].tenant, i.tenants[k].quota_pages, i.tenants[k].used_pages);
-        std::printf("]");
-        if (w) print_where(*w, true);
-        std::printf("}%s", nl ? "\n" : "");
+        Json o = info_value(i);
+        if (w) add_where(*w, &o);
+        std::printf("%s%s", json_text(o).c_str(), nl ? "\n" : "");
         return;
     }
     std::printf("pool         %s\n", i.location.c_str());
@@ -198,7 +226,7 @@ void print_info_where(const speckv::PoolInfo &i, bool json, const Where *w, bool
     for (const auto &t : i.tenants)
         std::printf("tenant       %" PRIu64 ": %" PRIu64 " pages used, quota %s\n", t.tenant, t.used_pages,
                     t.quota_pages ? std::to_string(t.quota_pages).c_str() : "none");
-    if (w) print_where(*w, false);
+    if (w) print_where(*w);
 }
 }  // namespace
 
@@ -273,9 +301,12 @@ void register_pool_commands(CLI::App &app) {
         speckv::PoolInfo i;
         p->info(&i);
         if (g_opt.json)
-            std::printf("{\"created\":\"%s\",\"pool_bytes\":%" PRIu64 ",\"page_size\":%" PRIu64 ",\"data_pages\":%" PRIu64
-                        ",\"max_blocks\":%" PRIu64 "}\n",
-                        json_escape(path).c_str(), i.pool_bytes, i.page_size, i.n_pages, i.max_blocks);
+            std::printf("%s\n", json_text({{"created", path},
+                                           {"pool_bytes", i.pool_bytes},
+                                           {"page_size", i.page_size},
+                                           {"data_pages", i.n_pages},
+                                           {"max_blocks", i.max_blocks}})
+                                    .c_str());
         else if (!g_opt.quiet)
             std::printf("created %s: %" PRIu64 " bytes, %" PRIu64 " data pages of %" PRIu64 " bytes, %" PRIu64
                         " block slots\n",
@@ -363,13 +394,13 @@ void register_pool_commands(CLI::App &app) {
             p->check(&r);
         }
         if (k_json) {
-            std::printf("{\"pool\":\"%s\",\"clean\":%s,\"recovery_pending\":%s,\"blocks_checked\":%" PRIu64
-                        ",\"pages_verified\":%" PRIu64 ",\"problems\":[",
-                        json_escape(path).c_str(), r.problems.empty() ? "true" : "false",
-                        r.recovery_pending ? "true" : "false", r.blocks_checked, r.pages_verified);
-            for (size_t i = 0; i < r.problems.size(); i++)
-                std::printf("%s\"%s\"", i ? "," : "", json_escape(r.problems[i]).c_str());
-            std::printf("]}\n");
+            Json o = {{"pool", path},
+                      {"clean", r.problems.empty()},
+                      {"recovery_pending", r.recovery_pending},
+                      {"blocks_checked", r.blocks_checked},
+                      {"pages_verified", r.pages_verified},
+                      {"problems", r.problems}};
+            std::printf("%s\n", json_text(o).c_str());
         } else {
             for (auto &s : r.problems) std::printf("problem: %s\n", s.c_str());
             if (!g_opt.quiet)
@@ -429,8 +460,8 @@ void register_pool_commands(CLI::App &app) {
             return void(g_exit = 1);
         }
         if (g_opt.json)
-            std::printf("{\"reset\":\"%s\",\"blocks_wiped\":%s}\n", json_escape(path).c_str(),
-                        readable ? std::to_string(before.blocks_live).c_str() : "null");
+            std::printf("%s\n",
+                        json_text({{"reset", path}, {"blocks_wiped", readable ? Json(before.blocks_live) : Json(nullptr)}}).c_str());
         else if (!g_opt.quiet)
             std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
                     readable ? std::to_string(before.blocks_live).c_str() : "all");

@@ -14,6 +14,7 @@
 #include "prometheus.h"
 #include "pool/pool.h"
 #include "pool/pool_format.h"
+#include "util/json.h"
 
 namespace speckv_cli {
 namespace {
@@ -32,24 +33,35 @@ std::string when(uint64_t ns) {
     return b;
 }
 
-// The derived figures of one set of counters (docs/design.md §6).
-void json_counters(const uint64_t *c, bool gauges) {
-    std::printf("\"reads\":%" PRIu64 ",\"l1_hits\":%" PRIu64 ",\"l1_misses\":%" PRIu64 ",\"l2_hits\":%" PRIu64
-                ",\"sync_reads\":%" PRIu64 ",\"prefetch_hints\":%" PRIu64 ",\"prefetch_pages\":%" PRIu64
-                ",\"prefetch_used\":%" PRIu64 ",\"prefetch_wasted\":%" PRIu64 ",\"waste_bytes\":%" PRIu64
-                ",\"link_bytes\":%" PRIu64 ",\"tlb_hits\":%" PRIu64 ",\"tlb_misses\":%" PRIu64
-                ",\"codec_pages_encoded\":%" PRIu64 ",\"codec_raw_bytes\":%" PRIu64 ",\"codec_stored_bytes\":%" PRIu64
-                ",\"codec_pages_decoded\":%" PRIu64 ",\"hit_rate\":%.6f,\"precision\":%.6f,\"tlb_hit_rate\":%.6f"
-                ",\"codec_ratio\":%.6f",
-                c[kTcReads], c[kTcL1Hits], c[kTcL1Misses], c[kTcL2Hits], c[kTcSyncReads], c[kTcHints], c[kTcPfPages],
-                c[kTcPfUsed], c[kTcPfWasted], c[kTcPfWastedBytes], c[kTcLinkBytes], c[kTcTlbHits], c[kTcTlbMisses],
-                c[kTcEncPages], c[kTcEncRaw], c[kTcEncStored], c[kTcDecPages],
-                ratio(c[kTcL2Hits], c[kTcL2Hits] + c[kTcSyncReads]),
-                ratio(c[kTcPfUsed], c[kTcPfUsed] + c[kTcPfWasted]), ratio(c[kTcTlbHits], c[kTcTlbHits] + c[kTcTlbMisses]),
-                ratio(c[kTcEncRaw], c[kTcEncStored]));
-    if (gauges)
-        std::printf(",\"beta\":%.6f,\"depth\":%u", double(c[kTcBetaDepth] >> 32) / 1e6,
-                    unsigned(c[kTcBetaDepth] & 0xFFFFFFFFu));
+// The derived figures of one set of counters (docs/design.md §6), added to *o.
+void json_counters(const uint64_t *c, bool gauges, speckv::Json *o) {
+    auto r6 = [](uint64_t a, uint64_t b) { return speckv::json_fixed6(ratio(a, b)); };
+    speckv::Json &j = *o;
+    j["reads"] = c[kTcReads];
+    j["l1_hits"] = c[kTcL1Hits];
+    j["l1_misses"] = c[kTcL1Misses];
+    j["l2_hits"] = c[kTcL2Hits];
+    j["sync_reads"] = c[kTcSyncReads];
+    j["prefetch_hints"] = c[kTcHints];
+    j["prefetch_pages"] = c[kTcPfPages];
+    j["prefetch_used"] = c[kTcPfUsed];
+    j["prefetch_wasted"] = c[kTcPfWasted];
+    j["waste_bytes"] = c[kTcPfWastedBytes];
+    j["link_bytes"] = c[kTcLinkBytes];
+    j["tlb_hits"] = c[kTcTlbHits];
+    j["tlb_misses"] = c[kTcTlbMisses];
+    j["codec_pages_encoded"] = c[kTcEncPages];
+    j["codec_raw_bytes"] = c[kTcEncRaw];
+    j["codec_stored_bytes"] = c[kTcEncStored];
+    j["codec_pages_decoded"] = c[kTcDecPages];
+    j["hit_rate"] = r6(c[kTcL2Hits], c[kTcL2Hits] + c[kTcSyncReads]);
+    j["precision"] = r6(c[kTcPfUsed], c[kTcPfUsed] + c[kTcPfWasted]);
+    j["tlb_hit_rate"] = r6(c[kTcTlbHits], c[kTcTlbHits] + c[kTcTlbMisses]);
+    j["codec_ratio"] = r6(c[kTcEncRaw], c[kTcEncStored]);
+    if (gauges) {
+        j["beta"] = speckv::json_fixed6(double(c[kTcBetaDepth] >> 32) / 1e6);
+        j["depth"] = unsigned(c[kTcBetaDepth] & 0xFFFFFFFFu);
+    }
 }
 
 void text_row(const char *who, const uint64_t *c, bool gauges) {
@@ -106,23 +118,21 @@ void register_pool_stats_command(CLI::App &pool) {
         for (const auto &a : i.attach)
             for (uint32_t t = 0; t < kTcSummed; t++) total[t] += a.tier[t];
         if (json) {
-            std::printf("{\"pages_used\":%" PRIu64 ",\"pages_total\":%" PRIu64 ",\"coded_pages\":%" PRIu64
-                        ",\"processes\":[",
-                        i.pages_used, i.n_pages, i.pages_coded);
-            for (size_t k = 0; k < i.attach.size(); k++) {
-                const auto &a = i.attach[k];
-                std::printf("%s{\"pid\":%u,\"attach_id\":%" PRIu64 ",\"alive\":%s,\"published\":", k ? "," : "", a.pid,
-                            a.id, a.alive ? "true" : "false");
-                if (a.tier[kTcUpdatedNs]) std::printf("\"%s\",", when(a.tier[kTcUpdatedNs]).c_str());
-                else std::printf("null,");
-                json_counters(a.tier, true);
-                std::printf("}");
+            speckv::Json o = {{"pages_used", i.pages_used}, {"pages_total", i.n_pages}, {"coded_pages", i.pages_coded}};
+            speckv::Json procs = speckv::Json::array();
+            for (const auto &a : i.attach) {
+                speckv::Json p = {{"pid", a.pid},
+                                  {"attach_id", a.id},
+                                  {"alive", a.alive},
+                                  {"published", a.tier[kTcUpdatedNs] ? speckv::Json(when(a.tier[kTcUpdatedNs]))
+                                                                     : speckv::Json(nullptr)}};
+                json_counters(a.tier, true, &p);
+                procs.push_back(std::move(p));
             }
-            std::printf("],\"gone\":{");
-            json_counters(i.tier_detached, false);
-            std::printf("},\"total\":{");
-            json_counters(total, false);
-            std::printf("}}\n");
+            o["processes"] = std::move(procs);
+            json_counters(i.tier_detached, false, &o["gone"]);
+            json_counters(total, false, &o["total"]);
+            std::printf("%s\n", speckv::json_text(o).c_str());
             return;
         }
         std::printf("pool %s: %" PRIu64 " of %" PRIu64 " pages used, %" PRIu64

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "commands.h"
 #include "kv_bank.h"
+#include "util/json.h"
 #include "util/text.h"
 #include "trace.h"
 
@@ -246,47 +248,45 @@ int do_gen(const GenArgs &a) {
     while (gen.next(&r)) st::write_request(f, fmt, r), n++;
     if (f != stdout && std::fclose(f) != 0) return error("cannot write " + a.out, SPECKV_EIO), 1;
     if (g_opt.json)
-        std::printf("{\"requests\":%llu,\"output\":\"%s\",\"format\":\"%s\",\"workload\":\"%s\"}\n",
-                    static_cast<unsigned long long>(n), speckv::json_escape(a.out).c_str(), a.format.c_str(),
-                    a.workload.c_str());
+        std::printf("%s\n",
+                    speckv::json_text({{"requests", n}, {"output", a.out}, {"format", a.format}, {"workload", a.workload}})
+                        .c_str());
     return 0;
 }
 
 void print_presets_json() {
-    std::string s = "{\"models\":[";
-    char b[512];
-    bool first = true;
-    for (auto &m : st::models()) {
-        std::snprintf(b, sizeof b,
-                      "%s{\"name\":\"%s\",\"layers\":%u,\"q_heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
-                      "\"kv_bytes_per_token\":%.0f,\"weight_bytes\":%.0f}",
-                      first ? "" : ",", m.name, m.layers, m.q_heads, m.kv_heads, m.head_dim, m.kv_bytes_per_token(),
-                      m.weight_bytes());
-        s += b, first = false;
-    }
-    s += "],\"gpus\":[", first = true;
-    for (auto &g : st::gpus()) {
-        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"hbm_bytes\":%.0f,\"hbm_bytes_per_s\":%.0f,\"flops\":%.0f}",
-                      first ? "" : ",", g.name, g.hbm_bytes, g.hbm_bw, g.flops);
-        s += b, first = false;
-    }
-    s += "],\"links\":[", first = true;
-    for (auto &l : st::links()) {
-        std::snprintf(b, sizeof b,
-                      "%s{\"name\":\"%s\",\"latency_s\":%.9g,\"bytes_per_s\":%.0f,\"devices\":%u,\"device_bytes\":%.0f}",
-                      first ? "" : ",", l.name, l.latency_s, l.bw, l.devices, l.device_bytes);
-        s += b, first = false;
-    }
-    s += "],\"workloads\":[", first = true;
-    for (auto &w : st::workloads()) {
-        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"input_tokens\":[%u,%u],\"output_tokens\":[%u,%u]}",
-                      first ? "" : ",", w.name, w.in_lo, w.in_hi, w.out_lo, w.out_hi);
-        s += b, first = false;
-    }
-    s += "],\"systems\":[", first = true;
-    for (auto sy : st::all_systems()) s += std::string(first ? "" : ",") + "\"" + st::system_name(sy) + "\"", first = false;
-    s += "]}\n";
-    std::fputs(s.c_str(), stdout);
+    // Whole numbers of bytes, FLOP/s, ... print as integers.
+    auto whole = [](double v) { return static_cast<uint64_t>(std::llround(v)); };
+    speckv::Json models = speckv::Json::array(), gpus = speckv::Json::array(), links = speckv::Json::array(),
+                 workloads = speckv::Json::array(), systems = speckv::Json::array();
+    for (auto &m : st::models())
+        models.push_back({{"name", m.name},
+                          {"layers", m.layers},
+                          {"q_heads", m.q_heads},
+                          {"kv_heads", m.kv_heads},
+                          {"head_dim", m.head_dim},
+                          {"kv_bytes_per_token", whole(m.kv_bytes_per_token())},
+                          {"weight_bytes", whole(m.weight_bytes())}});
+    for (auto &g : st::gpus())
+        gpus.push_back(
+            {{"name", g.name}, {"hbm_bytes", whole(g.hbm_bytes)}, {"hbm_bytes_per_s", whole(g.hbm_bw)}, {"flops", whole(g.flops)}});
+    for (auto &l : st::links())
+        links.push_back({{"name", l.name},
+                         {"latency_s", l.latency_s},
+                         {"bytes_per_s", whole(l.bw)},
+                         {"devices", l.devices},
+                         {"device_bytes", whole(l.device_bytes)}});
+    for (auto &w : st::workloads())
+        workloads.push_back({{"name", w.name},
+                             {"input_tokens", {w.in_lo, w.in_hi}},
+                             {"output_tokens", {w.out_lo, w.out_hi}}});
+    for (auto sy : st::all_systems()) systems.push_back(st::system_name(sy));
+    speckv::Json o = {{"models", std::move(models)},
+                      {"gpus", std::move(gpus)},
+                      {"links", std::move(links)},
+                      {"workloads", std::move(workloads)},
+                      {"systems", std::move(systems)}};
+    std::printf("%s\n", speckv::json_text(o).c_str());
 }
 
 void print_presets() {

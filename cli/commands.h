@@ -9,6 +9,7 @@
 #include <string>
 
 #include "speckv.h"
+#include "util/json_fwd.h"
 
 namespace speckv {
 struct PoolInfo;
@@ -59,6 +60,8 @@ void print_json_error();
 std::string json_error(int code, const std::string &msg);
 // Prints `pool inspect` output (json: one object, then a newline if `nl`).
 void print_info(const speckv::PoolInfo &i, bool json, bool nl = true);
+// `pool inspect --json`'s object (without the placement `pool inspect` adds).
+speckv::Json info_value(const speckv::PoolInfo &i);
 // The error `pool inspect` and `pool stats` end with when packed images are damaged.
 std::string damaged_text(uint64_t packed_damaged);
 // Formats the last library failure: "<strerror>: <detail>".

@@ -16,7 +16,7 @@
 #include "commands.h"
 #include "config/config.h"
 #include "util/status.h"
-#include "util/text.h"
+#include "util/json.h"
 
 namespace speckv_cli {
 
@@ -50,8 +50,8 @@ const char *status_name(int code) {
 }
 
 std::string json_error(int code, const std::string &msg) {
-    return "{\"error\":{\"code\":" + std::to_string(code) + ",\"name\":\"" + status_name(code) + "\",\"message\":\"" +
-           speckv::json_escape(msg) + "\"}}\n";
+    speckv::Json e = {{"error", {{"code", code}, {"name", status_name(code)}, {"message", msg}}}};
+    return speckv::json_text(e) + "\n";
 }
 
 void error(const std::string &msg, int code) {

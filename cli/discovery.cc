@@ -14,7 +14,7 @@
 
 #include "pool/pool.h"
 #include "util/status.h"
-#include "util/text.h"
+#include "util/json.h"
 
 namespace speckv {
 
@@ -139,68 +139,67 @@ int discover_devices(bool probe_pools, DeviceReport *out) {
 
 namespace {
 
-std::string jstr(const std::string &s) { return "\"" + json_escape(s) + "\""; }
-
-std::string u64(uint64_t v) { return std::to_string(v); }
-
 // A device object: the keys of `daxctl list -D`, then speckv's own.
-std::string device_json(const DaxDevice &d) {
-    std::string o = "{\"chardev\":" + jstr(d.chardev) + ",\"size\":" + u64(d.size);
-    if (d.target_node >= 0) o += ",\"target_node\":" + std::to_string(d.target_node);
-    if (d.align) o += ",\"align\":" + u64(d.align);
-    o += ",\"mode\":" + jstr(d.mode);
-    if (d.online_memblocks >= 0) o += ",\"online_memblocks\":" + std::to_string(d.online_memblocks);
-    if (d.total_memblocks >= 0) o += ",\"total_memblocks\":" + std::to_string(d.total_memblocks);
-    if (d.movable >= 0) o += std::string(",\"movable\":") + (d.movable ? "true" : "false");
-    if (!d.enabled) o += ",\"state\":\"disabled\"";
+Json device_value(const DaxDevice &d) {
+    Json o = {{"chardev", d.chardev}, {"size", d.size}};
+    if (d.target_node >= 0) o["target_node"] = d.target_node;
+    if (d.align) o["align"] = d.align;
+    o["mode"] = d.mode;
+    if (d.online_memblocks >= 0) o["online_memblocks"] = d.online_memblocks;
+    if (d.total_memblocks >= 0) o["total_memblocks"] = d.total_memblocks;
+    if (d.movable >= 0) o["movable"] = d.movable != 0;
+    if (!d.enabled) o["state"] = "disabled";
     if (d.pool.present) {
-        o += ",\"speckv_pool\":{\"uuid\":" + jstr(d.pool.uuid) + ",\"size\":" + u64(d.pool.pool_bytes) +
-             ",\"page_size\":" + u64(d.pool.page_size) + ",\"pages\":{\"total\":" + u64(d.pool.n_pages) +
-             ",\"used\":" + u64(d.pool.pages_used) + "},\"blocks_live\":" + u64(d.pool.blocks_live) +
-             ",\"attached\":" + std::to_string(d.pool.attached) + ",\"clean\":" + (d.pool.clean ? "true" : "false") + "}";
+        o["speckv_pool"] = {{"uuid", d.pool.uuid},
+                            {"size", d.pool.pool_bytes},
+                            {"page_size", d.pool.page_size},
+                            {"pages", {{"total", d.pool.n_pages}, {"used", d.pool.pages_used}}},
+                            {"blocks_live", d.pool.blocks_live},
+                            {"attached", d.pool.attached},
+                            {"clean", d.pool.clean}};
     } else {
-        o += ",\"speckv_pool\":null";
-        if (!d.pool.error.empty()) o += ",\"speckv_pool_error\":" + jstr(d.pool.error);
+        o["speckv_pool"] = nullptr;
+        if (!d.pool.error.empty()) o["speckv_pool_error"] = d.pool.error;
     }
-    return o + "}";
+    return o;
 }
 
 }  // namespace
 
 std::string device_report_json(const DeviceReport &r) {
-    std::string o = "{\"regions\":[";
-    for (size_t i = 0; i < r.regions.size(); i++) {
-        const auto &g = r.regions[i];
-        o += i ? "," : "";
-        o += "{\"path\":" + jstr(g.path) + ",\"id\":" + std::to_string(g.id);
-        if (g.size) o += ",\"size\":" + u64(g.size);
-        if (g.available_size) o += ",\"available_size\":" + u64(g.available_size);
-        if (g.align) o += ",\"align\":" + u64(g.align);
-        o += ",\"devices\":[";
-        for (size_t j = 0; j < g.devices.size(); j++) o += (j ? "," : "") + device_json(g.devices[j]);
-        o += "]}";
+    Json regions = Json::array();
+    for (const auto &g : r.regions) {
+        Json o = {{"path", g.path}, {"id", g.id}};
+        if (g.size) o["size"] = g.size;
+        if (g.available_size) o["available_size"] = g.available_size;
+        if (g.align) o["align"] = g.align;
+        Json devs = Json::array();
+        for (const auto &d : g.devices) devs.push_back(device_value(d));
+        o["devices"] = std::move(devs);
+        regions.push_back(std::move(o));
     }
-    o += "]";
-    if (!r.daxctl_ok) o += ",\"daxctl_error\":" + jstr(r.daxctl_error);
-    o += std::string(",\"numa_available\":") + (r.numa_ok ? "true" : "false") + ",\"numa_nodes\":[";
-    for (size_t i = 0; i < r.nodes.size(); i++) {
-        const auto &n = r.nodes[i];
-        o += i ? "," : "";
-        o += "{\"node\":" + std::to_string(n.node) + ",\"size\":" + u64(n.mem_total) + ",\"free\":" + u64(n.mem_free) +
-             ",\"cpus\":" + std::to_string(n.cpus) + ",\"memory_only\":" + (n.memory_only ? "true" : "false") +
-             ",\"distances\":{";
-        for (size_t j = 0; j < n.distances.size(); j++)
-            o += (j ? ",\"" : "\"") + std::to_string(r.nodes[j].node) + "\":" + std::to_string(n.distances[j]);
-        o += "}";
-        if (n.nearest_cpu_node >= 0)
-            o += ",\"nearest_cpu_node\":" + std::to_string(n.nearest_cpu_node) +
-                 ",\"nearest_cpu_distance\":" + std::to_string(n.nearest_cpu_distance);
-        o += ",\"dax_devices\":[";
-        for (size_t j = 0; j < n.dax_devices.size(); j++) o += (j ? "," : "") + jstr(n.dax_devices[j]);
-        o += "]}";
+    Json out = {{"regions", std::move(regions)}};
+    if (!r.daxctl_ok) out["daxctl_error"] = r.daxctl_error;
+    out["numa_available"] = r.numa_ok;
+    Json nodes = Json::array();
+    for (const auto &n : r.nodes) {
+        Json dist = Json::object();
+        for (size_t j = 0; j < n.distances.size(); j++) dist[std::to_string(r.nodes[j].node)] = n.distances[j];
+        Json o = {{"node", n.node},
+                  {"size", n.mem_total},
+                  {"free", n.mem_free},
+                  {"cpus", n.cpus},
+                  {"memory_only", n.memory_only},
+                  {"distances", std::move(dist)}};
+        if (n.nearest_cpu_node >= 0) {
+            o["nearest_cpu_node"] = n.nearest_cpu_node;
+            o["nearest_cpu_distance"] = n.nearest_cpu_distance;
+        }
+        o["dax_devices"] = n.dax_devices;
+        nodes.push_back(std::move(o));
     }
-    return o + "]}\n";
+    out["numa_nodes"] = std::move(nodes);
+    return json_text(out) + "\n";
 }
-
 
 }  // namespace speckv

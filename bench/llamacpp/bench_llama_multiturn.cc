@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ggml-backend.h"
 #include "llama.h"
 #include "speckv_llama.h"
@@ -54,16 +56,14 @@ std::vector<std::vector<uint64_t>> read_trace(const std::string &path, size_t n,
     std::vector<std::vector<uint64_t>> out;
     std::string line;
     while (out.size() < n && std::getline(f, line)) {
-        size_t p = line.find("\"hash_ids\"");
-        if (p == std::string::npos) continue;
-        p = line.find('[', p);
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object()) continue;
+        auto h = j.find("hash_ids");
+        if (h == j.end() || !h->is_array()) continue;
         std::vector<uint64_t> ids;
-        const char *c = line.c_str() + p + 1;
-        while (*c && *c != ']' && ids.size() < max_blocks) {
-            char *e;
-            ids.push_back(std::strtoull(c, &e, 10));
-            c = e;
-            while (*c == ',' || *c == ' ') ++c;
+        for (const auto &id : *h) {
+            if (ids.size() >= max_blocks || !id.is_number_unsigned()) break;
+            ids.push_back(id.get<uint64_t>());
         }
         if (!ids.empty()) out.push_back(ids);
     }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include "ggml-backend.h"
 #include "llama.h"
@@ -59,64 +60,11 @@ struct Slot {
     std::string text;
 };
 
-// --- minimal JSON: the two fields this endpoint reads, and string escaping
-bool json_string(const std::string &body, const char *key, std::string &out) {
-    std::string k = std::string("\"") + key + "\"";
-    size_t p = body.find(k);
-    if (p == std::string::npos) return false;
-    p = body.find(':', p + k.size());
-    if (p == std::string::npos) return false;
-    p = body.find('"', p);
-    if (p == std::string::npos) return false;
-    out.clear();
-    for (++p; p < body.size() && body[p] != '"'; ++p) {
-        char c = body[p];
-        if (c != '\\') {
-            out += c;
-            continue;
-        }
-        if (++p >= body.size()) return false;
-        switch (body[p]) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'u': {
-            if (p + 4 >= body.size()) return false;
-            unsigned cp = std::strtoul(body.substr(p + 1, 4).c_str(), nullptr, 16);
-            p += 4;
-            if (cp < 0x80) out += (char)cp;
-            else if (cp < 0x800) out += (char)(0xc0 | cp >> 6), out += (char)(0x80 | (cp & 0x3f));
-            else out += (char)(0xe0 | cp >> 12), out += (char)(0x80 | ((cp >> 6) & 0x3f)), out += (char)(0x80 | (cp & 0x3f));
-            break;
-        }
-        default: out += body[p];
-        }
-    }
-    return p < body.size();
-}
-bool json_int(const std::string &body, const char *key, long &out) {
-    std::string k = std::string("\"") + key + "\"";
-    size_t p = body.find(k);
-    if (p == std::string::npos) return false;
-    p = body.find(':', p + k.size());
-    if (p == std::string::npos) return false;
-    char *end = nullptr;
-    out = std::strtol(body.c_str() + p + 1, &end, 10);
-    return end != body.c_str() + p + 1;
-}
-std::string esc(const std::string &s) {
-    std::string o;
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += (char)c;
-        else if (c == '\n') o += "\\n";
-        else if (c < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else o += (char)c;
-    }
-    return o;
-}
+// --- JSON (nlohmann/json): request bodies in, responses out
+using Json = nlohmann::ordered_json;  // keys in the order they are added
+// Compact text; bytes that are not UTF-8 (a generated token can hold any) become U+FFFD.
+std::string json_text(const Json &j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string json_error(const std::string &msg) { return json_text({{"error", {{"message", msg}}}}); }
 
 class Engine {
 public:
@@ -183,14 +131,13 @@ public:
     }
     std::string stats_json() {
         std::lock_guard<std::mutex> g(stats_mu);
-        char b[512];
-        std::snprintf(b, sizeof b,
-                      "{\"pid\":%d,\"requests\":%llu,\"restored_tokens\":%llu,\"blocks_stored\":%llu,"
-                      "\"blocks_present\":%llu,\"fallbacks\":%llu,\"bad_blocks\":%llu}",
-                      (int)getpid(), (unsigned long long)requests, (unsigned long long)st.tokens_restored,
-                      (unsigned long long)st.blocks_stored, (unsigned long long)st.blocks_present,
-                      (unsigned long long)st.fallbacks, (unsigned long long)st.bad_blocks);
-        return b;
+        return json_text({{"pid", (int)getpid()},
+                          {"requests", (unsigned long long)requests},
+                          {"restored_tokens", (unsigned long long)st.tokens_restored},
+                          {"blocks_stored", (unsigned long long)st.blocks_stored},
+                          {"blocks_present", (unsigned long long)st.blocks_present},
+                          {"fallbacks", (unsigned long long)st.fallbacks},
+                          {"bad_blocks", (unsigned long long)st.bad_blocks}});
     }
 
 private:
@@ -344,41 +291,47 @@ int worker(const Options &o, int id) {
     }
     httplib::Server svr;  // cpp-httplib sets SO_REUSEPORT: workers may share a port
     svr.Get("/health", [](const httplib::Request &, httplib::Response &res) {
-        res.set_content("{\"status\":\"ok\"}", "application/json");
+        res.set_content(json_text({{"status", "ok"}}), "application/json");
     });
     svr.Get("/stats", [&](const httplib::Request &, httplib::Response &res) {
         res.set_content(e.stats_json(), "application/json");
     });
     svr.Post("/v1/completions", [&](const httplib::Request &req, httplib::Response &res) {
-        std::string prompt;
-        long max_tokens = 16;
-        if (!json_string(req.body, "prompt", prompt)) {
+        Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+        if (body.is_discarded() || !body.is_object()) {
             res.status = 400;
-            res.set_content("{\"error\":{\"message\":\"a string \\\"prompt\\\" is required\"}}", "application/json");
+            res.set_content(json_error("the request body must be one JSON object"), "application/json");
             return;
         }
-        json_int(req.body, "max_tokens", max_tokens);
+        auto p = body.find("prompt");
+        if (p == body.end() || !p->is_string()) {
+            res.status = 400;
+            res.set_content(json_error("a string \"prompt\" is required"), "application/json");
+            return;
+        }
+        const std::string prompt = p->get<std::string>();
+        long max_tokens = 16;
+        if (auto m = body.find("max_tokens"); m != body.end()) max_tokens = m->is_number_integer() ? m->get<long>() : 0;
         if (max_tokens < 1 || max_tokens > 256) {
             res.status = 400;
-            res.set_content("{\"error\":{\"message\":\"max_tokens must be 1..256\"}}", "application/json");
+            res.set_content(json_error("max_tokens must be 1..256"), "application/json");
             return;
         }
         Result r = e.submit(prompt, (int)max_tokens).get();
         if (!r.error.empty()) {
             res.status = 400;
-            res.set_content("{\"error\":{\"message\":\"" + esc(r.error) + "\"}}", "application/json");
+            res.set_content(json_error(r.error), "application/json");
             return;
         }
-        char usage[256];
-        std::snprintf(usage, sizeof usage,
-                      "\"usage\":{\"prompt_tokens\":%zu,\"completion_tokens\":%zu,\"total_tokens\":%zu},"
-                      "\"speckv\":{\"restored_tokens\":%zu,\"worker\":%d}",
-                      r.prompt_tokens, r.completion_tokens, r.prompt_tokens + r.completion_tokens, r.restored,
-                      (int)getpid());
-        res.set_content("{\"object\":\"text_completion\",\"model\":\"" + esc(o.model) +
-                            "\",\"choices\":[{\"index\":0,\"text\":\"" + esc(r.text) +
-                            "\",\"finish_reason\":\"length\"}]," + usage + "}",
-                        "application/json");
+        Json out = {{"object", "text_completion"},
+                    {"model", o.model},
+                    {"choices", Json::array({{{"index", 0}, {"text", r.text}, {"finish_reason", "length"}}})},
+                    {"usage",
+                     {{"prompt_tokens", r.prompt_tokens},
+                      {"completion_tokens", r.completion_tokens},
+                      {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
+                    {"speckv", {{"restored_tokens", r.restored}, {"worker", (int)getpid()}}}};
+        res.set_content(json_text(out), "application/json");
     });
     // SIGTERM/SIGINT (blocked in every thread, inherited from main) stop the server cleanly.
     std::thread sigs([&svr] {

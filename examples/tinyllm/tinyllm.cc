@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
@@ -207,25 +208,21 @@ std::string text_of(const llama2::Tokenizer &tok, const std::vector<int> &prompt
     return t;
 }
 
-std::string json_str(const std::string &s) {
-    std::string o = "\"";
-    for (unsigned char ch : s) {
-        if (ch == '"' || ch == '\\') {
-            o += '\\';
-            o += char(ch);
-        } else if (ch == '\n') {
-            o += "\\n";
-        } else if (ch == '\t') {
-            o += "\\t";
-        } else if (ch < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", ch);
-            o += b;
-        } else {
-            o += char(ch);
-        }
-    }
-    return o + "\"";
+using Json = nlohmann::ordered_json;  // keys in the order they are added
+
+// Compact JSON text; bytes that are not UTF-8 (a token's text can hold any) become U+FFFD.
+std::string json_text(const Json &j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A figure rounded to `digits` significant digits, as "%.*g" printed it.
+double sig(double v, int digits) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    return std::strtod(b, nullptr);
+}
+// Rounded to `decimals` places, as "%.*f" printed it.
+double fixed(double v, int decimals) {
+    double m = std::pow(10.0, decimals);
+    return std::round(v * m) / m;
 }
 
 double ratio(uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; }
@@ -313,13 +310,23 @@ int eval_text(const llama2::Model &model, const llama2::Tokenizer &tok, speckv_p
     const double recalled = double(a.pages_recalled) / n, total = double(a.pages_total) / n;
     const char *mname = mode == tinyllm::Attn::attend ? "attend" : "select";
     if (o.json) {
-        std::printf("{\"model\":%s,\"text\":%s,\"mode\":\"%s\",\"budget_pct\":%g,\"positions\":%d,\"kl\":%.6g,"
-                    "\"top1_agree\":%.6f,\"ppl_full\":%.6f,\"ppl\":%.6f,\"ppl_delta_pct\":%.4f,"
-                    "\"pages_per_token\":%.3f,\"pages_recalled_per_token\":%.3f,\"bytes_recalled_per_token\":%.1f,"
-                    "\"bytes_full_per_token\":%.1f,\"select_us_per_token\":%.3f,\"attend_us_per_token\":%.3f}\n",
-                    json_str(o.model).c_str(), json_str(o.eval_text).c_str(), mname, o.select_pct, n, kl / n,
-                    double(agree) / n, ppl_f, ppl_s, 100 * (ppl_s / ppl_f - 1), total, recalled, recalled * page_bytes,
-                    total * page_bytes, a.select_ns / n / 1e3, a.attend_ns / n / 1e3);
+        Json j = {{"model", o.model},
+                  {"text", o.eval_text},
+                  {"mode", mname},
+                  {"budget_pct", sig(o.select_pct, 6)},
+                  {"positions", n},
+                  {"kl", sig(kl / n, 6)},
+                  {"top1_agree", fixed(double(agree) / n, 6)},
+                  {"ppl_full", fixed(ppl_f, 6)},
+                  {"ppl", fixed(ppl_s, 6)},
+                  {"ppl_delta_pct", fixed(100 * (ppl_s / ppl_f - 1), 4)},
+                  {"pages_per_token", fixed(total, 3)},
+                  {"pages_recalled_per_token", fixed(recalled, 3)},
+                  {"bytes_recalled_per_token", fixed(recalled * page_bytes, 1)},
+                  {"bytes_full_per_token", fixed(total * page_bytes, 1)},
+                  {"select_us_per_token", fixed(a.select_ns / n / 1e3, 3)},
+                  {"attend_us_per_token", fixed(a.attend_ns / n / 1e3, 3)}};
+        std::printf("%s\n", json_text(j).c_str());
     } else {
         std::printf("tinyllm eval: %s on %s, %d positions, --select %g%%%s\n", o.model.c_str(), o.eval_text.c_str(), n,
                     o.select_pct, mode == tinyllm::Attn::attend ? " --attend" : "");
@@ -399,27 +406,24 @@ void print_references(const References &r) {
                     r.pool_reads, r.reads);
 }
 
-std::string references_json(const References &r) {
-    if (!r.on) return "null";
-    std::string o;
-    char b[512];
-    std::snprintf(b, sizeof b, "{\"l1_frames\":%" PRIu64 ",\"l2_frames\":%" PRIu64 ",\"page_reads\":%" PRIu64
-                  ",\"page_writes\":%" PRIu64 ",\"pool_page_reads\":%" PRIu64 ",\"rows\":{",
-                  r.l1_frames, r.l2_frames, r.reads, r.writes, r.pool_reads);
-    o += b;
-    for (size_t i = 0; i < r.rows.size(); i++) {
-        const Row &w = r.rows[i];
-        std::snprintf(b, sizeof b,
-                      "%s\"%s\":{\"name\":%s,\"l1_hits\":%" PRIu64 ",\"l2_hits\":%" PRIu64 ",\"sync_reads\":%" PRIu64
-                      ",\"link_pages\":%" PRIu64 ",\"hit_rate\":%.6f,\"precision\":",
-                      i ? "," : "", w.key, json_str(w.name).c_str(), w.l1, w.l2, w.sync, w.link, w.hit);
-        o += b;
-        o += w.prec >= 0 ? std::to_string(w.prec) : "null";
-        o += ",\"waste\":";
-        o += w.waste >= 0 ? std::to_string(w.waste) : "null";
-        o += "}";
-    }
-    return o + "}}";
+Json references_json(const References &r) {
+    if (!r.on) return nullptr;
+    Json rows = Json::object();
+    for (const Row &w : r.rows)
+        rows[w.key] = {{"name", w.name},
+                       {"l1_hits", w.l1},
+                       {"l2_hits", w.l2},
+                       {"sync_reads", w.sync},
+                       {"link_pages", w.link},
+                       {"hit_rate", fixed(w.hit, 6)},
+                       {"precision", w.prec >= 0 ? Json(fixed(w.prec, 6)) : Json(nullptr)},
+                       {"waste", w.waste >= 0 ? Json(fixed(w.waste, 6)) : Json(nullptr)}};
+    return {{"l1_frames", r.l1_frames},
+            {"l2_frames", r.l2_frames},
+            {"page_reads", r.reads},
+            {"page_writes", r.writes},
+            {"pool_page_reads", r.pool_reads},
+            {"rows", std::move(rows)}};
 }
 
 }  // namespace
@@ -578,15 +582,16 @@ int main(int argc, char **argv) {
     std::memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     rc = speckv_stats(pool, &st);
-    std::string stats_json;
+    Json stats_json;  // null unless the library's JSON is read
     if (rc == SPECKV_OK && o.json) {
         size_t need = 0;
         speckv_stats_json(pool, nullptr, 0, &need);
-        stats_json.resize(need + 1);
-        if (speckv_stats_json(pool, stats_json.data(), stats_json.size(), &need) == SPECKV_OK)
-            stats_json.resize(need);
-        else
-            stats_json = "null";
+        std::string text(need + 1, '\0');
+        if (speckv_stats_json(pool, text.data(), text.size(), &need) == SPECKV_OK) {
+            text.resize(need);
+            stats_json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+            if (stats_json.is_discarded()) stats_json = nullptr;
+        }
     }
     speckv_pool_close(pool);
     if (rc != SPECKV_OK) {
@@ -628,29 +633,42 @@ int main(int argc, char **argv) {
     const double tlb = ratio(st.tlb_hits, st.tlb_hits + st.tlb_misses);
     const double l1 = ratio(st.cache_hits, st.cache_hits + st.cache_misses);
     if (o.json) {
-        std::printf("{\"model\":%s,\"uri\":%s,\"batch\":%d,\"requests\":%d,\"steps\":%d,\"prefetch\":%s,"
-                    "\"read\":\"%s\",\"codec\":%s,\"page_tokens\":%d,\"block_bytes\":%" PRIu64 ",\"tokens\":%" PRIu64
-                    ",\"seconds\":%.6f,\"sequences\":[",
-                    json_str(o.model).c_str(), json_str(o.uri).c_str(), o.batch, o.requests, steps,
-                    o.prefetch ? "true" : "false", o.pin ? "pin" : "access", json_str(o.codec).c_str(), tinyllm::kPageTokens, kv.block_bytes(),
-                    tokens_run, secs);
+        Json j = {{"model", o.model},
+                  {"uri", o.uri},
+                  {"batch", o.batch},
+                  {"requests", o.requests},
+                  {"steps", steps},
+                  {"prefetch", o.prefetch},
+                  {"read", o.pin ? "pin" : "access"},
+                  {"codec", o.codec},
+                  {"page_tokens", tinyllm::kPageTokens},
+                  {"block_bytes", kv.block_bytes()},
+                  {"tokens", tokens_run},
+                  {"seconds", fixed(secs, 6)}};
+        Json seqs = Json::array();
         for (size_t i = 0; i < reqs.size(); i++) {
-            std::printf("%s{\"prompt_tokens\":%zu,\"limit\":%d,\"tokens\":[", i ? "," : "", reqs[i].prompt.size(),
-                        reqs[i].limit);
-            for (size_t t = 0; t < reqs[i].out.size(); t++) std::printf("%s%d", t ? "," : "", reqs[i].out[t]);
-            std::printf("],\"text\":%s", json_str(text_of(tok, reqs[i].prompt, reqs[i].out)).c_str());
-            if (o.check) std::printf(",\"identical\":%s", first_diff[i] < 0 ? "true" : "false");
-            std::printf("}");
+            Json q = {{"prompt_tokens", reqs[i].prompt.size()},
+                      {"limit", reqs[i].limit},
+                      {"tokens", reqs[i].out},
+                      {"text", text_of(tok, reqs[i].prompt, reqs[i].out)}};
+            if (o.check) q["identical"] = first_diff[i] < 0;
+            seqs.push_back(std::move(q));
         }
-        std::printf("],");
+        j["sequences"] = std::move(seqs);
         if (o.check)
-            std::printf("\"check\":{\"sequences\":%zu,\"mismatched\":%d,\"tokens_compared\":%" PRIu64
-                        ",\"tokens_before_divergence\":%" PRIu64 "},",
-                        reqs.size(), mismatched, compared, agreed);
-        std::printf("\"derived\":{\"l1_hit_rate\":%.6f,\"hit_rate\":%.6f,\"precision\":%.6f,\"tlb_hit_rate\":%.6f,"
-                    "\"beta\":%.6f,\"depth\":%u},\"references\":%s,\"stats\":%s}\n",
-                    l1, hit, prec, tlb, st.prefetch_beta_ppm / 1e6, st.prefetch_depth, references_json(refs).c_str(),
-                    stats_json.c_str());
+            j["check"] = {{"sequences", reqs.size()},
+                          {"mismatched", mismatched},
+                          {"tokens_compared", compared},
+                          {"tokens_before_divergence", agreed}};
+        j["derived"] = {{"l1_hit_rate", fixed(l1, 6)},
+                        {"hit_rate", fixed(hit, 6)},
+                        {"precision", fixed(prec, 6)},
+                        {"tlb_hit_rate", fixed(tlb, 6)},
+                        {"beta", fixed(st.prefetch_beta_ppm / 1e6, 6)},
+                        {"depth", st.prefetch_depth}};
+        j["references"] = references_json(refs);
+        j["stats"] = std::move(stats_json);
+        std::printf("%s\n", json_text(j).c_str());
     } else {
         std::printf("tinyllm: %s (dim %d, %d layers, kv_dim %d, seq_len %d) on %s\n", o.model.c_str(), c.dim,
                     c.n_layers, c.kv_dim(), c.seq_len, o.uri.c_str());

@@ -10,6 +10,7 @@
 
 #include "util/file_access.h"
 #include "config/uri.h"
+#include "util/json_fwd.h"
 
 namespace speckv {
 
@@ -148,6 +149,8 @@ Placement placement_for_uri(const Uri &u);
 // explicitly, is what the prefetcher uses whatever the placement says.
 void apply_placement_config(const Config &cfg, Placement *p);
 // {"class":…,"node":…,"cpu_node":…,"distance":…,"latency_ns":…,"bandwidth":…,"source":…}
+Json placement_value(const Placement &p);
+// The same as compact text.
 std::string placement_json(const Placement &p);
 
 template <typename Init>

@@ -3,7 +3,7 @@
 // pool's memory is from the CPUs, and the bandwidth that follows). Discovery
 // for `speckv devices` is the CLI's (cli/discovery.cc).
 #include "backend/devices.h"
-#include "util/text.h"
+#include "util/json.h"
 
 #include <daxctl/libdaxctl.h>
 #include <errno.h>
@@ -150,12 +150,17 @@ void apply_placement_config(const Config &cfg, Placement *p) {
     }
 }
 
-std::string placement_json(const Placement &p) {
-    auto num_or_null = [](long long v, bool known) { return known ? std::to_string(v) : std::string("null"); };
-    return "{\"class\":\"" + json_escape(p.cls) + "\",\"node\":" + num_or_null(p.node, p.node >= 0) +
-           ",\"cpu_node\":" + num_or_null(p.cpu_node, p.cpu_node >= 0) +
-           ",\"distance\":" + num_or_null(p.distance, p.distance > 0) + ",\"latency_ns\":" + std::to_string(p.latency_ns) +
-           ",\"bandwidth\":" + std::to_string(p.bandwidth) + ",\"source\":\"" + json_escape(p.source) + "\"}";
+Json placement_value(const Placement &p) {
+    auto num_or_null = [](long long v, bool known) { return known ? Json(v) : Json(nullptr); };
+    return {{"class", p.cls},
+            {"node", num_or_null(p.node, p.node >= 0)},
+            {"cpu_node", num_or_null(p.cpu_node, p.cpu_node >= 0)},
+            {"distance", num_or_null(p.distance, p.distance > 0)},
+            {"latency_ns", p.latency_ns},
+            {"bandwidth", p.bandwidth},
+            {"source", p.source}};
 }
+
+std::string placement_json(const Placement &p) { return json_text(placement_value(p)); }
 
 }  // namespace speckv

@@ -339,10 +339,4 @@ Counters Publisher::counters() const noexcept {
     return c;
 }
 
-std::string Publisher::stats_json() const {
-    const Counters c = counters();
-    return ",\"events_sent\":" + std::to_string(c.events) + ",\"event_batches\":" + std::to_string(c.batches) +
-           ",\"events_dropped\":" + std::to_string(c.dropped) + ",\"event_replays\":" + std::to_string(c.replays);
-}
-
 }  // namespace speckv::events

@@ -55,7 +55,6 @@ class Publisher {
     // BlockRemoved on `from`, then BlockStored on `to`, as vLLM's offload tiers report.
     void moved(uint64_t tenant, const uint8_t hash[32], uint64_t block_size, Medium from, Medium to) noexcept;
     Counters counters() const noexcept;
-    std::string stats_json() const;  // ,"events_sent":..,... (a fragment to append to an object)
 
     struct Impl;
 

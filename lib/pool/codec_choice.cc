@@ -2,6 +2,7 @@
 #include "pool/codec_choice.h"
 
 #include "codec/codec.h"
+#include "util/json.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 
@@ -58,12 +59,12 @@ uint8_t CodecChoice::adaptive(uint32_t layer, uint32_t hint_flags, const unsigne
     return it->second.mode;
 }
 
-void CodecChoice::append_json(std::string *out) const {
+void CodecChoice::add_json(Json *out) const {
     std::lock_guard g(mu_);
     for (const auto &[k, st] : modes_)
-        *out += ",\"codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v") + "\":" + std::to_string(st.mode);
-    *out += ",\"codec_recalibrations\":" + std::to_string(recalibrations_) +
-            ",\"codec_mode_switches\":" + std::to_string(switches_);
+        (*out)["codec_mode_l" + std::to_string(k >> 1) + ((k & 1) ? "_k" : "_v")] = st.mode;
+    (*out)["codec_recalibrations"] = recalibrations_;
+    (*out)["codec_mode_switches"] = switches_;
 }
 
 }  // namespace speckv

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "util/json_fwd.h"
 #include "pool/log.h"
 
 namespace speckv {
@@ -34,7 +35,7 @@ class CodecChoice {
                      uint8_t dtype, const PoolLog &log);
     uint32_t channels() const { return channels_; }
     // speckv pool stats --json: codec_mode_l<layer>_<k|v>, the re-calibration counts.
-    void append_json(std::string *out) const;
+    void add_json(Json *out) const;
 
   private:
     uint8_t mode_ = 0, kmode_ = 0, vmode_ = 0;  // codec::Mode ids

@@ -5,24 +5,6 @@
 
 namespace speckv {
 
-std::string json_escape(std::string_view s) {
-    std::string o;
-    o.reserve(s.size());
-    for (char c : s) {
-        if (c == '"' || c == '\\') {
-            o += '\\';
-            o += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else {
-            o += c;
-        }
-    }
-    return o;
-}
-
 std::string human_bytes(uint64_t bytes) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = static_cast<double>(bytes);

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small text helpers shared by the library's reports and the CLI.
+// Small text helpers shared by the library's reports and the CLI (JSON: util/json.h).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace speckv {
-
-// `s` as a JSON string body: quotes, backslashes and control characters escaped.
-std::string json_escape(std::string_view s);
 
 // Bytes in binary units: "512 B", "4.0 KiB", "1.5 GiB".
 std::string human_bytes(uint64_t bytes);

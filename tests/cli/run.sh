@@ -250,6 +250,41 @@ if [ -n "$hostile" ]; then
     case_ hostile_check 1 pool check "file:$H"
 fi
 
+# Hostile strings in --json output: a pool path with quotes, a backslash, control
+# characters and bytes that are not UTF-8 gives valid JSON (python3 -m json.tool)
+# on success and failure alike; the bytes that are not UTF-8 read as U+FFFD.
+hdir=$work/$'q"b\\s\tc\001n\nx\377\376'
+mkdir -p "$hdir"
+hjson() {  # hjson NAME EXPECTED_RC ARGS...: the --json output must be valid JSON
+    local name=$1 want=$2; shift 2
+    n=$((n + 1))
+    "$bin" "$@" --json >"$work/$name.hostile.json" 2>"$work/$name.hostile.err"
+    local rc=$?
+    if [ "$rc" = "$want" ] && python3 -m json.tool "$work/$name.hostile.json" >/dev/null 2>"$work/$name.hostile.why"; then
+        echo "ok   $name"
+    else
+        echo "FAIL $name: exit $rc (expected $want)"; cat -v "$work/$name.hostile.json" "$work/$name.hostile.why"
+        fails=$((fails + 1))
+    fi
+}
+hjson hostile_json_create 0 pool create "$hdir/p.pool" --size 8M
+hjson hostile_json_create_exists 1 pool create "$hdir/p.pool" --size 8M
+hjson hostile_json_inspect 0 pool inspect "$hdir/p.pool"
+hjson hostile_json_check 0 pool check "$hdir/p.pool"
+hjson hostile_json_stats 0 pool stats "$hdir/p.pool"
+hjson hostile_json_reset 0 pool reset "$hdir/p.pool" --force
+hjson hostile_json_inspect_missing 1 pool inspect "$hdir/none.pool"
+hjson hostile_json_trace_gen 0 trace gen --count 3 -o "$hdir/t.jsonl"
+hjson hostile_json_trace_missing 1 trace replay "$hdir/none.jsonl"
+n=$((n + 1))
+if python3 - "$work/hostile_json_create.hostile.json" "$hdir" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1], encoding="utf-8"))["created"]
+want = sys.argv[2].encode("utf-8", "surrogateescape").decode("utf-8", "replace") + "/p.pool"
+sys.exit(0 if got == want else f"created {got!r}, expected {want!r}")
+PY
+then echo "ok   hostile_json_path_text"; else echo "FAIL hostile_json_path_text"; fails=$((fails + 1)); fi
+
 # Named numa: pools (node 0): a tmpfs file in $XDG_RUNTIME_DIR/speckv, here a
 # private directory under /dev/shm; unnamed numa: is refused with the reason.
 xdg=/dev/shm/speckv-cli-test-$$

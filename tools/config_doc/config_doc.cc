@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "config/config.h"
 
 namespace {
@@ -96,7 +98,7 @@ std::string table() {
     return o.str();
 }
 
-bool read(const char *path, std::string *out) {
+bool read(const std::string &path, std::string *out) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return false;
     std::ostringstream s;
@@ -108,29 +110,37 @@ bool read(const char *path, std::string *out) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc == 2 && std::strcmp(argv[1], "--print") == 0) {
+    bool print = false;
+    std::string check, write;
+    CLI::App app{"README's configuration table from the library's key table"};
+    auto *p = app.add_flag("--print", print, "print the table");
+    auto *c = app.add_option("--check", check, "fail (exit 1) when README.md's table differs")->type_name("README.md");
+    auto *w = app.add_option("--write", write, "rewrite README.md's table")->type_name("README.md");
+    p->excludes(c, w);
+    c->excludes(w);
+    app.require_option(1);
+    CLI11_PARSE(app, argc, argv);
+    if (print) {
         std::fputs(table().c_str(), stdout);
         return 0;
     }
-    if (argc != 3 || (std::strcmp(argv[1], "--check") != 0 && std::strcmp(argv[1], "--write") != 0)) {
-        std::fprintf(stderr, "usage: %s --print | --check README.md | --write README.md\n", argv[0]);
-        return 2;
-    }
+    const bool checking = !check.empty();
+    const std::string path = checking ? check : write;
     std::string text;
-    if (!read(argv[2], &text)) {
-        std::fprintf(stderr, "config_doc: cannot read %s\n", argv[2]);
+    if (!read(path, &text)) {
+        std::fprintf(stderr, "config_doc: cannot read %s\n", path.c_str());
         return 2;
     }
     size_t b = text.find(kBegin), e = text.find(kEnd);
     if (b == std::string::npos || e == std::string::npos || e < b) {
-        std::fprintf(stderr, "config_doc: %s has no configuration table between the markers\n  %s\n  %s\n", argv[2],
+        std::fprintf(stderr, "config_doc: %s has no configuration table between the markers\n  %s\n  %s\n", path.c_str(),
                      kBegin, kEnd);
         return 1;
     }
     e += std::strlen(kEnd) + 1;
     std::string want = table();
     if (text.compare(b, e - b, want) == 0) return 0;
-    if (argv[1][2] == 'c') {
+    if (checking) {
         std::fprintf(stderr,
                      "config_doc: README's configuration table differs from the keys in lib/config/config.cc.\n"
                      "Run `build/release/tools/config_doc/speckv_config_doc --write README.md` and review the diff.\n"
@@ -139,7 +149,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     text.replace(b, e - b, want);
-    std::ofstream f(argv[2], std::ios::binary | std::ios::trunc);
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << text;
     return f ? 0 : 2;
 }

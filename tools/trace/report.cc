@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "trace.h"
+#include "util/json.h"
 
 namespace speckv_trace {
 
@@ -18,20 +19,7 @@ std::string num(double v, int prec = 4) {
     std::snprintf(b, sizeof b, "%.*g", prec + 4, v);
     return b;
 }
-std::string opt(double v) { return v < 0 ? "null" : num(v); }
 
-std::string esc(const std::string &s) {
-    std::string o;
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else o += c;
-    }
-    return o;
-}
 
 std::string pct(double v) {
     if (v < 0) return "-";
@@ -127,86 +115,139 @@ void print_table(std::FILE *f, const std::vector<Result> &rs) {
 }
 
 std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const std::string &trace) {
-    std::string s = "{\"trace\": \"" + esc(trace) + "\", \"model\": \"" + o.model.name + "\", \"gpu\": \"" + o.gpu.name +
-                    "\", \"gpus\": " + std::to_string(rs.empty() ? o.gpus : rs[0].gpus) + ", \"link\": \"" + o.link.name +
-                    "\", \"seed\": " + std::to_string(o.seed) + ", \"compression\": " + num(o.compression) +
-                    ", \"block_tokens\": " + std::to_string(o.block_tokens) +
-                    ", \"layer_groups\": " + std::to_string(std::max<uint32_t>(o.layer_groups, 1)) +
-                    ", \"admission\": \"" + admission_name(o.admission) + "\", \"preempt\": \"" + preempt_name(o.preempt) + "\"" +
-                    (o.pace > 0 ? ", \"pace\": " + num(o.pace) + ", \"pace_wait\": \"" + pace_wait_name(o.pace_wait) +
-                                      "\", \"pace_max_unit_us\": " + num(o.pace_max_unit_s * 1e6)
-                                : std::string()) +
-                    (std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.system == "cxl_pnm"; })
-                         ? ", \"pnm_budget\": " + num(o.pnm_budget) + ", \"pnm_recent\": " + std::to_string(o.pnm_recent) +
-                               ", \"pnm_page_tokens\": " + std::to_string(o.pnm_page_tokens) + ", \"pnm_gbps\": " + num(o.pnm_bw / 1e9) +
-                               ", \"pnm_devices\": " + std::to_string(o.pnm_devices) + ", \"pnm_select_x\": " + num(o.pnm_select_x) +
-                               ", \"pnm_churn\": " + num(o.pnm_churn)
-                         : std::string()) +
-                    ", \"mode\": \"" + (o.real_bytes ? "real-bytes" : "metadata-only") + "\"" +
-                    (o.real_bytes ? std::string(", \"payload\": \"") + payload_name(o.payload) + "\"" : std::string()) + ", \"systems\": {";
-    for (size_t i = 0; i < rs.size(); ++i) {
-        const Result &r = rs[i];
-        const bool has_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &x) { return x.system == "cxl_pnm"; });
-        s += (i ? ", \"" : "\"") + r.system + "\": {";
-        s += "\"throughput_tps\": " + num(r.throughput_tps) + ", \"total_tps\": " + num(r.total_tps);
-        s += ", \"ttft_p50_ms\": " + num(r.ttft_p50_ms) + ", \"ttft_p99_ms\": " + num(r.ttft_p99_ms);
-        s += ", \"tpot_p50_ms\": " + num(r.tpot_p50_ms) + ", \"tpot_p99_ms\": " + num(r.tpot_p99_ms);
-        s += ", \"max_batch\": " + std::to_string(r.max_batch) + ", \"mean_batch\": " + num(r.mean_batch);
-        s += ", \"preemptions\": " + std::to_string(r.preemptions) + ", \"preempt_swaps\": " + std::to_string(r.preempt_swaps) +
-             ", \"recompute_tokens\": " + num(r.recompute_tokens) + ", \"swap_bytes\": " + num(r.swap_bytes) +
-             ", \"swap_s\": " + num(r.swap_s) + ", \"prefill_tokens\": " + num(r.prefill_tokens);
-        s += ", \"prefix_hit_rate\": " + num(r.prefix_hit_rate) + ", \"prefetch_hit_rate\": " + opt(r.prefetch_hit_rate);
-        s += ", \"precision\": " + opt(r.precision) + ", \"waste\": " + opt(r.waste) + ", \"latency_hidden\": " + opt(r.latency_hidden);
-        s += ", \"prefetch_late\": " + opt(r.prefetch_late);
-        if (!r.depth_curve.empty()) {  // hit rate had the prefetcher run at depth k, this run's steps
-            s += ", \"hit_rate_by_depth\": {";
-            for (size_t i = 0; i < r.depth_curve.size(); ++i)
-                s += (i ? ", \"" : "\"") + std::to_string(r.depth_curve[i].first) + "\": " + num(r.depth_curve[i].second);
-            s += "}";
-        }
-        s += ", \"bytes_link\": " + num(r.bytes_link) + ", \"bytes_hbm\": " + num(r.bytes_hbm);
-        s += ", \"occupancy_hbm\": " + num(r.occupancy_hbm) + ", \"occupancy_pool\": " + num(r.occupancy_tier);
-        s += ", \"kv_capacity_hbm_bytes\": " + num(r.gpu_kv_capacity) + ", \"kv_capacity_tier_bytes\": " + num(r.tier_capacity);
-        s += ", \"stall_s\": " + num(r.stall_s) + ", \"compute_s\": " + num(r.compute_s) + ", \"makespan_s\": " + num(r.makespan_s);
-        s += ", \"requests\": " + std::to_string(r.requests) + ", \"skipped\": " + std::to_string(r.skipped);
-        s += ", \"input_tokens\": " + std::to_string(r.input_tokens) + ", \"output_tokens\": " + std::to_string(r.output_tokens);
-        s += ", \"iterations\": " + std::to_string(r.iterations) + ", \"gpus\": " + std::to_string(r.gpus);
-        if (has_pnm)  // beside cxl_pnm, every system's decode-only rate (output without cxl_pnm unchanged)
-            s += ", \"decode_tps\": " + num(r.decode_s > 0 ? r.decode_tokens / r.decode_s : 0);
-        if (r.system == "cxl_pnm")  // near-memory path (docs/trace.md "PNM model"); other systems' output unchanged
-            s += ", \"pnm_steps\": " + std::to_string(r.pnm_steps) + ", \"pnm_recall_bytes\": " + num(r.pnm_recall_bytes) +
-                 ", \"pnm_moved_bytes\": " + num(r.pnm_moved_bytes) +
-                 ", \"pnm_scan_bytes\": " + num(r.pnm_scan_bytes) + ", \"pnm_summary_bytes\": " + num(r.pnm_summary_bytes) +
-                 ", \"pnm_select_s\": " + num(r.pnm_select_s) + ", \"pnm_attend_s\": " + num(r.pnm_attend_s);
-        s += ", \"pool\": {\"allocs\": " + std::to_string(r.pool_allocs) + ", \"lookups\": " + std::to_string(r.pool_lookups) +
-             ", \"lookup_hits\": " + std::to_string(r.pool_lookup_hits) + ", \"evictions\": " + std::to_string(r.pool_evictions) +
-             ", \"prefetch_hints\": " + std::to_string(r.pool_prefetch_hints) + ", \"reads\": " + std::to_string(r.pool_reads) +
-             ", \"blocks_peak\": " + std::to_string(r.pool_blocks_peak) + ", \"sharing\": " + (r.sharing ? "true" : "false") +
-             ", \"l1_hits\": " + std::to_string(r.lib_l1_hits) + ", \"l2_hits\": " + std::to_string(r.lib_l2_hits) +
-             ", \"sync_reads\": " + std::to_string(r.lib_sync_reads) + ", \"prefetch_pages\": " + std::to_string(r.lib_prefetch_pages) +
-             ", \"prefetch_used\": " + std::to_string(r.lib_prefetch_used) + ", \"prefetch_wasted\": " + std::to_string(r.lib_prefetch_wasted) +
-             ", \"prefetch_ignored\": " + std::to_string(r.lib_prefetch_ignored) + ", \"link_bytes\": " + std::to_string(r.lib_link_bytes) +
-             ", \"prefetch_depth\": " + std::to_string(r.lib_prefetch_depth) + ", \"prefetch_beta_ppm\": " + std::to_string(r.lib_beta_ppm);
-        if (o.real_bytes)  // real-byte mode only: the library's codec on the payload pages
-            s += ", \"codec_pages_encoded\": " + std::to_string(r.lib_codec_pages) +
-                 ", \"codec_raw_bytes\": " + std::to_string(r.lib_codec_raw_bytes) +
-                 ", \"codec_stored_bytes\": " + std::to_string(r.lib_codec_stored_bytes) +
-                 ", \"codec_pages_bypassed\": " + std::to_string(r.lib_codec_bypassed) +
-                 ", \"codec_ratio\": " + (r.lib_codec_stored_bytes ? num(static_cast<double>(r.lib_codec_raw_bytes) / r.lib_codec_stored_bytes) : std::string("null"));
-        if (r.layer_groups > 1)  // layer groups only (the default output is unchanged)
-            s += ", \"prefetch_dropped\": " + std::to_string(r.lib_prefetch_dropped) +
-                 ", \"reads_foreign\": " + std::to_string(r.pool_reads_foreign);
-        s += "}";
-        // The library's measured rates, after every modelled number (they vary from run to run).
-        s += ", \"lib_prefetch_hit_rate\": " + opt(r.lib_hit_rate) + ", \"lib_precision\": " + opt(r.lib_precision) +
-             ", \"lib_waste\": " + opt(r.lib_waste);
-        if (o.pace > 0)  // wall clock: only in paced runs (the default output stays deterministic)
-            s += ", \"wall_s\": " + num(r.wall_s) + ", \"pace_units\": " + std::to_string(r.pace_units) +
-                 ", \"pace_capped\": " + std::to_string(r.pace_capped) + ", \"pace_budget_s\": " + num(r.pace_budget_s) +
-                 ", \"pace_wait_s\": " + num(r.pace_wait_s) + ", \"lib_thread_cpu_s\": " + num(r.lib_thread_cpu_s);
-        s += "}";
+    using speckv::Json;
+    auto n = [](double v) { return speckv::json_number(v, 8); };  // as num(): 8 significant digits
+    auto nopt = [&](double v) { return v < 0 ? Json(nullptr) : n(v); };
+    const bool any_pnm = std::any_of(rs.begin(), rs.end(), [](const Result &r) { return r.system == "cxl_pnm"; });
+    Json j = {{"trace", trace},
+              {"model", o.model.name},
+              {"gpu", o.gpu.name},
+              {"gpus", rs.empty() ? o.gpus : rs[0].gpus},
+              {"link", o.link.name},
+              {"seed", o.seed},
+              {"compression", n(o.compression)},
+              {"block_tokens", o.block_tokens},
+              {"layer_groups", std::max<uint32_t>(o.layer_groups, 1)},
+              {"admission", admission_name(o.admission)},
+              {"preempt", preempt_name(o.preempt)}};
+    if (o.pace > 0) {
+        j["pace"] = n(o.pace);
+        j["pace_wait"] = pace_wait_name(o.pace_wait);
+        j["pace_max_unit_us"] = n(o.pace_max_unit_s * 1e6);
     }
-    return s + "}}\n";
+    if (any_pnm) {
+        j["pnm_budget"] = n(o.pnm_budget);
+        j["pnm_recent"] = o.pnm_recent;
+        j["pnm_page_tokens"] = o.pnm_page_tokens;
+        j["pnm_gbps"] = n(o.pnm_bw / 1e9);
+        j["pnm_devices"] = o.pnm_devices;
+        j["pnm_select_x"] = n(o.pnm_select_x);
+        j["pnm_churn"] = n(o.pnm_churn);
+    }
+    j["mode"] = o.real_bytes ? "real-bytes" : "metadata-only";
+    if (o.real_bytes) j["payload"] = payload_name(o.payload);
+    Json systems = Json::object();
+    for (const Result &r : rs) {
+        Json x = {{"throughput_tps", n(r.throughput_tps)},
+                  {"total_tps", n(r.total_tps)},
+                  {"ttft_p50_ms", n(r.ttft_p50_ms)},
+                  {"ttft_p99_ms", n(r.ttft_p99_ms)},
+                  {"tpot_p50_ms", n(r.tpot_p50_ms)},
+                  {"tpot_p99_ms", n(r.tpot_p99_ms)},
+                  {"max_batch", r.max_batch},
+                  {"mean_batch", n(r.mean_batch)},
+                  {"preemptions", r.preemptions},
+                  {"preempt_swaps", r.preempt_swaps},
+                  {"recompute_tokens", n(r.recompute_tokens)},
+                  {"swap_bytes", n(r.swap_bytes)},
+                  {"swap_s", n(r.swap_s)},
+                  {"prefill_tokens", n(r.prefill_tokens)},
+                  {"prefix_hit_rate", n(r.prefix_hit_rate)},
+                  {"prefetch_hit_rate", nopt(r.prefetch_hit_rate)},
+                  {"precision", nopt(r.precision)},
+                  {"waste", nopt(r.waste)},
+                  {"latency_hidden", nopt(r.latency_hidden)},
+                  {"prefetch_late", nopt(r.prefetch_late)}};
+        if (!r.depth_curve.empty()) {  // hit rate had the prefetcher run at depth k, this run's steps
+            Json d = Json::object();
+            for (const auto &[depth, rate] : r.depth_curve) d[std::to_string(depth)] = n(rate);
+            x["hit_rate_by_depth"] = std::move(d);
+        }
+        x["bytes_link"] = n(r.bytes_link);
+        x["bytes_hbm"] = n(r.bytes_hbm);
+        x["occupancy_hbm"] = n(r.occupancy_hbm);
+        x["occupancy_pool"] = n(r.occupancy_tier);
+        x["kv_capacity_hbm_bytes"] = n(r.gpu_kv_capacity);
+        x["kv_capacity_tier_bytes"] = n(r.tier_capacity);
+        x["stall_s"] = n(r.stall_s);
+        x["compute_s"] = n(r.compute_s);
+        x["makespan_s"] = n(r.makespan_s);
+        x["requests"] = r.requests;
+        x["skipped"] = r.skipped;
+        x["input_tokens"] = r.input_tokens;
+        x["output_tokens"] = r.output_tokens;
+        x["iterations"] = r.iterations;
+        x["gpus"] = r.gpus;
+        if (any_pnm)  // beside cxl_pnm, every system's decode-only rate (output without cxl_pnm unchanged)
+            x["decode_tps"] = n(r.decode_s > 0 ? r.decode_tokens / r.decode_s : 0);
+        if (r.system == "cxl_pnm") {  // near-memory path (docs/trace.md "PNM model"); other systems' output unchanged
+            x["pnm_steps"] = r.pnm_steps;
+            x["pnm_recall_bytes"] = n(r.pnm_recall_bytes);
+            x["pnm_moved_bytes"] = n(r.pnm_moved_bytes);
+            x["pnm_scan_bytes"] = n(r.pnm_scan_bytes);
+            x["pnm_summary_bytes"] = n(r.pnm_summary_bytes);
+            x["pnm_select_s"] = n(r.pnm_select_s);
+            x["pnm_attend_s"] = n(r.pnm_attend_s);
+        }
+        Json p = {{"allocs", r.pool_allocs},
+                  {"lookups", r.pool_lookups},
+                  {"lookup_hits", r.pool_lookup_hits},
+                  {"evictions", r.pool_evictions},
+                  {"prefetch_hints", r.pool_prefetch_hints},
+                  {"reads", r.pool_reads},
+                  {"blocks_peak", r.pool_blocks_peak},
+                  {"sharing", r.sharing},
+                  {"l1_hits", r.lib_l1_hits},
+                  {"l2_hits", r.lib_l2_hits},
+                  {"sync_reads", r.lib_sync_reads},
+                  {"prefetch_pages", r.lib_prefetch_pages},
+                  {"prefetch_used", r.lib_prefetch_used},
+                  {"prefetch_wasted", r.lib_prefetch_wasted},
+                  {"prefetch_ignored", r.lib_prefetch_ignored},
+                  {"link_bytes", r.lib_link_bytes},
+                  {"prefetch_depth", r.lib_prefetch_depth},
+                  {"prefetch_beta_ppm", r.lib_beta_ppm}};
+        if (o.real_bytes) {  // real-byte mode only: the library's codec on the payload pages
+            p["codec_pages_encoded"] = r.lib_codec_pages;
+            p["codec_raw_bytes"] = r.lib_codec_raw_bytes;
+            p["codec_stored_bytes"] = r.lib_codec_stored_bytes;
+            p["codec_pages_bypassed"] = r.lib_codec_bypassed;
+            p["codec_ratio"] = r.lib_codec_stored_bytes
+                                   ? n(static_cast<double>(r.lib_codec_raw_bytes) / r.lib_codec_stored_bytes)
+                                   : Json(nullptr);
+        }
+        if (r.layer_groups > 1) {  // layer groups only (the default output is unchanged)
+            p["prefetch_dropped"] = r.lib_prefetch_dropped;
+            p["reads_foreign"] = r.pool_reads_foreign;
+        }
+        x["pool"] = std::move(p);
+        // The library's measured rates, after every modelled number (they vary from run to run).
+        x["lib_prefetch_hit_rate"] = nopt(r.lib_hit_rate);
+        x["lib_precision"] = nopt(r.lib_precision);
+        x["lib_waste"] = nopt(r.lib_waste);
+        if (o.pace > 0) {  // wall clock: only in paced runs (the default output stays deterministic)
+            x["wall_s"] = n(r.wall_s);
+            x["pace_units"] = r.pace_units;
+            x["pace_capped"] = r.pace_capped;
+            x["pace_budget_s"] = n(r.pace_budget_s);
+            x["pace_wait_s"] = n(r.pace_wait_s);
+            x["lib_thread_cpu_s"] = n(r.lib_thread_cpu_s);
+        }
+        systems[r.system] = std::move(x);
+    }
+    j["systems"] = std::move(systems);
+    // One line, ", " and ": " between items, as this report has always been.
+    return speckv::json_text_spaced(j) + "\n";
 }
 
 std::string to_csv(const std::vector<Result> &rs) {
