@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "select/nmp.h"
 #include "pool/pool.h"
+#include "remote/remote_tier.h"
 #include "speckv.h"
 #include "util/status.h"
 
@@ -114,9 +115,16 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
         if (!uri || !out) return fail(SPECKV_EINVAL, "uri and out must not be NULL");
         Config defaults;
         std::unique_ptr<Pool> p;
-        int rc = Pool::open(uri, cfg ? cfg->rep : defaults, &p);
+        const Config &c = cfg ? cfg->rep : defaults;
+        int rc = Pool::open(uri, c, &p);
         if (rc != SPECKV_OK) return rc;
-        *out = new speckv_pool{std::move(p)};
+        std::unique_ptr<remote::Tier> l5;
+        if (!c.get_str("remote.uri").empty() && (rc = remote::Tier::create(c, &l5)) != SPECKV_OK) {
+            std::string msg = last_error();
+            p->close();
+            return fail(rc, "%s", msg.c_str());
+        }
+        *out = new speckv_pool{std::move(p), std::move(l5)};
         return SPECKV_OK;
     });
 }
@@ -124,6 +132,7 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
 SPECKV_API int speckv_pool_close(speckv_pool *pool) {
     return guard([&] {
         if (!pool) return SPECKV_OK;
+        pool->remote.reset();  // sends what L5 has queued first
         int rc = pool->rep ? pool->rep->close() : SPECKV_OK;
         delete pool;
         return rc;
@@ -215,7 +224,9 @@ SPECKV_API int speckv_publish(speckv_pool *pool, speckv_handle handle, const uin
                               speckv_handle *canonical) {
     return guard([&] {
         NEED_POOL();
-        return pool->rep->publish(handle, hash, canonical);
+        int rc = pool->rep->publish(handle, hash, canonical);
+        if (rc == SPECKV_OK && pool->remote) pool->remote->on_publish(*pool->rep, handle);
+        return rc;
     });
 }
 
@@ -223,7 +234,9 @@ SPECKV_API int speckv_lookup(speckv_pool *pool, uint64_t tenant, const uint8_t h
                              speckv_handle *out) {
     return guard([&] {
         NEED_POOL();
-        return pool->rep->lookup(tenant, hash, out);
+        int rc = pool->rep->lookup(tenant, hash, out);
+        if (rc == SPECKV_ENOENT && pool->remote) rc = pool->remote->on_lookup_miss(*pool->rep, tenant, hash, out);
+        return rc;
     });
 }
 
@@ -338,6 +351,7 @@ SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_
         NEED_POOL();
         if (!buf && cap) return fail(SPECKV_EINVAL, "buf is NULL");
         std::string j = pool->rep->stats_json();
+        if (pool->remote && !j.empty() && j.back() == '}') j.insert(j.size() - 1, pool->remote->json_fields());
         if (needed) *needed = j.size();
         if (cap < j.size() + 1) {
             if (cap) buf[0] = '\0';
