@@ -2,6 +2,11 @@
 #include "remote/cluster.h"
 
 #include <hiredis/hiredis.h>
+#include <limits.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstdio>
 
 #include <algorithm>
 #include <charconv>
@@ -47,6 +52,64 @@ bool split_hostport(std::string_view s, std::string *host, int *port) {
 }
 
 timeval tv_of(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+
+// Writes the commands of `idx` (with ASKING before those that need it) in
+// RESP straight from the callers' strings with writev: a block's bytes are
+// not copied into hiredis's output buffer (twice, for its formatting), and no
+// buffer of a block's size is allocated and freed per command.
+bool send_all(redisContext *c, const std::vector<Command> &cmds, const std::vector<size_t> &idx,
+              const std::vector<char> &asking) {
+    static const char kAsking[] = "*1\r\n$6\r\nASKING\r\n";
+    std::string small;  // headers and small arguments
+    struct Seg {
+        const char *ext;  // nullptr: `len` bytes of `small` at `off`
+        size_t off, len;
+    };
+    std::vector<Seg> segs;
+    auto add_small = [&](const char *p, size_t n) {
+        if (!segs.empty() && !segs.back().ext && segs.back().off + segs.back().len == small.size())
+            segs.back().len += n;
+        else
+            segs.push_back(Seg{nullptr, small.size(), n});
+        small.append(p, n);
+    };
+    char num[32];
+    for (size_t i : idx) {
+        if (asking[i]) add_small(kAsking, sizeof kAsking - 1);
+        int k = std::snprintf(num, sizeof num, "*%zu\r\n", cmds[i].args.size());
+        add_small(num, static_cast<size_t>(k));
+        for (const auto &a : cmds[i].args) {
+            k = std::snprintf(num, sizeof num, "$%zu\r\n", a.size());
+            add_small(num, static_cast<size_t>(k));
+            if (a.size() <= 4096) {
+                add_small(a.data(), a.size());
+            } else {
+                segs.push_back(Seg{a.data(), 0, a.size()});
+            }
+            add_small("\r\n", 2);
+        }
+    }
+    std::vector<iovec> iov;
+    iov.reserve(segs.size());
+    for (const auto &g : segs)
+        iov.push_back(iovec{const_cast<char *>(g.ext ? g.ext : small.data() + g.off), g.len});
+    size_t at = 0;
+    while (at < iov.size()) {
+        int n = static_cast<int>(std::min<size_t>(iov.size() - at, IOV_MAX));
+        ssize_t w = ::writev(c->fd, iov.data() + at, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;  // EAGAIN: SO_SNDTIMEO ran out; anything else: the connection is gone
+        }
+        size_t left = static_cast<size_t>(w);
+        while (at < iov.size() && left >= iov[at].iov_len) left -= iov[at++].iov_len;
+        if (left) {
+            iov[at].iov_base = static_cast<char *>(iov[at].iov_base) + left;
+            iov[at].iov_len -= left;
+        }
+    }
+    return true;
+}
 }  // namespace
 
 bool parse_uri(std::string_view uri, std::vector<Endpoint> *out, std::string *err) {
@@ -115,6 +178,9 @@ redisContext *Cluster::conn(int node) {
         drop(node);
         return nullptr;
     }
+    // Keep the reply buffer between replies (hiredis frees it past 16 KiB
+    // otherwise): blocks are large, and a buffer per reply churns the heap.
+    c->reader->maxbuf = 0;
     if (n.connected_once) counters_.reconnects++;
     n.connected_once = true;
     n.ctx = c;
@@ -215,23 +281,10 @@ std::vector<Reply> Cluster::exec(const std::vector<Command> &cmds) {
                 give_up_io(0, "cannot connect");
                 continue;
             }
-            bool broken = false;
-            for (size_t i : mine) {
-                if (asking[i]) redisAppendCommand(c, "ASKING");
-                std::vector<const char *> argv;
-                std::vector<size_t> lens;
-                for (const auto &a : cmds[i].args) {
-                    argv.push_back(a.data());
-                    lens.push_back(a.size());
-                }
-                if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
-                    broken = true;
-                    break;
-                }
-            }
+            bool broken = !send_all(c, cmds, mine, asking);
             if (broken) {
                 drop(node);
-                give_up_io(0, "connection lost");
+                give_up_io(0, "connection lost or timed out sending");
                 continue;
             }
             for (size_t k = 0; k < mine.size(); k++) {
