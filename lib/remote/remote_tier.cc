@@ -29,7 +29,8 @@ int Tier::create(const Config &cfg, std::unique_ptr<Tier> *out) {
     t->log_.user = cfg.log_user;
     t->log_.level = static_cast<int>(cfg.get("log.level"));
     t->reader_ = std::make_unique<Cluster>(t->seeds_, t->timeout_ms_);
-    if (t->mode_ != kOff) t->writer_ = std::thread([p = t.get()] { p->writer_loop(); });
+    t->writer_cluster_ = std::make_unique<Cluster>(t->seeds_, t->timeout_ms_);
+    if (t->mode_ == kBack) t->writer_ = std::thread([p = t.get()] { p->writer_loop(); });
     *out = std::move(t);
     return SPECKV_OK;
 }
@@ -43,53 +44,58 @@ Tier::~Tier() {
     if (writer_.joinable()) writer_.join();
 }
 
-void Tier::writer_loop() {
-    Cluster cluster(seeds_, timeout_ms_);
+// Takes one batch off the queue (mu_ held via g), sends it unlocked, counts.
+void Tier::send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g) {
+    std::vector<Item> batch;
+    size_t bytes = 0;
+    while (!queue_.empty() && batch.size() < kBatchItems &&
+           (batch.empty() || bytes + queue_.front().value.size() <= kBatchBytes)) {
+        bytes += queue_.front().value.size();
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+    }
+    queued_bytes_ -= bytes;
+    g.unlock();
+    std::vector<Command> cmds;
+    cmds.reserve(batch.size());
+    for (auto &it : batch) {
+        Command c;
+        c.key = it.key;
+        c.args = {"SET", it.key, std::move(it.value)};
+        if (ttl_s_ > 0) {
+            c.args.push_back("EX");
+            c.args.push_back(std::to_string(ttl_s_));
+        }
+        cmds.push_back(std::move(c));
+    }
+    std::vector<Reply> rs = cluster.exec(cmds);
+    uint64_t ok = 0, okb = 0, bad = 0;
+    std::string first_err;
+    for (size_t i = 0; i < rs.size(); i++) {
+        if (rs[i].kind == Reply::kOk) {
+            ok++;
+            okb += cmds[i].args[2].size();
+        } else {
+            bad++;
+            if (first_err.empty()) first_err = rs[i].data;
+        }
+    }
+    if (bad) log_(SPECKV_LOG_WARN, "remote tier: %" PRIu64 " of %zu block writes failed (%s)", bad, rs.size(), first_err.c_str());
+    g.lock();
+    st_.puts += ok;
+    st_.put_bytes += okb;
+    st_.errors += bad;
+    writer_redirects_ = cluster.counters().redirects;
+    done_seq_ = batch.back().seq;
+    done_cv_.notify_all();
+}
+
+void Tier::writer_loop() {  // write-back: a thread sends the queue
     std::unique_lock<std::mutex> g(mu_);
     while (true) {
         cv_.wait(g, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) break;  // stopping, all sent
-        std::vector<Item> batch;
-        size_t bytes = 0;
-        while (!queue_.empty() && batch.size() < kBatchItems && (batch.empty() || bytes + queue_.front().value.size() <= kBatchBytes)) {
-            bytes += queue_.front().value.size();
-            batch.push_back(std::move(queue_.front()));
-            queue_.pop_front();
-        }
-        queued_bytes_ -= bytes;
-        g.unlock();
-        std::vector<Command> cmds;
-        cmds.reserve(batch.size());
-        for (auto &it : batch) {
-            Command c;
-            c.key = it.key;
-            c.args = {"SET", it.key, std::move(it.value)};
-            if (ttl_s_ > 0) {
-                c.args.push_back("EX");
-                c.args.push_back(std::to_string(ttl_s_));
-            }
-            cmds.push_back(std::move(c));
-        }
-        std::vector<Reply> rs = cluster.exec(cmds);
-        uint64_t ok = 0, okb = 0, bad = 0;
-        std::string first_err;
-        for (size_t i = 0; i < rs.size(); i++) {
-            if (rs[i].kind == Reply::kOk) {
-                ok++;
-                okb += cmds[i].args[2].size();
-            } else {
-                bad++;
-                if (first_err.empty()) first_err = rs[i].data;
-            }
-        }
-        if (bad) log_(SPECKV_LOG_WARN, "remote tier: %" PRIu64 " of %zu block writes failed (%s)", bad, rs.size(), first_err.c_str());
-        g.lock();
-        st_.puts += ok;
-        st_.put_bytes += okb;
-        st_.errors += bad;
-        writer_redirects_ = cluster.counters().redirects;
-        done_seq_ = batch.back().seq;
-        done_cv_.notify_all();
+        send_batch(*writer_cluster_, g);
     }
 }
 
@@ -124,8 +130,23 @@ void Tier::on_publish(Pool &pool, uint64_t handle) {
     uint64_t seq = it.seq = next_seq_++;
     queued_bytes_ += it.value.size();
     queue_.push_back(std::move(it));
-    cv_.notify_one();
-    if (mode_ == kThrough) done_cv_.wait(g, [&] { return done_seq_ >= seq; });
+    if (mode_ == kBack) {
+        cv_.notify_one();
+        return;
+    }
+    // Write-through: the first publisher to find nobody sending sends the
+    // queue (its own block and whatever concurrent publishers added, in
+    // batches); the others wait for their block's batch. No thread hand-off.
+    while (done_seq_ < seq) {
+        if (!sending_) {
+            sending_ = true;
+            while (done_seq_ < seq && !queue_.empty()) send_batch(*writer_cluster_, g);
+            sending_ = false;
+            done_cv_.notify_all();
+        } else {
+            done_cv_.wait(g, [&] { return done_seq_ >= seq || !sending_; });
+        }
+    }
 }
 
 int Tier::on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint64_t *out) {

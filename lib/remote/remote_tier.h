@@ -59,6 +59,8 @@ class Tier {
   private:
     Tier() = default;
     void writer_loop();
+    struct Item;
+    void send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g);
 
     std::vector<Endpoint> seeds_;
     int timeout_ms_ = 1000;
@@ -79,6 +81,8 @@ class Tier {
     size_t queued_bytes_ = 0;
     uint64_t next_seq_ = 1, done_seq_ = 0;
     bool stop_ = false;
+    bool sending_ = false;                     // write-through: a publisher is sending the queue
+    std::unique_ptr<Cluster> writer_cluster_;  // the writer's connections (the thread, or the sending publisher)
     std::thread writer_;
     TierStats st_;
     uint64_t writer_redirects_ = 0;

@@ -258,6 +258,23 @@ int scenario_share() {
         CHECK(speckv_pool_close(p) == SPECKV_OK);
     });
     CHECK(read);
+    // Write-through from 4 threads at once: publishers batch each other's blocks.
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "through");
+        std::vector<std::thread> ts;
+        for (int t = 0; t < 4; t++)
+            ts.emplace_back([&, t] {
+                for (int i = 0; i < 8; i++) CHECK(publish_block(p, 400 + t * 8 + i, 65536) == SPECKV_OK);
+            });
+        for (auto &t : ts) t.join();
+        CHECK(stat(p, "remote_puts") == 32);
+        speckv_pool_close(p);
+    }));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        for (int i = 400; i < 432; i++) CHECK(lookup_block(p, i, 65536) == 1);
+        speckv_pool_close(p);
+    }));
     // Write-back: the queue is sent before close returns.
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri, "back");
