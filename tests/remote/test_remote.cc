@@ -293,7 +293,7 @@ int scenario_node_kill() {
     const std::string uri = env("SPECKV_TEST_REDIS_URI");
     auto pids = env_ints("SPECKV_TEST_REDIS_PIDS");
     constexpr int kBlocks = 48;
-    constexpr size_t kBytes = 512 * 1024;
+    constexpr size_t kBytes = 64 * 1024;
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri);
         for (int i = 0; i < kBlocks; i++) CHECK(publish_block(p, i, kBytes) == SPECKV_OK);
@@ -303,15 +303,15 @@ int scenario_node_kill() {
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri, "through", 300);
         int hits = 0, misses = 0, bad = 0;
-        // Kill one node while the lookups run (mid-transfer for some).
-        std::thread killer([&] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(15));
-            kill(pids.at(1), SIGKILL);
-        });
+        // Kill one node a third of the way through the lookups; the killer
+        // thread fires while a lookup is in flight (the SIGKILL lands during
+        // a transfer or between two), and the rest run against the survivors.
         for (int i = 0; i < kBlocks; i++) {
+            std::thread killer;
+            if (i == kBlocks / 3) killer = std::thread([&] { kill(pids.at(1), SIGKILL); });
             int r = lookup_block(p, i, kBytes);
             (r == 1 ? hits : r == 0 ? misses : bad)++;
-            if (i == kBlocks / 2) killer.join();
+            if (killer.joinable()) killer.join();
         }
         std::fprintf(stderr, "node kill: %d hits, %d misses, errors counted %llu\n", hits, misses,
                      (unsigned long long)stat(p, "remote_errors"));
@@ -438,6 +438,8 @@ int scenario_migrate() {
         CHECK(write(pipefd[1], "r", 1) == 1);
         CHECK(read(gofd[0], &c, 1) == 1);  // slot migrating; keys[0] moved to B: ASK
         CHECK(lookup_block(p, keys[0], 65536) == 1);
+        CHECK(stat(p, "remote_redirects") == 1);  // the ASK
+        CHECK(write(pipefd[1], "a", 1) == 1);
         CHECK(read(gofd[0], &c, 1) == 1);  // slot now B's: MOVED
         CHECK(lookup_block(p, keys[1], 65536) == 1);
         CHECK(lookup_block(p, keys[2], 65536) == 1);
@@ -459,8 +461,7 @@ int scenario_migrate() {
     CHECK(ok(migrate(keys[0])));
     CHECK(admin.exec_on(eps[a], {"GET", key(keys[0])}).data.rfind("ASK ", 0) == 0);
     CHECK(write(gofd[1], "g", 1) == 1);
-    // Let the reader's ASK lookup finish before the slot changes hands.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(read(pipefd[0], &c, 1) == 1);  // the reader's ASK lookup is done
     CHECK(ok(migrate(keys[1])));
     CHECK(ok(migrate(keys[2])));
     for (int n = 0; n < 3; n++) CHECK(ok(admin.exec_on(eps[n], {"CLUSTER", "SETSLOT", s, "NODE", ids[b]})));
@@ -520,12 +521,17 @@ int scenario_evict() {
     const std::string uri = env("SPECKV_TEST_REDIS_URI");
     auto eps = nodes();
     Cluster admin(eps, 2000);
+    // Room for about 1 MiB of values per node above what it uses now.
     for (const auto &e : eps) {
+        Reply info = admin.exec_on(e, {"INFO", "memory"});
+        size_t at = info.data.find("used_memory:");
+        uint64_t used = at == std::string::npos ? 0 : std::strtoull(info.data.c_str() + at + 12, nullptr, 10);
+        CHECK(used > 0);
         CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}).kind == Reply::kOk);
-        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory", "8mb"}).kind == Reply::kOk);
+        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory", std::to_string(used + (1 << 20))}).kind == Reply::kOk);
     }
     constexpr int kBlocks = 48;
-    constexpr size_t kBytes = 512 * 1024;  // 24 MiB over 3 x 8 MiB: some must go
+    constexpr size_t kBytes = 128 * 1024;  // 6 MiB over 3 x ~1 MiB of room: some must go
     speckv_pool *writer = nullptr;
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri);
