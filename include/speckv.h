@@ -581,13 +581,6 @@ typedef struct speckv_pool_stats {
     uint64_t l4_demotions;         /* blocks moved L3 -> L4, ever, by any process */
     uint64_t l4_promotions;        /* blocks moved back L4 -> L3, ever */
     uint64_t l4_demote_failures;   /* demotions that failed (the block stayed in the pool, whole) */
-    /* L5 remote tier (this process; docs/remote.md); zero without config remote.uri.
-     * Since 0.1.0. */
-    uint64_t remote_hits;              /* lookups served from L5 (verified, now in the pool) */
-    uint64_t remote_misses;            /* lookups L5 had no sound value for */
-    uint64_t remote_checksum_failures; /* fetched values that failed verification (also misses) */
-    uint64_t remote_errors;            /* L5 commands without an answer, or refused by the cluster */
-    uint64_t remote_puts;              /* blocks written to L5 */
 } speckv_pool_stats;
 
 /* Fills *out (up to out->struct_size). Returns SPECKV_OK, SPECKV_EINVAL,

@@ -334,22 +334,12 @@ SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
         // (callers built against that header get exactly what they know).
         constexpr size_t kBeforeCodec = offsetof(speckv_pool_stats, codec_pages_encoded);
         constexpr size_t kBeforeL4 = offsetof(speckv_pool_stats, l4_blocks);
-        constexpr size_t kBeforeRemote = offsetof(speckv_pool_stats, remote_hits);
         size_t n = out->struct_size;
-        if (n != sizeof(speckv_pool_stats) && n != kBeforeCodec && n != kBeforeL4 && n != kBeforeRemote)
-            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu, %zu, %zu and %zu",
-                        n, sizeof(speckv_pool_stats), kBeforeRemote, kBeforeL4, kBeforeCodec);
+        if (n != sizeof(speckv_pool_stats) && n != kBeforeCodec && n != kBeforeL4)
+            return fail(SPECKV_ESTRUCT, "speckv_pool_stats.struct_size is %zu, this library knows %zu, %zu and %zu", n,
+                        sizeof(speckv_pool_stats), kBeforeL4, kBeforeCodec);
         speckv_pool_stats all;
         pool->rep->stats(&all);
-        all.remote_hits = all.remote_misses = all.remote_checksum_failures = all.remote_errors = all.remote_puts = 0;
-        if (pool->remote) {
-            remote::TierStats r = pool->remote->stats();
-            all.remote_hits = r.hits;
-            all.remote_misses = r.misses;
-            all.remote_checksum_failures = r.checksum_failures;
-            all.remote_errors = r.errors;
-            all.remote_puts = r.puts;
-        }
         all.struct_size = n;
         std::memcpy(out, &all, n);
         return SPECKV_OK;
