@@ -8,6 +8,8 @@
 #include <new>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "share/block_hash.h"
 #include "config/config.h"
 #include "select/nmp.h"
@@ -35,6 +37,13 @@ int guard(F &&f) noexcept {
     do {                                                                 \
         if (!pool || !pool->rep) return fail(SPECKV_EINVAL, "pool is NULL"); \
     } while (0)
+// The pool's stats JSON and, with L5, its remote_* counters: the one list
+// speckv_stats_json prints and speckv_stat reads.
+std::string stats_json_of(const speckv_pool *pool) {
+    std::string j = pool->rep->stats_json();
+    if (pool->remote && !j.empty() && j.back() == '}') j.insert(j.size() - 1, pool->remote->json_fields());
+    return j;
+}
 }  // namespace
 
 extern "C" {
@@ -326,6 +335,9 @@ SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const 
     });
 }
 
+// speckv_pool_stats is frozen at its 0.1.0 layout (new counters: speckv_stat).
+static_assert(sizeof(speckv_pool_stats) == 368, "speckv_pool_stats does not grow: add a counter to the stats JSON");
+
 SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
     return guard([&] {
         NEED_POOL();
@@ -350,14 +362,30 @@ SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_
     return guard([&] {
         NEED_POOL();
         if (!buf && cap) return fail(SPECKV_EINVAL, "buf is NULL");
-        std::string j = pool->rep->stats_json();
-        if (pool->remote && !j.empty() && j.back() == '}') j.insert(j.size() - 1, pool->remote->json_fields());
+        std::string j = stats_json_of(pool);
         if (needed) *needed = j.size();
         if (cap < j.size() + 1) {
             if (cap) buf[0] = '\0';
             return fail(SPECKV_ERANGE, "stats JSON needs %zu bytes, buffer has %zu", j.size() + 1, cap);
         }
         std::memcpy(buf, j.c_str(), j.size() + 1);
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_stat(speckv_pool *pool, const char *name, uint64_t *value) {
+    return guard([&] {
+        NEED_POOL();
+        if (!name || !value) return fail(SPECKV_EINVAL, "name or value is NULL");
+        // The JSON object is the one list of counters: a counter added to it
+        // is readable here without an ABI change.
+        const nlohmann::json j = nlohmann::json::parse(stats_json_of(pool), nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return fail(SPECKV_EINTERNAL, "stats JSON does not parse");
+        auto it = j.find(name);
+        if (it == j.end()) return fail(SPECKV_ENOENT, "no counter named \"%s\" (see speckv_stats_json)", name);
+        if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0))
+            return fail(SPECKV_EINVAL, "\"%s\" is not a counter (not a non-negative integer)", name);
+        *value = it->get<uint64_t>();
         return SPECKV_OK;
     });
 }

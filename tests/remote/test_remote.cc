@@ -510,6 +510,8 @@ int scenario_corrupt() {
         speckv_pool_stats st{};
         st.struct_size = sizeof st;
         CHECK(speckv_stats(p, &st) == SPECKV_OK && st.blocks_published == 1);  // nothing of the bad ones
+        uint64_t v = 0;
+        CHECK(speckv_stat(p, "remote_checksum_failures", &v) == SPECKV_OK && v == 5);
         check_engine_runs(p);
         check_pool_clean(p);
         speckv_pool_close(p);
