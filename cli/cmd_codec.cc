@@ -43,8 +43,8 @@ static_assert(std::size(kPresets) == size_t(cdc::kModeCount), "every preset, in 
 // The presets before §18: `codec vectors` writes their vectors first, exactly
 // as before split Rice existed, and the §18 ones after them (docs §12).
 constexpr size_t kPresetsV1 = 18;
-// The presets before §19 (packed): the RTL has no entropy 4 yet, so `codec
-// vectors` writes none of theirs (docs §19.8).
+// The presets before §19 (packed): `codec vectors` writes the packed ones
+// last, so that every earlier vector keeps its id and bytes (docs §12).
 constexpr size_t kPresetsV2 = size_t(Mode::k3p);
 
 std::string dirname_of(const std::string &p) {
@@ -747,6 +747,19 @@ void run_vectors(const std::string &out, const std::string &model_path, uint64_t
             for (unsigned ord = 0; ord < 3; ord++) emit_sweep(sweep, b, g, ord, cdc::kEntropySplitRice);
     for (const auto &[src, note] : real)
         for (size_t pi = kPresetsV1; pi < kPresetsV2; pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
+    // 6. packed (§19), after everything above for the same reason: the worked
+    //    example of §19.6, every packed preset on random and edge pages (its
+    //    own random stream), the real K/V pages.
+    {
+        uint16_t h[4] = {0x3C00, 0xB800, 0x3400, 0x4200};  // 1.0 -0.5 0.25 3.0
+        std::vector<uint8_t> src(8);
+        std::memcpy(src.data(), h, 8);
+        emit(Mode::v4p, SPECKV_DTYPE_FP16, src, 4, "worked-example-packed");
+    }
+    std::mt19937_64 rng19(seed ^ 0x5041434B4544ull);
+    emit_presets(rng19, kPresetsV2, size_t(cdc::kModeCount));
+    for (const auto &[src, note] : real)
+        for (size_t pi = kPresetsV2; pi < size_t(cdc::kModeCount); pi++) emit(kPresets[pi], SPECKV_DTYPE_FP16, src, real_c, note);
     ok &= write_file(out + "/index.tsv", idx.data(), idx.size());
     if (!ok) {
         error("could not write vectors to " + out, SPECKV_EIO);

@@ -361,97 +361,6 @@ SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);
 SPECKV_API int speckv_translate(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
                                 uint64_t token_pos, speckv_handle *out, uint64_t *token_offset);
 
-/* ---- Near-memory page selection (docs/selection.md; the PNM-KV / PnG-KV
- * design). For contexts far larger than the GPU holds: the pool scores the
- * K pages of (tenant, request, layer) against the query next to the memory
- * and returns only the few that matter (speckv_select); the rest can be
- * attended next to the pool too (speckv_attend) and merged exactly with the
- * GPU's part (speckv_merge_partials).
- *
- * Pages: the K blocks of (tenant, request, layer) are the live blocks
- * allocated with SPECKV_HINT_KEYS and that (tenant, request, layer), ordered
- * by token_pos; each holds rows of kv_heads * head_dim FP16 or FP32 keys, and
- * a data page holds whole rows. A K page written to its end gets a summary
- * (per-channel min and max, docs/selection.md §1) in the pool's summary
- * area, kept with the page like its checksum: pools are created with
- * config pool.summary_bytes >= 16 + 4 * kv_heads * head_dim, and the writer
- * sets select.channels = kv_heads * head_dim. The V rows of the same tokens
- * are in blocks hinted SPECKV_HINT_VALUES with the same row layout. */
-typedef struct speckv_select_params {
-    size_t struct_size;
-    uint32_t kv_heads;      /* KV heads in a row */
-    uint32_t head_dim;
-    uint32_t q_per_kv;      /* query heads per KV head (GQA group size), >= 1 */
-    uint32_t budget;        /* pages to select, >= 1 (forced pages included) */
-    uint32_t recent;        /* the most recent pages always selected; UINT32_MAX = config select.recent */
-    float band;             /* steady selection: a page selected last step stays while its score is
-                               >= the cut - band (logit units); < 0 = config select.band_milli */
-    float scale;            /* logit scale; 0 = 1/sqrt(head_dim) */
-    uint64_t context_tokens;/* tokens [0, context_tokens) exist; later rows are ignored */
-    /* Since 0.1.0, appended (a struct_size without it is accepted and means 0):
-     * a budget in tokens instead of pages. When > 0 it replaces `budget`: the
-     * fewest pages whose tokens add up to at least budget_tokens, with a page
-     * counted as the tokens a full page holds (page_size / row bytes). */
-    uint64_t budget_tokens;
-} speckv_select_params;
-
-/* One K page: where it is, which tokens, and its score (an upper bound of
- * the largest logit any query head of any group gets on its keys; +inf for a
- * page without a summary yet, e.g. the one being appended: always kept). */
-typedef struct speckv_page_ref {
-    speckv_handle block;
-    uint64_t offset;        /* byte offset of the page in the block */
-    uint64_t token_pos;     /* first token of the page */
-    uint32_t tokens;        /* tokens of the page below context_tokens */
-    float score;
-} speckv_page_ref;
-
-/* Selects params->budget pages of (tenant, request, layer) for query `q`
- * (q_heads * head_dim floats, head-major; q_len = their count): the `recent`
- * last pages, pages kept by the steady rule from this handle's previous call
- * for the same (tenant, request, layer), then the best upper bounds (ties:
- * the earlier page). O(pages) work next to the pool; deterministic. Writes
- * the selection in token order to out[0..*n_out) (cap >= budget, or all pages
- * when there are fewer); *n_pages (may be NULL) = the K pages there are.
- * Returns SPECKV_OK, SPECKV_EINVAL (NULL, q_len, geometry, budget 0, q not
- * finite), SPECKV_ESTRUCT, SPECKV_ENOENT (no K page), SPECKV_ERANGE (cap),
- * SPECKV_ENOTSUP (pool without summary area; dtype not FP16/FP32; rows that
- * straddle pages), SPECKV_ECORRUPT (a summary fails its checksum: the page is
- * named). The arguments are checked first: bad ones are SPECKV_EINVAL or
- * SPECKV_ESTRUCT even on a pool without a summary area. Since 0.1.0. */
-SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
-                             const float *q, size_t q_len, const speckv_select_params *params,
-                             speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
-
-/* A partial attention result per query head, mergeable exactly (the
- * flash-decoding merge): out[h * head_dim ...] = softmax-weighted mean of V
- * over the pages it covers, max_score[h] = largest logit, sum_exp[h] =
- * sum of exp(logit - max_score[h]). Empty: out 0, max -inf, sum 0. */
-typedef struct speckv_partial {
-    size_t struct_size;
-    float *out;             /* q_heads * head_dim */
-    float *max_score;       /* q_heads */
-    float *sum_exp;         /* q_heads */
-} speckv_partial;
-
-/* Attention of `q` over the K/V pages of (tenant, request, layer) that are
- * NOT in exclude[0..n_exclude) (matched by block and offset; typically what
- * speckv_select returned and the GPU attends itself), computed next to the
- * pool: pages are read (and decoded) there, only the partial comes back.
- * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT, SPECKV_ENOENT (no K page,
- * or a K page without the V rows of its tokens), SPECKV_ENOTSUP, SPECKV_ECORRUPT.
- * Since 0.1.0. */
-SPECKV_API int speckv_attend(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
-                             const float *q, size_t q_len, const speckv_select_params *params,
-                             const speckv_page_ref *exclude, size_t n_exclude, speckv_partial *out);
-
-/* out = the exact merge of partials a and b over disjoint page sets (out may
- * alias a or b): M = max(m_a, m_b), w_i = sum_i exp(m_i - M), o = (w_a o_a +
- * w_b o_b) / (w_a + w_b). Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT.
- * Since 0.1.0. */
-SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const speckv_partial *a,
-                                     const speckv_partial *b, speckv_partial *out);
-
 /* ---------------------------------------------------------------- sharing */
 /* Content-addressed blocks, shared by every process attached to a pool
  * (docs/sharing.md). A writer fills a block, then publishes it under the hash
@@ -609,6 +518,108 @@ SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_
  * holds no non-negative integer, e.g. a ratio or an object), SPECKV_ENOENT
  * (no such counter in this library). Since 0.1.0. */
 SPECKV_API int speckv_stat(speckv_pool *pool, const char *name, uint64_t *value);
+
+/* ================================================== experimental interface
+ * Everything above is the stable core: within a major version it only grows.
+ * What follows may still change before 1.0 (names, structs, semantics), so it
+ * is declared only when the includer asks for it by defining
+ * SPECKV_EXPERIMENTAL before including this header (as zstd keeps its
+ * unstable API behind ZSTD_STATIC_LINKING_ONLY). The functions are exported
+ * either way; code built without the macro uses the stable core only. */
+#ifdef SPECKV_EXPERIMENTAL
+
+/* ---- Near-memory page selection (docs/selection.md; the PNM-KV / PnG-KV
+ * design). For contexts far larger than the GPU holds: the pool scores the
+ * K pages of (tenant, request, layer) against the query next to the memory
+ * and returns only the few that matter (speckv_select); the rest can be
+ * attended next to the pool too (speckv_attend) and merged exactly with the
+ * GPU's part (speckv_merge_partials).
+ *
+ * Pages: the K blocks of (tenant, request, layer) are the live blocks
+ * allocated with SPECKV_HINT_KEYS and that (tenant, request, layer), ordered
+ * by token_pos; each holds rows of kv_heads * head_dim FP16 or FP32 keys, and
+ * a data page holds whole rows. A K page written to its end gets a summary
+ * (per-channel min and max, docs/selection.md §1) in the pool's summary
+ * area, kept with the page like its checksum: pools are created with
+ * config pool.summary_bytes >= 16 + 4 * kv_heads * head_dim, and the writer
+ * sets select.channels = kv_heads * head_dim. The V rows of the same tokens
+ * are in blocks hinted SPECKV_HINT_VALUES with the same row layout. */
+typedef struct speckv_select_params {
+    size_t struct_size;
+    uint32_t kv_heads;      /* KV heads in a row */
+    uint32_t head_dim;
+    uint32_t q_per_kv;      /* query heads per KV head (GQA group size), >= 1 */
+    uint32_t budget;        /* pages to select, >= 1 (forced pages included) */
+    uint32_t recent;        /* the most recent pages always selected; UINT32_MAX = config select.recent */
+    float band;             /* steady selection: a page selected last step stays while its score is
+                               >= the cut - band (logit units); < 0 = config select.band_milli */
+    float scale;            /* logit scale; 0 = 1/sqrt(head_dim) */
+    uint64_t context_tokens;/* tokens [0, context_tokens) exist; later rows are ignored */
+    /* Since 0.1.0, appended (a struct_size without it is accepted and means 0):
+     * a budget in tokens instead of pages. When > 0 it replaces `budget`: the
+     * fewest pages whose tokens add up to at least budget_tokens, with a page
+     * counted as the tokens a full page holds (page_size / row bytes). */
+    uint64_t budget_tokens;
+} speckv_select_params;
+
+/* One K page: where it is, which tokens, and its score (an upper bound of
+ * the largest logit any query head of any group gets on its keys; +inf for a
+ * page without a summary yet, e.g. the one being appended: always kept). */
+typedef struct speckv_page_ref {
+    speckv_handle block;
+    uint64_t offset;        /* byte offset of the page in the block */
+    uint64_t token_pos;     /* first token of the page */
+    uint32_t tokens;        /* tokens of the page below context_tokens */
+    float score;
+} speckv_page_ref;
+
+/* Selects params->budget pages of (tenant, request, layer) for query `q`
+ * (q_heads * head_dim floats, head-major; q_len = their count): the `recent`
+ * last pages, pages kept by the steady rule from this handle's previous call
+ * for the same (tenant, request, layer), then the best upper bounds (ties:
+ * the earlier page). O(pages) work next to the pool; deterministic. Writes
+ * the selection in token order to out[0..*n_out) (cap >= budget, or all pages
+ * when there are fewer); *n_pages (may be NULL) = the K pages there are.
+ * Returns SPECKV_OK, SPECKV_EINVAL (NULL, q_len, geometry, budget 0, q not
+ * finite), SPECKV_ESTRUCT, SPECKV_ENOENT (no K page), SPECKV_ERANGE (cap),
+ * SPECKV_ENOTSUP (pool without summary area; dtype not FP16/FP32; rows that
+ * straddle pages), SPECKV_ECORRUPT (a summary fails its checksum: the page is
+ * named). The arguments are checked first: bad ones are SPECKV_EINVAL or
+ * SPECKV_ESTRUCT even on a pool without a summary area. Since 0.1.0. */
+SPECKV_API int speckv_select(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                             const float *q, size_t q_len, const speckv_select_params *params,
+                             speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
+
+/* A partial attention result per query head, mergeable exactly (the
+ * flash-decoding merge): out[h * head_dim ...] = softmax-weighted mean of V
+ * over the pages it covers, max_score[h] = largest logit, sum_exp[h] =
+ * sum of exp(logit - max_score[h]). Empty: out 0, max -inf, sum 0. */
+typedef struct speckv_partial {
+    size_t struct_size;
+    float *out;             /* q_heads * head_dim */
+    float *max_score;       /* q_heads */
+    float *sum_exp;         /* q_heads */
+} speckv_partial;
+
+/* Attention of `q` over the K/V pages of (tenant, request, layer) that are
+ * NOT in exclude[0..n_exclude) (matched by block and offset; typically what
+ * speckv_select returned and the GPU attends itself), computed next to the
+ * pool: pages are read (and decoded) there, only the partial comes back.
+ * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT, SPECKV_ENOENT (no K page,
+ * or a K page without the V rows of its tokens), SPECKV_ENOTSUP, SPECKV_ECORRUPT.
+ * Since 0.1.0. */
+SPECKV_API int speckv_attend(speckv_pool *pool, uint64_t tenant, uint64_t request, uint32_t layer,
+                             const float *q, size_t q_len, const speckv_select_params *params,
+                             const speckv_page_ref *exclude, size_t n_exclude, speckv_partial *out);
+
+/* out = the exact merge of partials a and b over disjoint page sets (out may
+ * alias a or b): M = max(m_a, m_b), w_i = sum_i exp(m_i - M), o = (w_a o_a +
+ * w_b o_b) / (w_a + w_b). Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT.
+ * Since 0.1.0. */
+SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const speckv_partial *a,
+                                     const speckv_partial *b, speckv_partial *out);
+
+#endif /* SPECKV_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

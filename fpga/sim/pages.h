@@ -17,7 +17,7 @@
 namespace fpga_sim {
 
 struct Page {
-    int mode;          // 0 raw, 1 paper, 2 int8, 15/16/17 vp8/vp6/vp5, 30/31/32 vp8s/vp6s/vp5s (the modes the RTL encodes)
+    int mode;          // 0 raw, 1 paper, 2 int8, 15/16/17 vp8/vp6/vp5, 30/31/32 vp8s/vp6s/vp5s, 33..38 packed (the modes the RTL encodes)
     int dtype;         // SPECKV_DTYPE_*
     uint32_t channels; // layout C asked for (may be invalid: the encoder then uses 1)
     int kind;          // generator id (for reports)
@@ -46,8 +46,10 @@ public:
         int r = int(below(100));
         p.dtype = r < 70 ? SPECKV_DTYPE_FP16 : r < 84 ? SPECKV_DTYPE_BF16 : r < 97 ? SPECKV_DTYPE_FP32 : SPECKV_DTYPE_OPAQUE;
         r = int(below(100));
-        // paper 34 %, int8 8 %, vp6 16 %, vp8 6 %, vp5 6 %, vp6s 12 %, vp8s 5 %, vp5s 5 %, raw 8 %
-        p.mode = r < 34 ? 1 : r < 42 ? 2 : r < 58 ? 16 : r < 64 ? 15 : r < 70 ? 17 : r < 82 ? 31 : r < 87 ? 30 : r < 92 ? 32 : 0;
+        // paper 28 %, int8 7 %, vp6 13 %, vp8 5 %, vp5 5 %, vp6s 10 %, vp8s 4 %, vp5s 4 %, raw 6 %,
+        // the packed presets k3p v3p k4p v4p k5p v5p (ids 33..38, docs/codec.md §19) 18 %
+        p.mode = r < 28 ? 1 : r < 35 ? 2 : r < 48 ? 16 : r < 53 ? 15 : r < 58 ? 17 : r < 68 ? 31 : r < 72 ? 30 : r < 76 ? 32
+               : r < 82 ? 0 : 33 + (r - 82) / 3;
         static const uint32_t chs[] = {1, 64, 128, 0, 3, 4096, 7, 65535, 2048, 32, 65536, 1024};
         p.channels = chs[below(sizeof chs / sizeof chs[0])];
         size_t es = speckv::codec::dtype_size(p.dtype);

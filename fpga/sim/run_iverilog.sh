@@ -16,6 +16,7 @@ rm -rf "$work"
 mkdir -p "$work"
 "$vecgen" "$work/vec" --pages "$pages" --fuzz "$fuzz" --seed "$seed" --beat $((dw / 8))
 iverilog -g2012 -Ptb_codec.MODES="${modes:-18}" -Ptb_codec.DW="$dw" -I "$fpga/rtl" -o "$work/tb.vvp" "$fpga/sim/tb_codec.v" \
-    "$fpga/rtl/speckv_codec_top.v" "$fpga/rtl/speckv_enc.v" "$fpga/rtl/speckv_dec.v" "$fpga/rtl/speckv_sdp_ram.v"
+    "$fpga/rtl/speckv_codec_top.v" "$fpga/rtl/speckv_enc.v" "$fpga/rtl/speckv_dec.v" "$fpga/rtl/speckv_penc.v" \
+    "$fpga/rtl/speckv_pdec.v" "$fpga/rtl/speckv_sdp_ram.v"
 vvp -n "$work/tb.vvp" +vec="$work/vec" +seed="$seed" +stall=30 | tee "$work/log.txt"
 grep -q "FPGA-IVERILOG PASS" "$work/log.txt"

@@ -3,9 +3,10 @@
 // encoder emits and every page byte the decoder emits is compared with the C++
 // reference (lib/codec/codec_ref.cc), with random valid/ready stalls on all sides;
 // hostile records must be rejected whenever the C++ decoder rejects them.
-// Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice)
-// from the page generator, every other preset in the decoder's records.
-// Runs without stalls measure cycles per page (paper, vp6, vp6s).
+// Modes: raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice),
+// k3p..v5p (packed, §19) from the page generator, every other preset in the
+// decoder's records. Runs without stalls measure cycles per page (paper, vp6,
+// vp6s, v4p).
 //
 //   tb_codec [--pages N] [--fuzz N] [--seed S] [--stall PCT] [--perf N] [--corpus DIR]
 //            [--vectors DIR]   the triples of `speckv codec vectors --out DIR` (docs/codec.md §12)
@@ -53,9 +54,10 @@ void get_wide(const uint32_t *w, uint8_t *dst, size_t n) {
 }
 
 // The modes the encoder RTL implements (others it stores raw, unlike the C++):
-// raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice).
+// raw, paper, int8, vp8/vp6/vp5 (Rice), vp8s/vp6s/vp5s (split Rice), and the
+// packed presets k3p..v5p (speckv_penc).
 bool rtl_encodes(int mode) {
-    return mode == 0 || mode == 1 || mode == 2 || (mode >= 15 && mode <= 17) || (mode >= 30 && mode <= 32);
+    return mode == 0 || mode == 1 || mode == 2 || (mode >= 15 && mode <= 17) || (mode >= 30 && mode <= 38);
 }
 bool is_split(const std::vector<uint8_t> &r) { return r.size() > 7 && r[3] != 0 && ((r[7] >> 2) & 3) == 3; }
 
@@ -66,6 +68,7 @@ struct EncJob {
 struct Stats {
     uint64_t enc_pages = 0, enc_mismatch = 0, enc_raw = 0, enc_bytes_in = 0, enc_bytes_out = 0;
     uint64_t dec_records = 0, dec_ok = 0, dec_mismatch = 0, dec_rejected = 0, dec_unsup = 0, dec_packed = 0;
+    uint64_t dec_packed_ok = 0, dec_packed_rejected = 0, dec_packed_unsup = 0, enc_packed = 0;
     uint64_t dec_missed_reject = 0, dec_false_reject = 0, hostile = 0;
     uint64_t enc_split = 0, dec_split = 0, dec_split_ok = 0, dec_split_rejected = 0, dec_split_unsup = 0;
     uint64_t dec_split_run = 0;  // split records decoded equal with a zero run longer than a beat's Unary view (DW bits)
@@ -243,6 +246,7 @@ private:
         st.enc_bytes_out += enc_rec_.size();
         if (j.expect.size() > 3 && j.expect[3] == 0) st.enc_raw++;
         if (is_split(j.expect)) st.enc_split++;
+        if (is_packed(j.expect)) st.enc_packed++;
         if (enc_rec_ != j.expect) {
             st.enc_mismatch++;
             if (max_report-- > 0) {
@@ -272,6 +276,11 @@ private:
         st.status_hist[code & 15]++;
         if (j.hostile) st.hostile++;
         const bool split = is_split(j.rec);
+        if (is_packed(j.rec)) {
+            st.dec_packed++;
+            if (j.ref_rc != SPECKV_OK && code != 0) st.dec_packed_rejected++;
+            if (j.ref_rc == SPECKV_OK && code == 0 && dec_out_ == j.expect && dec_last_seen_) st.dec_packed_ok++;
+        }
         if (split) {
             st.dec_split++;
             if (j.ref_rc != SPECKV_OK && code != 0) st.dec_split_rejected++;
@@ -287,10 +296,9 @@ private:
         if (j.ref_rc != SPECKV_OK) {
             if (code == 0) bad = true, why = "C++ rejects, RTL accepts", st.dec_missed_reject++;
             else st.dec_rejected++;
-        } else if (is_packed(j.rec)) {
-            st.dec_unsup++, st.dec_packed++;  // packed entropy: no RTL yet, whatever it answers
         } else if (code == 7 && rtl_unsupported(j.rec, kMaxBytes)) {
-            st.dec_unsup++;  // valid record with parameters this RTL does not decode
+            st.dec_unsup++;
+            if (is_packed(j.rec)) st.dec_packed_unsup++;  // valid record with parameters this RTL does not decode
         } else if (code == 7) {
             bad = true, why = "UNSUP on a record this RTL decodes (page scale, b <= 8, split Rice up to MAX_BYTES)",
             st.dec_false_reject++;
@@ -389,7 +397,7 @@ int main(int argc, char **argv) {
         h.set_limit(200000 + vs.size() * 4000);
         h.run();
         const Stats &s = h.st;
-        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5/vp8s/vp6s/vp5s asked) "
+        std::printf("codec vectors %s: %zu triples; encoder: %" PRIu64 " pages (raw/paper/int8/vp8/vp6/vp5/vp8s/vp6s/vp5s/k3p..v5p asked) "
                     "compared with .rec (%" PRIu64 " split Rice), %" PRIu64
                     " mismatches; decoder: %" PRIu64 " .rec decoded equal to .out (%" PRIu64 " split Rice), %" PRIu64
                     " UNSUP (other parameters), %" PRIu64 " mismatches; %" PRIu64 " .rec files differ from the linked reference\n",
@@ -406,9 +414,9 @@ int main(int argc, char **argv) {
         for (uint64_t k = 0; k < fuzz; k++) {
             Page p = g.page(kMaxBytes);
             // other presets too: valid records the RTL reports UNSUP (or decodes, for C = 1 columnar)
-            // (not the §19 packed presets, ids from k3p on: this RTL has no entropy 4 yet)
+            // (the §19 packed presets included: speckv_pdec decodes them)
             if (g.below(3) == 0 && p.dtype != SPECKV_DTYPE_OPAQUE)
-                p.mode = 3 + int(g.below(uint32_t(int(speckv::codec::Mode::k3p) - 3)));
+                p.mode = 3 + int(g.below(uint32_t(speckv::codec::kModeCount - 3)));
             auto rec = ref_encode(p);
             extra.push_back(g.below(10) == 0 ? random_record(g) : g.below(8) == 0 ? rec : mutate(g, rec));
         }
@@ -433,18 +441,21 @@ int main(int argc, char **argv) {
         std::printf("checked run (seed %" PRIu64 ", %d%% stalls on every valid/ready): %" PRIu64 " cycles\n", seed, stall,
                     h.cycles);
         std::printf("  encoder: %" PRIu64 " pages compared byte for byte, %" PRIu64 " mismatches; %" PRIu64
-                    " stored raw (bypass), %" PRIu64 " split-Rice records; ratio %.3f\n",
-                    s.enc_pages, s.enc_mismatch, s.enc_raw, s.enc_split,
+                    " stored raw (bypass), %" PRIu64 " split-Rice records, %" PRIu64 " packed records; ratio %.3f\n",
+                    s.enc_pages, s.enc_mismatch, s.enc_raw, s.enc_split, s.enc_packed,
                     s.enc_bytes_out ? double(s.enc_bytes_in) / double(s.enc_bytes_out) : 0.0);
         std::printf("  page kinds:");
         for (int k = 0; k < kKinds; k++) std::printf(" %s=%" PRIu64, kind_name(k), s.kinds[k]);
         std::printf("\n");
         std::printf("  decoder: %" PRIu64 " records (%" PRIu64 " hostile, %zu from the corpus): %" PRIu64
                     " decoded equal, %" PRIu64 " rejected as the C++ does, %" PRIu64 " valid but UNSUP (%" PRIu64
-                    " of them packed: no RTL yet), %" PRIu64 " mismatches (%" PRIu64 " missed rejects, %" PRIu64
+                    " of them packed), %" PRIu64 " mismatches (%" PRIu64 " missed rejects, %" PRIu64
                     " false rejects)\n",
-                    s.dec_records, s.hostile, corpus_n, s.dec_ok, s.dec_rejected, s.dec_unsup, s.dec_packed, s.dec_mismatch,
+                    s.dec_records, s.hostile, corpus_n, s.dec_ok, s.dec_rejected, s.dec_unsup, s.dec_packed_unsup, s.dec_mismatch,
                     s.dec_missed_reject, s.dec_false_reject);
+        std::printf("  packed records to the decoder: %" PRIu64 " (%" PRIu64 " decoded equal, %" PRIu64
+                    " rejected as the C++ does)\n",
+                    s.dec_packed, s.dec_packed_ok, s.dec_packed_rejected);
         std::printf("  split-Rice records to the decoder: %" PRIu64 " (%" PRIu64 " decoded equal, %" PRIu64
                     " of them with a zero run of >= %d bits in Unary; %" PRIu64 " rejected as the C++ does, %" PRIu64
                     " valid but UNSUP)\n",
@@ -455,8 +466,8 @@ int main(int argc, char **argv) {
         if (s.enc_mismatch || s.dec_mismatch || s.enc_pages != pages) fail = 1;
     }
     // ---------------------------------------------------------------- throughput runs, no stalls
-    // paper (bytes + RLE), vp6 (Rice, the adaptive policy's V preset) and vp6s (split Rice)
-    for (int pm : {1, 16, 31}) {
+    // paper (bytes + RLE), vp6 (Rice, the adaptive policy's V preset), vp6s (split Rice), v4p (packed)
+    for (int pm : {1, 16, 31, 36}) {
         if (!perf) break;
         Harness h(seed + 1, 0);
         uint64_t bytes = 0, rec_bytes = 0, raw_recs = 0;

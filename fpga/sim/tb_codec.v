@@ -117,9 +117,9 @@ module tb_codec;
       dec_out_ready = !stall_now(0);
       // the status once no output beat is left pending (the last may go in this cycle)
       dec_st_ready = (!dec_out_valid || dec_out_ready) && !stall_now(0);
-      if (dut.u_enc.c_go && !dut.u_enc.c_mark && dut.u_enc.pk_nw == 2'd2) pk2 = pk2 + 1;
-      if (dut.u_dec.sp_del) col = col + 1;
-      if (dut.u_dec.sp_go) spb = spb + 1;
+      if (dut.g_packed.u_enc.c_go && !dut.g_packed.u_enc.c_mark && dut.g_packed.u_enc.pk_nw == 2'd2) pk2 = pk2 + 1;
+      if (dut.g_packed.u_dec.sp_del) col = col + 1;
+      if (dut.g_packed.u_dec.sp_go) spb = spb + 1;
       @(posedge clk);
       cyc = cyc + 1;
       // sample (values before the edge are still on the nets at #0 of the edge)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writes the hex vectors of the iverilog testbench (fpga/sim/tb_codec.v):
-// one page of every generator kind (the spec's edge cases, random mode), the
+// one page of every generator kind (the spec's edge cases, random mode; every
+// third one in a packed preset, k3p..v5p in turn), the
 // same kinds again in the Rice modes (vp8, vp6, vp5 in turn), again in the
 // split-Rice modes (vp8s, vp6s, vp5s), then random pages, then hostile
 // records; expectations come from the C++ reference.
@@ -39,6 +40,8 @@ int main(int argc, char **argv) {
     std::vector<DecVec> dv;
     for (uint64_t k = 0; k < pages; k++) {
         Page p = g.page(page_bytes, k < uint64_t(3 * kKinds) ? int(k % kKinds) : -1);
+        if (k < uint64_t(kKinds) && k % 3 == 0 && p.dtype != SPECKV_DTYPE_OPAQUE)
+            p.mode = 33 + int(k / 3) % 6;  // first pass: every third kind in a packed preset (§19)
         if (k >= uint64_t(kKinds) && k < uint64_t(3 * kKinds)) {
             static const int rice[2][3] = {{15, 16, 17}, {30, 31, 32}};
             const int s = k >= uint64_t(2 * kKinds);  // third pass: split Rice

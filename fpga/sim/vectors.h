@@ -46,12 +46,15 @@ inline size_t write_beats(FILE *f, const std::vector<uint8_t> &b, size_t bb, con
 // (channel/token scales, b > 8, columnar order with C > 1; split Rice whose
 // page is larger than the RTL's MAX_BYTES: it is decoded from a record buffer).
 // A record of the fixed-width packed entropy (flags bits 2-4 = 4, docs/codec.md
-// §19): the C++ decodes it, this RTL does not yet (issue 23).
+// §19): decoded by speckv_pdec, which buffers the record (UNSUP above MAX_BYTES).
 inline bool is_packed(const std::vector<uint8_t> &r) { return r.size() >= 24 && ((r[7] >> 2) & 7) == 4; }
 
 inline bool rtl_unsupported(const std::vector<uint8_t> &r, size_t max_bytes = 4096) {
-    if (is_packed(r)) return true;
     if (r.size() < 24 || r[3] == 0) return false;
+    if (is_packed(r)) {
+        const uint64_t n = r[8] | (r[9] << 8) | (r[10] << 16) | (uint64_t(r[11]) << 24);
+        return n * (r[4] == 3 ? 4 : 2) > max_bytes;
+    }
     unsigned order = r[7] & 3, c = r[12] | (r[13] << 8);
     const bool split = ((r[7] >> 2) & 3) == 3;
     const uint64_t n = r[8] | (r[9] << 8) | (r[10] << 16) | (uint64_t(r[11]) << 24);

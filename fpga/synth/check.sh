@@ -24,7 +24,8 @@ mkdir -p "$work"
 rtl=$fpga/rtl
 {
     echo "read_verilog -sv -DSPECKV_RAM_BLACKBOX -I$rtl $rtl/speckv_sdp_ram.v $rtl/speckv_enc.v $rtl/speckv_dec.v $rtl/speckv_codec_top.v"
-    echo "chparam -set DW $dw -set MAX_BYTES $maxb speckv_codec_top"
+    # PACKED 0: without the §19 packed engines (speckv_penc / speckv_pdec are simulation models so far)
+    echo "chparam -set DW $dw -set MAX_BYTES $maxb -set PACKED 0 speckv_codec_top"
     echo "hierarchy -check -top speckv_codec_top"
     echo "proc"
     echo "opt_clean"

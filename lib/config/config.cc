@@ -154,6 +154,26 @@ const std::vector<KeySpec> &config_keys() {
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (`docs/sharing.md`)", nullptr,
          false, "−1 (unbound)"},
+        {"events.endpoint", 0, 0, 0,
+         "ZeroMQ endpoint of this pool handle's KV events for routers: vLLM's `KVEventBatch` on a PUB socket, bound "
+         "if it holds `*` or is `ipc://`/`inproc://`, else connected (`docs/events.md`; unset: no events)",
+         nullptr, true},
+        {"events.replay_endpoint", 0, 0, 0,
+         "ZeroMQ ROUTER endpoint (bound) where a subscriber that missed batches asks for them again, as vLLM's "
+         "`replay_endpoint` (unset: no replay)",
+         nullptr, true},
+        {"events.topic", 0, 0, 0, "topic frame of every event message (vLLM's `topic`; unset: empty)", nullptr, true},
+        {"events.buffer_steps", 0, 10000000, 10000, "event batches kept for replay (vLLM's `buffer_steps`)"},
+        {"events.queue", 1, 100000000, 100000,
+         "events waiting for the publisher thread; beyond, an event is dropped and counted (`events_dropped`)"},
+        {"events.hwm", 0, 100000000, 100000, "ZeroMQ send high-water mark of the PUB socket (vLLM's `hwm`)"},
+        {"events.batch_us", 0, 1000000, 1000,
+         "the publisher thread, woken by an event, waits this long for more before sending them as one batch (the "
+         "pool's paths then wake it at most once per batch)"},
+        {"events.encoding", 0, 1, 0,
+         "`map`: events as tagged maps (vLLM since the map encoding, pinned v0.26.0); `array`: positional arrays for "
+         "subscribers of older vLLM versions (`docs/events.md`)",
+         "map|array"},
     };
     return keys;
 }

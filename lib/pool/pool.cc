@@ -22,6 +22,7 @@
 #include <fstream>
 
 #include "codec/codec.h"
+#include "events/publisher.h"
 #include "util/crc32c.h"
 #include "backend/prefault.h"
 #include "share/index_key.h"
@@ -216,6 +217,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_,
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")));
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
+    if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {
         std::string why = last_error();
@@ -270,6 +272,7 @@ Pool::~Pool() { close(); }
 int Pool::close() {
     stop_prefetcher();
     close_cold();
+    events_.reset();  // sends what is queued (bounded wait)
     if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
     if (attach_slot_ >= 0 && map_.base()) {
         bool rec;
@@ -1044,6 +1047,7 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
         // before (we skip the block) or sees Dying and misses.
         if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
         share_.remove_locked(slot, flush_);
+        if (events_) events_->removed(r.tenant, r.content_hash, events::Medium::kPool);
         release_block_locked(r, hd);
         h->evictions.fetch_add(1, std::memory_order_relaxed);
         n++;
@@ -1201,6 +1205,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    if (events_) events_->stored(r.tenant, r.content_hash, r.token_count, events::Medium::kPool);
     unlock();
     if (canonical) *canonical = handle;
     return SPECKV_OK;
@@ -2031,6 +2036,7 @@ std::string Pool::stats_json() const {
     out += ",\"l4_demotions_offlock\":" + std::to_string(total(kL4Offlock));
     // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
     out += ",\"l4_remote_requests\":" + std::to_string(sh()->cold_remote.load(std::memory_order_relaxed));
+    if (events_) out += events_->stats_json();  // KV events: sent, batches, dropped, replays
     out += ",\"placement_latency_ns\":" + std::to_string(placement_.latency_ns) +
            ",\"placement_bandwidth\":" + std::to_string(placement_.bandwidth) +
            ",\"placement_distance\":" + std::to_string(placement_.distance);

@@ -38,6 +38,9 @@
 #include "pool/xlate_index.h"
 
 namespace speckv {
+namespace events {
+class Publisher;  // events/publisher.h: KV events for routers (docs/events.md)
+}
 
 struct BlockInfo {
     uint64_t handle, slot, first_page, npages, bytes;
@@ -440,6 +443,9 @@ class Pool {
     Mapping map_;
     Config cfg_;
     std::unique_ptr<PageCache> cache_;
+    // KV events for routers (config events.endpoint; null when unset): the
+    // few places a published block is stored, removed or moved tell it.
+    std::unique_ptr<events::Publisher> events_;
     int attach_slot_ = -1;
     pid_t attach_pid_ = 0;  // the process that attached (a fork() child is not it)
     uint32_t page_size_ = 0;

@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "util/crc32c.h"
+#include "events/publisher.h"
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -555,6 +556,8 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     h->cold_blocks.fetch_add(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     h->demotions.fetch_add(1, std::memory_order_relaxed);
+    if (events_ && (r.state & kBlockPublished))
+        events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kPool, events::Medium::kCold);
     return true;
 }
 
@@ -888,6 +891,8 @@ int Pool::promote(uint64_t handle) {
     h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     h->promotions.fetch_add(1, std::memory_order_relaxed);
+    if (events_ && (r.state & kBlockPublished))
+        events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kCold, events::Medium::kPool);
     h->alloc_cursor = first + np;
     // Drop exactly the copy read above (in memory; its header is cleared
     // later, off the lock): a demoter that saw the even tier_seq may have put
