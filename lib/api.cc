@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "select/nmp.h"
 #include "pool/pool.h"
+#include "remote/remote_tier.h"
 #include "speckv.h"
 #include "util/status.h"
 
@@ -36,6 +37,13 @@ int guard(F &&f) noexcept {
     do {                                                                 \
         if (!pool || !pool->rep) return fail(SPECKV_EINVAL, "pool is NULL"); \
     } while (0)
+// The pool's stats JSON and, with L5, its remote_* counters: the one list
+// speckv_stats_json prints and speckv_stat reads.
+std::string stats_json_of(const speckv_pool *pool) {
+    std::string j = pool->rep->stats_json();
+    if (pool->remote && !j.empty() && j.back() == '}') j.insert(j.size() - 1, pool->remote->json_fields());
+    return j;
+}
 }  // namespace
 
 extern "C" {
@@ -116,9 +124,16 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
         if (!uri || !out) return fail(SPECKV_EINVAL, "uri and out must not be NULL");
         Config defaults;
         std::unique_ptr<Pool> p;
-        int rc = Pool::open(uri, cfg ? cfg->rep : defaults, &p);
+        const Config &c = cfg ? cfg->rep : defaults;
+        int rc = Pool::open(uri, c, &p);
         if (rc != SPECKV_OK) return rc;
-        *out = new speckv_pool{std::move(p)};
+        std::unique_ptr<remote::Tier> l5;
+        if (!c.get_str("remote.uri").empty() && (rc = remote::Tier::create(c, &l5)) != SPECKV_OK) {
+            std::string msg = last_error();
+            p->close();
+            return fail(rc, "%s", msg.c_str());
+        }
+        *out = new speckv_pool{std::move(p), std::move(l5)};
         return SPECKV_OK;
     });
 }
@@ -126,6 +141,7 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
 SPECKV_API int speckv_pool_close(speckv_pool *pool) {
     return guard([&] {
         if (!pool) return SPECKV_OK;
+        pool->remote.reset();  // sends what L5 has queued first
         int rc = pool->rep ? pool->rep->close() : SPECKV_OK;
         delete pool;
         return rc;
@@ -217,7 +233,9 @@ SPECKV_API int speckv_publish(speckv_pool *pool, speckv_handle handle, const uin
                               speckv_handle *canonical) {
     return guard([&] {
         NEED_POOL();
-        return pool->rep->publish(handle, hash, canonical);
+        int rc = pool->rep->publish(handle, hash, canonical);
+        if (rc == SPECKV_OK && pool->remote) pool->remote->on_publish(*pool->rep, handle);
+        return rc;
     });
 }
 
@@ -225,7 +243,9 @@ SPECKV_API int speckv_lookup(speckv_pool *pool, uint64_t tenant, const uint8_t h
                              speckv_handle *out) {
     return guard([&] {
         NEED_POOL();
-        return pool->rep->lookup(tenant, hash, out);
+        int rc = pool->rep->lookup(tenant, hash, out);
+        if (rc == SPECKV_ENOENT && pool->remote) rc = pool->remote->on_lookup_miss(*pool->rep, tenant, hash, out);
+        return rc;
     });
 }
 
@@ -342,7 +362,7 @@ SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_
     return guard([&] {
         NEED_POOL();
         if (!buf && cap) return fail(SPECKV_EINVAL, "buf is NULL");
-        std::string j = pool->rep->stats_json();
+        std::string j = stats_json_of(pool);
         if (needed) *needed = j.size();
         if (cap < j.size() + 1) {
             if (cap) buf[0] = '\0';
@@ -359,7 +379,7 @@ SPECKV_API int speckv_stat(speckv_pool *pool, const char *name, uint64_t *value)
         if (!name || !value) return fail(SPECKV_EINVAL, "name or value is NULL");
         // The JSON object is the one list of counters: a counter added to it
         // is readable here without an ABI change.
-        const nlohmann::json j = nlohmann::json::parse(pool->rep->stats_json(), nullptr, false);
+        const nlohmann::json j = nlohmann::json::parse(stats_json_of(pool), nullptr, false);
         if (j.is_discarded() || !j.is_object()) return fail(SPECKV_EINTERNAL, "stats JSON does not parse");
         auto it = j.find(name);
         if (it == j.end()) return fail(SPECKV_ENOENT, "no counter named \"%s\" (see speckv_stats_json)", name);

@@ -138,6 +138,19 @@ const std::vector<KeySpec> &config_keys() {
         {"cold.wait_ms", 0, 600000, 5000,
          "a process without `cold.path` that needs a block in L4 asks the holder and waits this long (0 = fail at "
          "once; `docs/tiers.md` §9.1)"},
+        {"remote.uri", 0, 0, 0,
+         "the L5 remote tier: a Redis Cluster as `redis://host:port[,host:port...]` (any reachable node serves as a "
+         "seed); published blocks go to it and a lookup that misses in the pool looks there (`docs/remote.md`; unset: "
+         "no L5)",
+         nullptr, true},
+        {"remote.timeout_ms", 1, 600000, 1000,
+         "L5: connect and socket timeout, and the time one batch may spend on redirects and retries"},
+        {"remote.ttl_s", 0, int64_t(1) << 31, 0, "L5: expiry of the blocks written (0 = none: Redis `maxmemory` and "
+         "its eviction policy bound the cluster; `docs/remote.md`)"},
+        {"remote.write", 0, 2, 0,
+         "L5: `through` publish waits until its block is in the cluster (batched with concurrent publishes), `back` "
+         "queues it for a writer thread (dropped, and counted, past 64 MiB queued), `off` only reads",
+         "through|back|off"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (`docs/sharing.md`)", nullptr,
          false, "−1 (unbound)"},

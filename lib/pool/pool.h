@@ -571,6 +571,10 @@ extern void (*placement_hook)(uint64_t slot, int stage);
 
 }  // namespace speckv
 
+namespace speckv::remote {
+class Tier;
+}
 struct speckv_pool {
     std::unique_ptr<speckv::Pool> rep;
+    std::unique_ptr<speckv::remote::Tier> remote;  // L5 (lib/remote), when config remote.uri is set
 };

@@ -44,7 +44,7 @@ deps_has() {  # PACKAGE.deb NAME...
         tr ',|' '\n\n' <<<"$deps" | sed 's/^ *//; s/ .*//' | grep -qxF "$n" || fail "Depends lacks $n: $deps"
     done
 }
-deps_has "$lib" libc6 libstdc++6 libgcc-s1 liburing2 libnuma1 libdaxctl1 libssl3
+deps_has "$lib" libc6 libstdc++6 libgcc-s1 liburing2 libnuma1 libdaxctl1 libssl3 libhiredis0.14
 deps_has "$tools" libc6 libstdc++6 liburing2 libnuma1 libdaxctl1 libssl3
 deps_has "$dev" libtomlplusplus-dev liburing-dev libnuma-dev libdaxctl-dev libssl-dev
 field "$dev" Depends | grep -q "libspeckv0 (= $version)" || fail "-dev does not depend on libspeckv0 (= $version)"

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+// L5 (docs/remote.md): put and get of 64 KiB, 512 KiB and 2 MiB blocks through
+// speckv (publish with remote.write=through; lookup from a second, empty pool)
+// beside redis-benchmark's plain SET/GET of the same sizes on the same
+// cluster, one client, one request at a time, and a lookup + read from the
+// pool itself (L3) for scale. Run under a cluster:
+//   tests/remote/cluster.sh build/release/bench/bench_remote [--n 200] [--sizes 65536,524288,2097152]
+// (or set SPECKV_TEST_REDIS_URI / SPECKV_TEST_REDIS_PORTS to a cluster of your own).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "speckv.h"
+
+namespace {
+using clk = std::chrono::steady_clock;
+
+struct Row {
+    double ops = 0, mbs = 0, p50_us = 0, p99_us = 0;
+};
+
+Row summarize(std::vector<double> us, size_t bytes) {
+    Row r;
+    if (us.empty()) return r;
+    double total = 0;
+    for (double u : us) total += u;
+    std::sort(us.begin(), us.end());
+    r.ops = us.size() / (total / 1e6);
+    r.mbs = r.ops * bytes / 1e6;
+    r.p50_us = us[us.size() / 2];
+    r.p99_us = us[std::min(us.size() - 1, static_cast<size_t>(us.size() * 0.99))];
+    return r;
+}
+
+speckv_pool *open_pool(const char *uri, const char *write) {
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    speckv_config_set_str(cfg, "remote.uri", uri);
+    speckv_config_set_str(cfg, "remote.write", write);
+    speckv_config_set_int(cfg, "remote.timeout_ms", 5000);
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open("anon:?size=512M", cfg, &p);
+    speckv_config_free(cfg);
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "open: %s (%s)\n", speckv_strerror(rc), speckv_errmsg());
+        std::exit(1);
+    }
+    return p;
+}
+
+// redis-benchmark's SET and GET rows (rps, p50 ms, p99 ms) from its CSV.
+bool redis_bench(int port, size_t bytes, int n, Row *set, Row *get) {
+    char cmd[256];
+    std::snprintf(cmd, sizeof cmd,
+                  "redis-benchmark -h 127.0.0.1 -p %d --cluster -t set,get -d %zu -n %d -c 1 --csv 2>/dev/null", port,
+                  bytes, n);
+    FILE *f = popen(cmd, "r");
+    if (!f) return false;
+    char line[512];
+    bool got_set = false, got_get = false;
+    while (std::fgets(line, sizeof line, f)) {
+        // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+        std::string s(line);
+        for (auto &c : s)
+            if (c == '"') c = ' ';
+        std::istringstream in(s);
+        std::string name, field;
+        std::vector<double> v;
+        std::getline(in, name, ',');
+        while (std::getline(in, field, ',')) v.push_back(std::atof(field.c_str()));
+        if (v.size() < 6) continue;
+        Row r;
+        r.ops = v[0];
+        r.mbs = v[0] * bytes / 1e6;
+        r.p50_us = v[3] * 1000;
+        r.p99_us = v[5] * 1000;
+        if (name.find("SET") != std::string::npos) *set = r, got_set = true;
+        if (name.find("GET") != std::string::npos) *get = r, got_get = true;
+    }
+    pclose(f);
+    return got_set && got_get;
+}
+
+void hash_of(uint64_t run, int size_idx, int i, uint8_t h[32]) {
+    std::memset(h, 0, 32);
+    std::memcpy(h, &run, 8);
+    h[8] = static_cast<uint8_t>(size_idx);
+    std::memcpy(h + 9, &i, 4);
+}
+}  // namespace
+
+int main(int argc, char **argv) {
+    int n = 200;
+    std::vector<size_t> sizes = {64 << 10, 512 << 10, 2 << 20};
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--n" && i + 1 < argc) {
+            n = std::max(2, std::atoi(argv[++i]));
+        } else if (a == "--sizes" && i + 1 < argc) {
+            sizes.clear();
+            std::istringstream in(argv[++i]);
+            std::string s;
+            while (std::getline(in, s, ',')) sizes.push_back(std::strtoull(s.c_str(), nullptr, 10));
+        } else {
+            std::fprintf(stderr, "usage: bench_remote [--n BLOCKS] [--sizes B,B,...]\n");
+            return 2;
+        }
+    }
+    const char *uri = std::getenv("SPECKV_TEST_REDIS_URI");
+    const char *ports = std::getenv("SPECKV_TEST_REDIS_PORTS");
+    if (!uri || !ports) {
+        std::printf("SKIP: no cluster: run under tests/remote/cluster.sh (it sets SPECKV_TEST_REDIS_URI)\n");
+        return 77;
+    }
+    const int port = std::atoi(ports);
+    const uint64_t run = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+
+    std::printf("L5 remote tier vs redis-benchmark, %d blocks per size, one client, one request at a time\n", n);
+    std::printf("machine: %s; 3 redis-server 7.0 nodes on 127.0.0.1\n\n", bench::cpu_name().c_str());
+    std::printf("| block | op | speckv ops/s | speckv MB/s | speckv p50 us | speckv p99 us | redis ops/s | redis p50 us | "
+                "redis p99 us | p50 ratio | MB/s ratio |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int failures = 0;
+    for (size_t si = 0; si < sizes.size(); si++) {
+        const size_t bytes = sizes[si];
+        std::vector<uint8_t> data(bytes), back(bytes);
+        std::mt19937_64 rng(bytes);
+        for (auto &b : data) b = static_cast<uint8_t>(rng());
+        speckv_pool *w = open_pool(uri, "through");
+        speckv_pool *r = open_pool(uri, "off");
+        std::vector<double> put_us, get_us, l3_us;
+        for (int i = 0; i < n; i++) {
+            speckv_hint h{};
+            h.struct_size = sizeof h;
+            h.tenant = 1;
+            speckv_handle b = 0;
+            uint8_t hash[32];
+            hash_of(run, static_cast<int>(si), i, hash);
+            if (speckv_alloc(w, bytes, SPECKV_DTYPE_OPAQUE, &h, &b) != SPECKV_OK ||
+                speckv_write(w, b, 0, data.data(), bytes) != SPECKV_OK) {
+                failures++;
+                continue;
+            }
+            auto t0 = clk::now();
+            int rc = speckv_publish(w, b, hash, nullptr);
+            put_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+            failures += rc != SPECKV_OK;
+            speckv_free(w, b);
+        }
+        for (int i = 0; i < n; i++) {
+            uint8_t hash[32];
+            hash_of(run, static_cast<int>(si), i, hash);
+            speckv_handle b = 0;
+            auto t0 = clk::now();
+            int rc = speckv_lookup(r, 1, hash, &b);
+            get_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+            if (rc != SPECKV_OK) {
+                failures++;
+                continue;
+            }
+            // From the pool now (L3): lookup + read the whole block.
+            speckv_handle b2 = 0;
+            t0 = clk::now();
+            rc = speckv_lookup(r, 1, hash, &b2);
+            rc = rc ? rc : speckv_access(r, b2, 0, back.data(), bytes, 0);
+            l3_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+            failures += rc != SPECKV_OK || std::memcmp(back.data(), data.data(), bytes) != 0;
+            speckv_free(r, b2);
+            speckv_free(r, b);
+        }
+        char js[8192];
+        speckv_stats_json(r, js, sizeof js, nullptr);
+        if (!std::strstr(js, "\"remote_checksum_failures\":0,")) failures++;
+        speckv_pool_close(w);
+        speckv_pool_close(r);
+        Row rs, rg;
+        bool have = redis_bench(port, bytes, n, &rs, &rg);
+        Row ps = summarize(put_us, bytes), pg = summarize(get_us, bytes), pl = summarize(l3_us, bytes);
+        auto line = [&](const char *op, const Row &s, const Row *rb) {
+            if (rb)
+                std::printf("| %zu KiB | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", bytes >> 10, op,
+                            s.ops, s.mbs, s.p50_us, s.p99_us, rb->ops, rb->p50_us, rb->p99_us,
+                            rb->p50_us > 0 ? s.p50_us / rb->p50_us : 0.0, rb->mbs > 0 ? s.mbs / rb->mbs : 0.0);
+            else
+                std::printf("| %zu KiB | %s | %.0f | %.0f | %.0f | %.0f | | | | | |\n", bytes >> 10, op, s.ops, s.mbs,
+                            s.p50_us, s.p99_us);
+        };
+        line("put (publish, through)", ps, have ? &rs : nullptr);
+        line("get (lookup from L5)", pg, have ? &rg : nullptr);
+        line("get from L3 (lookup + read)", pl, nullptr);
+        if (!have) std::printf("(redis-benchmark gave no figures for %zu bytes)\n", bytes);
+    }
+    std::printf("\nratio: speckv / redis-benchmark (p50 above 1 = slower, MB/s below 1 = slower)\n");
+    if (failures) std::printf("FAILURES: %d operations failed or returned wrong bytes\n", failures);
+    return failures ? 1 : 0;
+}

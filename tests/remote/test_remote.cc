@@ -1,0 +1,602 @@
+// SPDX-License-Identifier: Apache-2.0
+// L5 against a real Redis Cluster (started by tests/remote/cluster.sh, which
+// sets SPECKV_TEST_REDIS_*). One scenario per run: test_remote SCENARIO.
+// Each pool here is a separate anonymous pool; "two hosts" are two processes.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pool/pool.h"
+#include "remote/cluster.h"
+#include "remote/value.h"
+#include "speckv.h"
+
+using namespace speckv::remote;
+
+namespace {
+int g_failures = 0;
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errmsg: %s)\n", __FILE__, __LINE__, #cond, \
+                         speckv_errmsg());                                           \
+            g_failures++;                                                            \
+        }                                                                            \
+    } while (0)
+
+constexpr uint64_t kTenant = 7;
+
+std::string env(const char *n) {
+    const char *v = std::getenv(n);
+    return v ? v : "";
+}
+std::vector<int> env_ints(const char *n) {
+    std::vector<int> out;
+    std::istringstream s(env(n));
+    int v;
+    while (s >> v) out.push_back(v);
+    return out;
+}
+
+void hash_of(int i, uint8_t h[32]) {
+    for (int k = 0; k < 32; k++) h[k] = static_cast<uint8_t>(k * 7 + 0x5a);
+    for (int k = 0; k < 4; k++) h[k] = static_cast<uint8_t>(static_cast<uint32_t>(i) >> (8 * k));
+}
+std::vector<uint8_t> data_of(int i, size_t n) {
+    std::vector<uint8_t> d(n);
+    std::mt19937_64 rng(1000 + i);
+    for (auto &b : d) b = static_cast<uint8_t>(rng());
+    return d;
+}
+
+speckv_pool *open_pool(const std::string &uri, const char *write = "through", int timeout_ms = 1000) {
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    if (!uri.empty()) CHECK(speckv_config_set_str(cfg, "remote.uri", uri.c_str()) == SPECKV_OK);
+    CHECK(speckv_config_set_str(cfg, "remote.write", write) == SPECKV_OK);
+    CHECK(speckv_config_set_int(cfg, "remote.timeout_ms", timeout_ms) == SPECKV_OK);
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open("anon:?size=128M", cfg, &p);
+    CHECK(rc == SPECKV_OK);
+    speckv_config_free(cfg);
+    return p;
+}
+
+int publish_block(speckv_pool *p, int i, size_t n) {
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.tenant = kTenant;
+    h.layer = static_cast<uint32_t>(i % 32);
+    h.token_pos = 16u * i;
+    h.token_count = 16;
+    speckv_handle b = 0;
+    int rc = speckv_alloc(p, n, SPECKV_DTYPE_OPAQUE, &h, &b);
+    if (rc != SPECKV_OK) return rc;
+    auto d = data_of(i, n);
+    if ((rc = speckv_write(p, b, 0, d.data(), d.size())) != SPECKV_OK) return rc;
+    uint8_t hash[32];
+    hash_of(i, hash);
+    return speckv_publish(p, b, hash, nullptr);
+}
+
+// 1: found with identical bytes; 0: a miss; -1: anything else (a failure).
+int lookup_block(speckv_pool *p, int i, size_t n) {
+    uint8_t hash[32];
+    hash_of(i, hash);
+    speckv_handle b = 0;
+    int rc = speckv_lookup(p, kTenant, hash, &b);
+    if (rc == SPECKV_ENOENT) return 0;
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "lookup %d: %s (%s)\n", i, speckv_strerror(rc), speckv_errmsg());
+        return -1;
+    }
+    std::vector<uint8_t> got(n + 1);
+    speckv_block_meta m{};
+    m.struct_size = sizeof m;
+    int ok = speckv_block_info(p, b, &m) == SPECKV_OK && m.bytes == n && m.tenant == kTenant &&
+             m.layer == static_cast<uint32_t>(i % 32) && m.token_pos == 16u * i;
+    ok = ok && speckv_access(p, b, 0, got.data(), n, 0) == SPECKV_OK;
+    got.resize(n);
+    ok = ok && got == data_of(i, n);
+    speckv_free(p, b);
+    if (!ok) std::fprintf(stderr, "lookup %d: WRONG DATA or metadata\n", i);
+    return ok ? 1 : -1;
+}
+
+uint64_t stat(speckv_pool *p, const char *field) {
+    std::string buf(8192, '\0');
+    size_t need = 0;
+    if (speckv_stats_json(p, buf.data(), buf.size(), &need) != SPECKV_OK) return ~uint64_t(0);
+    std::string key = std::string("\"") + field + "\":";
+    size_t at = buf.find(key);
+    if (at == std::string::npos) return ~uint64_t(0);
+    return std::strtoull(buf.c_str() + at + key.size(), nullptr, 10);
+}
+
+void check_pool_clean(speckv_pool *p) {
+    speckv::CheckReport r;
+    CHECK(p->rep->check(&r) == SPECKV_OK);
+    for (const auto &s : r.problems) std::fprintf(stderr, "pool check: %s\n", s.c_str());
+    CHECK(r.problems.empty());
+}
+
+// The engine keeps running: a block of its own still allocates, writes, reads.
+void check_engine_runs(speckv_pool *p) {
+    speckv_handle b = 0;
+    CHECK(speckv_alloc(p, 8192, SPECKV_DTYPE_OPAQUE, nullptr, &b) == SPECKV_OK);
+    std::vector<uint8_t> d(8192, 0x3c), got(8192);
+    CHECK(speckv_write(p, b, 0, d.data(), d.size()) == SPECKV_OK);
+    CHECK(speckv_access(p, b, 0, got.data(), got.size(), 0) == SPECKV_OK);
+    CHECK(got == d);
+    CHECK(speckv_free(p, b) == SPECKV_OK);
+}
+
+// Runs fn in a child process (its own pool: another host); true if it passed.
+bool in_process(const std::function<void()> &fn) {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn();
+        std::fflush(nullptr);
+        _exit(g_failures ? 1 : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+std::vector<Endpoint> nodes() {
+    std::vector<Endpoint> e;
+    for (int p : env_ints("SPECKV_TEST_REDIS_PORTS")) e.push_back(Endpoint{"127.0.0.1", p});
+    return e;
+}
+
+// ------------------------------------------------------------------ scenarios
+
+int scenario_slots() {
+    // Published vectors (Redis Cluster spec): CRC16/XMODEM("123456789") = 0x31c3.
+    CHECK(crc16("123456789", 9) == 0x31c3);
+    CHECK(key_slot("foo") == 12182);
+    CHECK(key_slot("{user1000}.following") == key_slot("user1000"));
+    CHECK(key_slot("foo{}{bar}") == crc16("foo{}{bar}", 10) % 16384);  // empty tag: the whole key
+    uint8_t h[32];
+    hash_of(3, h);
+    std::string k = key_of(kTenant, h);
+    CHECK(k.size() == 5 + 16 + 1 + 64 + 1 && k.rfind("skv:{", 0) == 0 && k.back() == '}');
+    // Against the server's own CLUSTER KEYSLOT.
+    Cluster c(nodes(), 1000);
+    std::mt19937 rng(5);
+    int compared = 0;
+    for (int i = 0; i < 300; i++) {
+        std::string key;
+        int len = 1 + rng() % 40;
+        for (int j = 0; j < len; j++) key += "ab{}:xyz0123456789"[rng() % 18];
+        if (i % 3 == 0) key = key_of(rng(), h);
+        Reply r = c.exec_on(nodes()[0], {"CLUSTER", "KEYSLOT", key});
+        CHECK(r.kind == Reply::kOk);
+        if (r.kind == Reply::kOk) {
+            CHECK(std::stoi(r.data) == key_slot(key));
+            compared++;
+        }
+    }
+    CHECK(compared == 300);
+    // URIs: the good and the bad; a bad one fails open with EINVAL.
+    std::vector<Endpoint> eps;
+    std::string err;
+    CHECK(parse_uri("redis://a:1,b.example:65535", &eps, &err) && eps.size() == 2 && eps[1].port == 65535);
+    for (const char *bad : {"", "redis://", "http://a:1", "redis://a", "redis://a:0", "redis://a:70000", "redis://:5",
+                            "redis://a:1,", "redis://a:1x"})
+        CHECK(!parse_uri(bad, &eps, &err));
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    CHECK(speckv_config_set_str(cfg, "remote.uri", "redis://nowhere") == SPECKV_OK);
+    CHECK(speckv_config_set_str(cfg, "remote.write", "sideways") == SPECKV_EINVAL);
+    speckv_pool *p = nullptr;
+    CHECK(speckv_pool_open("anon:?size=16M", cfg, &p) == SPECKV_EINVAL && p == nullptr);
+    speckv_config_free(cfg);
+    // A value round trip and its verdicts.
+    BlockMeta m;
+    m.tenant = kTenant;
+    std::memcpy(m.hash, h, 32);
+    m.bytes = 1000;
+    std::string v = make_value(m);
+    std::memset(v.data() + kHeaderBytes, 0x11, 1000);
+    seal(&v);
+    BlockMeta got;
+    std::string_view data;
+    CHECK(check_value(v, kTenant, h, &got, &data) == Verdict::ok && data.size() == 1000);
+    CHECK(check_value(v, kTenant + 1, h, &got, &data) == Verdict::wrong_block);
+    CHECK(check_value(v.substr(0, v.size() - 1), kTenant, h, &got, &data) == Verdict::bad_checksum);
+    CHECK(check_value(v.substr(0, 10), kTenant, h, &got, &data) == Verdict::bad_format);
+    std::string flipped = v;
+    flipped[kHeaderBytes + 500] ^= 1;
+    CHECK(check_value(flipped, kTenant, h, &got, &data) == Verdict::bad_checksum);
+    return g_failures;
+}
+
+int scenario_share() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    const size_t sizes[] = {4096, 65536, 512 * 1024, 2 << 20};
+    bool wrote = in_process([&] {
+        speckv_pool *p = open_pool(uri, "through");
+        for (int i = 0; i < 12; i++) CHECK(publish_block(p, i, sizes[i % 4]) == SPECKV_OK);
+        CHECK(stat(p, "remote_puts") == 12);
+        CHECK(stat(p, "remote_errors") == 0);
+        check_pool_clean(p);
+        CHECK(speckv_pool_close(p) == SPECKV_OK);
+    });
+    CHECK(wrote);
+    bool read = in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        for (int i = 0; i < 12; i++) CHECK(lookup_block(p, i, sizes[i % 4]) == 1);
+        CHECK(stat(p, "remote_hits") == 12);
+        // Now in this pool: found there, not fetched again.
+        CHECK(lookup_block(p, 0, sizes[0]) == 1);
+        CHECK(stat(p, "remote_hits") == 12);
+        // Other tenants and unknown hashes miss.
+        uint8_t h[32];
+        hash_of(1, h);
+        speckv_handle b = 0;
+        CHECK(speckv_lookup(p, kTenant + 1, h, &b) == SPECKV_ENOENT);
+        CHECK(lookup_block(p, 99, 4096) == 0);
+        CHECK(stat(p, "remote_misses") == 2);
+        CHECK(stat(p, "remote_checksum_failures") == 0);
+        check_pool_clean(p);
+        CHECK(speckv_pool_close(p) == SPECKV_OK);
+    });
+    CHECK(read);
+    // Write-through from 4 threads at once: publishers batch each other's blocks.
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "through");
+        std::vector<std::thread> ts;
+        for (int t = 0; t < 4; t++)
+            ts.emplace_back([&, t] {
+                for (int i = 0; i < 8; i++) CHECK(publish_block(p, 400 + t * 8 + i, 65536) == SPECKV_OK);
+            });
+        for (auto &t : ts) t.join();
+        CHECK(stat(p, "remote_puts") == 32);
+        speckv_pool_close(p);
+    }));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        for (int i = 400; i < 432; i++) CHECK(lookup_block(p, i, 65536) == 1);
+        speckv_pool_close(p);
+    }));
+    // Write-back: the queue is sent before close returns.
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "back");
+        for (int i = 100; i < 110; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        CHECK(speckv_pool_close(p) == SPECKV_OK);
+    }));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        for (int i = 100; i < 110; i++) CHECK(lookup_block(p, i, 65536) == 1);
+        speckv_pool_close(p);
+    }));
+    return g_failures;
+}
+
+int scenario_node_kill() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    auto pids = env_ints("SPECKV_TEST_REDIS_PIDS");
+    constexpr int kBlocks = 48;
+    constexpr size_t kBytes = 64 * 1024;
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri);
+        for (int i = 0; i < kBlocks; i++) CHECK(publish_block(p, i, kBytes) == SPECKV_OK);
+        CHECK(stat(p, "remote_puts") == kBlocks);
+        speckv_pool_close(p);
+    }));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "through", 300);
+        int hits = 0, misses = 0, bad = 0;
+        // Kill one node a third of the way through the lookups; the killer
+        // thread fires while a lookup is in flight (the SIGKILL lands during
+        // a transfer or between two), and the rest run against the survivors.
+        for (int i = 0; i < kBlocks; i++) {
+            std::thread killer;
+            if (i == kBlocks / 3) killer = std::thread([&] { kill(pids.at(1), SIGKILL); });
+            int r = lookup_block(p, i, kBytes);
+            (r == 1 ? hits : r == 0 ? misses : bad)++;
+            if (killer.joinable()) killer.join();
+        }
+        std::fprintf(stderr, "node kill: %d hits, %d misses, errors counted %llu\n", hits, misses,
+                     (unsigned long long)stat(p, "remote_errors"));
+        CHECK(bad == 0);
+        CHECK(hits > 0 && misses > 0);  // a third of the slots went with the node
+        CHECK(stat(p, "remote_errors") > 0);
+        CHECK(stat(p, "remote_checksum_failures") == 0);
+        // Publishing goes on; blocks for the dead node's slots are counted errors.
+        for (int i = 200; i < 206; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        check_engine_runs(p);
+        check_pool_clean(p);
+        speckv_pool_close(p);
+    }));
+    return g_failures;
+}
+
+int free_port() {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+int scenario_down() {
+    // Down at open: nothing listens. Open works; publishes and lookups go on.
+    {
+        std::string uri = "redis://127.0.0.1:" + std::to_string(free_port());
+        speckv_pool *p = open_pool(uri, "through", 200);
+        CHECK(p != nullptr);
+        if (p) {
+            for (int i = 0; i < 4; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+            CHECK(lookup_block(p, 0, 65536) == 1);   // from the pool
+            CHECK(lookup_block(p, 50, 65536) == 0);  // a miss, not an error
+            CHECK(stat(p, "remote_errors") >= 5);
+            CHECK(stat(p, "remote_puts") == 0);
+            check_engine_runs(p);
+            check_pool_clean(p);
+            CHECK(speckv_pool_close(p) == SPECKV_OK);
+        }
+    }
+    // Down mid-run: the whole cluster dies between publish and lookup.
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri);
+        for (int i = 0; i < 8; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        CHECK(stat(p, "remote_puts") == 8);
+        speckv_pool_close(p);
+    }));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "through", 200);
+        CHECK(lookup_block(p, 0, 65536) == 1);  // the cluster is up
+        for (int pid : env_ints("SPECKV_TEST_REDIS_PIDS")) kill(pid, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (int i = 1; i < 8; i++) CHECK(lookup_block(p, i, 65536) == 0);
+        CHECK(lookup_block(p, 0, 65536) == 1);  // still in this pool
+        for (int i = 300; i < 304; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        CHECK(stat(p, "remote_errors") >= 7);
+        check_engine_runs(p);
+        check_pool_clean(p);
+        CHECK(speckv_pool_close(p) == SPECKV_OK);
+    }));
+    return g_failures;
+}
+
+// Hash indexes whose keys fall in `slot` (searching from `from`).
+std::vector<int> in_slot(int slot, int count, int from) {
+    std::vector<int> out;
+    for (int i = from; out.size() < static_cast<size_t>(count); i++) {
+        uint8_t h[32];
+        hash_of(i, h);
+        if (key_slot(key_of(kTenant, h)) == slot) out.push_back(i);
+    }
+    return out;
+}
+
+int scenario_migrate() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    auto eps = nodes();
+    Cluster admin(eps, 2000);
+    // The slot of block 0, its owner A and another node B.
+    uint8_t h0[32];
+    hash_of(0, h0);
+    const int slot = key_slot(key_of(kTenant, h0));
+    auto keys = in_slot(slot, 3, 0);  // block 0 and two more in its slot
+    CHECK(keys.size() == 3 && keys[0] == 0);
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri);
+        for (int i : keys) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        speckv_pool_close(p);
+    }));
+    int a = -1;
+    std::vector<std::string> ids;
+    for (size_t n = 0; n < eps.size(); n++) {
+        Reply r = admin.exec_on(eps[n], {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)});
+        if (r.kind == Reply::kOk && r.data == "3") a = static_cast<int>(n);
+        ids.push_back(admin.exec_on(eps[n], {"CLUSTER", "MYID"}).data);
+    }
+    CHECK(a >= 0);
+    if (a < 0) return g_failures;
+    const int b = (a + 1) % 3;
+    auto key = [&](int i) {
+        uint8_t h[32];
+        hash_of(i, h);
+        return key_of(kTenant, h);
+    };
+    auto ok = [&](const Reply &r) { return r.kind == Reply::kOk; };
+    // The reader (another host) loads its slot map before the move.
+    int status = 0;
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0);
+    int gofd[2];
+    CHECK(pipe(gofd) == 0);
+    std::fflush(nullptr);
+    pid_t reader = fork();
+    if (reader == 0) {
+        speckv_pool *p = open_pool(uri);
+        CHECK(lookup_block(p, 999, 4096) == 0);  // loads the map: slot -> A
+        char c = 0;
+        CHECK(write(pipefd[1], "r", 1) == 1);
+        CHECK(read(gofd[0], &c, 1) == 1);  // slot migrating; keys[0] moved to B: ASK
+        CHECK(lookup_block(p, keys[0], 65536) == 1);
+        CHECK(stat(p, "remote_redirects") == 1);  // the ASK
+        CHECK(write(pipefd[1], "a", 1) == 1);
+        CHECK(read(gofd[0], &c, 1) == 1);  // slot now B's: MOVED
+        CHECK(lookup_block(p, keys[1], 65536) == 1);
+        CHECK(lookup_block(p, keys[2], 65536) == 1);
+        CHECK(stat(p, "remote_redirects") >= 2);
+        CHECK(stat(p, "remote_checksum_failures") == 0 && stat(p, "remote_misses") == 1);
+        check_pool_clean(p);
+        speckv_pool_close(p);
+        std::fflush(nullptr);
+        _exit(g_failures ? 1 : 0);
+    }
+    char c = 0;
+    CHECK(read(pipefd[0], &c, 1) == 1);
+    const std::string s = std::to_string(slot);
+    CHECK(ok(admin.exec_on(eps[b], {"CLUSTER", "SETSLOT", s, "IMPORTING", ids[a]})));
+    CHECK(ok(admin.exec_on(eps[a], {"CLUSTER", "SETSLOT", s, "MIGRATING", ids[b]})));
+    auto migrate = [&](int i) {
+        return admin.exec_on(eps[a], {"MIGRATE", "127.0.0.1", std::to_string(eps[b].port), key(i), "0", "2000"});
+    };
+    CHECK(ok(migrate(keys[0])));
+    CHECK(admin.exec_on(eps[a], {"GET", key(keys[0])}).data.rfind("ASK ", 0) == 0);
+    CHECK(write(gofd[1], "g", 1) == 1);
+    CHECK(read(pipefd[0], &c, 1) == 1);  // the reader's ASK lookup is done
+    CHECK(ok(migrate(keys[1])));
+    CHECK(ok(migrate(keys[2])));
+    for (int n = 0; n < 3; n++) CHECK(ok(admin.exec_on(eps[n], {"CLUSTER", "SETSLOT", s, "NODE", ids[b]})));
+    CHECK(admin.exec_on(eps[a], {"GET", key(keys[1])}).data.rfind("MOVED ", 0) == 0);
+    CHECK(write(gofd[1], "g", 1) == 1);
+    waitpid(reader, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return g_failures;
+}
+
+int scenario_corrupt() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri);
+        for (int i = 0; i < 6; i++) CHECK(publish_block(p, i, 65536) == SPECKV_OK);
+        speckv_pool_close(p);
+    }));
+    Cluster other(nodes(), 2000);  // another writer
+    auto key = [&](int i) {
+        uint8_t h[32];
+        hash_of(i, h);
+        return key_of(kTenant, h);
+    };
+    auto get = [&](int i) { return other.exec({Command{{"GET", key(i)}, key(i)}})[0]; };
+    auto set = [&](int i, const std::string &v) {
+        return other.exec({Command{{"SET", key(i), v}, key(i)}})[0].kind == Reply::kOk;
+    };
+    Reply v0 = get(0), v4 = get(4);
+    CHECK(v0.kind == Reply::kValue && v4.kind == Reply::kValue);
+    CHECK(set(0, v0.data.substr(0, v0.data.size() / 2)));  // truncated
+    Reply v1 = get(1);
+    v1.data[kHeaderBytes + 777] ^= 0x40;  // one bit of the data
+    CHECK(set(1, v1.data));
+    CHECK(set(2, v4.data));     // another block's sound value
+    CHECK(set(3, "hello"));     // not ours at all
+    Reply v5 = get(5);
+    v5.data[50] ^= 1;           // the header (token_count)
+    CHECK(set(5, v5.data));
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        for (int i : {0, 1, 2, 3, 5}) CHECK(lookup_block(p, i, 65536) == 0);
+        CHECK(lookup_block(p, 4, 65536) == 1);
+        CHECK(stat(p, "remote_checksum_failures") == 5);
+        CHECK(stat(p, "remote_misses") == 5);
+        CHECK(stat(p, "remote_hits") == 1);
+        speckv_pool_stats st{};
+        st.struct_size = sizeof st;
+        CHECK(speckv_stats(p, &st) == SPECKV_OK && st.blocks_published == 1);  // nothing of the bad ones
+        uint64_t v = 0;
+        CHECK(speckv_stat(p, "remote_checksum_failures", &v) == SPECKV_OK && v == 5);
+        check_engine_runs(p);
+        check_pool_clean(p);
+        speckv_pool_close(p);
+    }));
+    return g_failures;
+}
+
+int scenario_evict() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    auto eps = nodes();
+    Cluster admin(eps, 2000);
+    // Room for about 1 MiB of values per node above what it uses now.
+    for (const auto &e : eps) {
+        Reply info = admin.exec_on(e, {"INFO", "memory"});
+        size_t at = info.data.find("used_memory:");
+        uint64_t used = at == std::string::npos ? 0 : std::strtoull(info.data.c_str() + at + 12, nullptr, 10);
+        CHECK(used > 0);
+        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}).kind == Reply::kOk);
+        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory", std::to_string(used + (1 << 20))}).kind == Reply::kOk);
+    }
+    constexpr int kBlocks = 48;
+    constexpr size_t kBytes = 128 * 1024;  // 6 MiB over 3 x ~1 MiB of room: some must go
+    speckv_pool *writer = nullptr;
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri);
+        for (int i = 0; i < kBlocks; i++) CHECK(publish_block(p, i, kBytes) == SPECKV_OK);
+        // The writer's pool still lists every block, whatever Redis evicted.
+        for (int i = 0; i < kBlocks; i++) CHECK(lookup_block(p, i, kBytes) == 1);
+        speckv_pool_close(p);
+    }));
+    (void)writer;
+    uint64_t evicted = 0;
+    for (const auto &e : eps) {
+        Reply r = admin.exec_on(e, {"INFO", "stats"});
+        size_t at = r.data.find("evicted_keys:");
+        if (at != std::string::npos) evicted += std::strtoull(r.data.c_str() + at + 13, nullptr, 10);
+    }
+    std::fprintf(stderr, "evict: redis evicted %llu keys\n", (unsigned long long)evicted);
+    CHECK(evicted > 0);
+    // And one deleted by hand.
+    uint8_t h[32];
+    hash_of(kBlocks - 1, h);
+    std::string k = key_of(kTenant, h);
+    admin.exec({Command{{"DEL", k}, k}});
+    CHECK(in_process([&] {
+        speckv_pool *p = open_pool(uri, "off");
+        int hits = 0, misses = 0, bad = 0;
+        for (int i = 0; i < kBlocks; i++) {
+            int r = lookup_block(p, i, kBytes);
+            (r == 1 ? hits : r == 0 ? misses : bad)++;
+        }
+        std::fprintf(stderr, "evict: %d hits, %d misses\n", hits, misses);
+        CHECK(bad == 0 && hits > 0 && misses > 0);
+        CHECK(lookup_block(p, kBlocks - 1, kBytes) == 0);
+        CHECK(stat(p, "remote_checksum_failures") == 0 && stat(p, "remote_errors") == 0);
+        check_pool_clean(p);
+        speckv_pool_close(p);
+    }));
+    return g_failures;
+}
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: test_remote slots|share|node-kill|down|migrate|corrupt|evict\n");
+        return 2;
+    }
+    if (env("SPECKV_TEST_REDIS_URI").empty()) {
+        std::printf("SKIP: no cluster (run under tests/remote/cluster.sh)\n");
+        return 77;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    std::string s = argv[1];
+    int f = s == "slots"       ? scenario_slots()
+            : s == "share"     ? scenario_share()
+            : s == "node-kill" ? scenario_node_kill()
+            : s == "down"      ? scenario_down()
+            : s == "migrate"   ? scenario_migrate()
+            : s == "corrupt"   ? scenario_corrupt()
+            : s == "evict"     ? scenario_evict()
+                               : -1;
+    if (f < 0) {
+        std::fprintf(stderr, "unknown scenario %s\n", argv[1]);
+        return 2;
+    }
+    std::printf("%s: %s\n", argv[1], f ? "FAILED" : "passed");
+    return f ? 1 : 0;
+}
