@@ -6,7 +6,7 @@
 //   bench_trace [TRACE] [--max-requests N] [--json FILE]
 //               [--system S] [--layer-groups G] [--pace R] [--pace-wait sleep|spin|yield]
 //               [--pace-max-us U] [--repeats N] [--admission reserve|optimistic]
-//               [--preempt auto|recompute|swap]
+//               [--preempt auto|recompute|swap] [--reads-per-unit N]
 // (--json also writes the replay's results, as `speckv trace replay --json`).
 // With --system only that system runs (no oracle); --repeats N runs each
 // system N times and prints the library's measured hit rate, precision and
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     uint64_t max_requests = 0;
     std::string json;
     std::vector<System> systems = all_systems();
-    uint32_t layer_groups = 1, repeats = 1;
+    uint32_t layer_groups = 1, repeats = 1, reads_per_unit = 0;
     double pace = 0, pace_max_us = 1000;
     PaceWait pace_wait = PaceWait::Yield;
     Admission admission = Admission::Reserve;
@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
         if (arg("--max-requests")) max_requests = std::strtoull(argv[++i], nullptr, 10);
         else if (arg("--json")) json = argv[++i];
         else if (arg("--layer-groups")) layer_groups = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+        else if (arg("--reads-per-unit")) reads_per_unit = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
         else if (arg("--repeats")) repeats = std::max(1u, static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10)));
         else if (arg("--pace")) pace = std::strtod(argv[++i], nullptr);
         else if (arg("--pace-max-us")) pace_max_us = std::strtod(argv[++i], nullptr);
@@ -64,6 +65,7 @@ int main(int argc, char **argv) {
     o.host_link = *find_link("pcie-host");
     o.max_requests = max_requests;
     o.layer_groups = layer_groups;
+    o.reads_per_unit = reads_per_unit;
     o.admission = admission, o.preempt = preempt;
     o.pace = pace, o.pace_max_unit_s = pace_max_us * 1e-6, o.pace_wait = pace_wait;
     std::vector<Result> rs;
