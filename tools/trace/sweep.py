@@ -102,7 +102,6 @@ def main():
             j = replay(a, d, hbm, extra)
             sy = j["systems"]
             tps = {s: sy[s]["throughput_tps"] for s in SYSTEMS}
-            per_dev = j.get("link_bytes_per_s_per_device")
             row = {"devices": d, "hbm_kv_gb": hbm, "tps": tps,
                    "speedup_vs_gpu_only": {s: tps[s] / tps["gpu_only"] for s in SYSTEMS},
                    "speedup_vs_host_offload": {s: tps[s] / tps["host_offload"] for s in SYSTEMS}}
