@@ -224,7 +224,12 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
 #define SPECKV_HASH_BYTES 32
 
 /* What a block holds, for placement, prefetch and prefix sharing. Set
- * struct_size = sizeof(speckv_hint). Unused fields should be zero. */
+ * struct_size = sizeof(speckv_hint). Unused fields should be zero.
+ * One struct, two uses, on purpose: speckv_alloc reads it as the block's
+ * coordinates (every field); speckv_prefetch reads it as the reader's position
+ * (tenant, request, layer, token_pos; the other fields are ignored). The
+ * prefetcher finds blocks by matching the second against the first, so the
+ * two share their fields and cannot drift apart. */
 typedef struct speckv_hint {
     size_t struct_size;
     uint64_t tenant;       /* tenant id; scopes sharing */
@@ -524,7 +529,10 @@ SPECKV_API int speckv_tenant_usage(speckv_pool *pool, uint64_t tenant, uint64_t 
 /* ------------------------------------------------------------------ stats */
 
 /* Counters. Set struct_size = sizeof(speckv_pool_stats). Pool-wide fields (pages,
- * blocks) come from the shared pool; the others count this process only. */
+ * blocks) come from the shared pool; the others count this process only.
+ * This struct is complete as of 0.1.0 and does not grow: later counters are
+ * read by name (speckv_stat) or from speckv_stats_json, so adding one never
+ * changes the ABI. */
 typedef struct speckv_pool_stats {
     size_t struct_size;
     uint64_t pool_bytes;       /* size of the mapping */
@@ -592,6 +600,15 @@ SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out);
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ERANGE (cap too small: call again
  * with *needed + 1). Since 0.1.0. */
 SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_t *needed);
+
+/* One counter by name: *value = the integer that speckv_stats_json's object
+ * holds under the top-level key `name` (e.g. "l4_demotions",
+ * "lookup_hits"). This is how counters added after 0.1.0 are read:
+ * speckv_pool_stats does not grow any more, new counters appear only in the
+ * JSON and here. Returns SPECKV_OK, SPECKV_EINVAL (NULL argument, or `name`
+ * holds no non-negative integer, e.g. a ratio or an object), SPECKV_ENOENT
+ * (no such counter in this library). Since 0.1.0. */
+SPECKV_API int speckv_stat(speckv_pool *pool, const char *name, uint64_t *value);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #include <new>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "share/block_hash.h"
 #include "config/config.h"
 #include "select/nmp.h"
@@ -313,6 +315,9 @@ SPECKV_API int speckv_merge_partials(uint32_t q_heads, uint32_t head_dim, const 
     });
 }
 
+// speckv_pool_stats is frozen at its 0.1.0 layout (new counters: speckv_stat).
+static_assert(sizeof(speckv_pool_stats) == 368, "speckv_pool_stats does not grow: add a counter to the stats JSON");
+
 SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out) {
     return guard([&] {
         NEED_POOL();
@@ -344,6 +349,23 @@ SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_
             return fail(SPECKV_ERANGE, "stats JSON needs %zu bytes, buffer has %zu", j.size() + 1, cap);
         }
         std::memcpy(buf, j.c_str(), j.size() + 1);
+        return SPECKV_OK;
+    });
+}
+
+SPECKV_API int speckv_stat(speckv_pool *pool, const char *name, uint64_t *value) {
+    return guard([&] {
+        NEED_POOL();
+        if (!name || !value) return fail(SPECKV_EINVAL, "name or value is NULL");
+        // The JSON object is the one list of counters: a counter added to it
+        // is readable here without an ABI change.
+        const nlohmann::json j = nlohmann::json::parse(pool->rep->stats_json(), nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return fail(SPECKV_EINTERNAL, "stats JSON does not parse");
+        auto it = j.find(name);
+        if (it == j.end()) return fail(SPECKV_ENOENT, "no counter named \"%s\" (see speckv_stats_json)", name);
+        if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0))
+            return fail(SPECKV_EINVAL, "\"%s\" is not a counter (not a non-negative integer)", name);
+        *value = it->get<uint64_t>();
         return SPECKV_OK;
     });
 }

@@ -120,6 +120,18 @@ int main(int argc, char **argv) {
     EXPECT(st.blocks_live == 1 && st.prefetch_hints == 1 && st.attached == 1);
     EXPECT(speckv_stats_json(pool, json, sizeof json, &need) == SPECKV_OK);
     EXPECT(need == strlen(json) && strstr(json, "\"blocks_live\":1") != NULL);
+    {   /* counters by name: the same values as the struct */
+        uint64_t v = 0;
+        EXPECT(speckv_stat(pool, "blocks_live", &v) == SPECKV_OK && v == 1);
+        EXPECT(speckv_stat(pool, "prefetch_hints", &v) == SPECKV_OK && v == st.prefetch_hints);
+        EXPECT(speckv_stat(pool, "page_size", &v) == SPECKV_OK && v == st.page_size);
+        EXPECT(speckv_stat(pool, "select_calls", &v) == SPECKV_OK && v == 0); /* JSON-only counter */
+        EXPECT(speckv_stat(pool, "hit_rate", &v) == SPECKV_EINVAL);           /* a ratio, not a counter */
+        EXPECT(speckv_stat(pool, "no_such_counter", &v) == SPECKV_ENOENT);
+        EXPECT(speckv_stat(pool, NULL, &v) == SPECKV_EINVAL);
+        EXPECT(speckv_stat(pool, "blocks_live", NULL) == SPECKV_EINVAL);
+        EXPECT(speckv_stat(NULL, "blocks_live", &v) == SPECKV_EINVAL);
+    }
 
     /* Threads share the pool. */
     for (i = 0; i < 4; i++) {

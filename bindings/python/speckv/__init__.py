@@ -261,6 +261,7 @@ _SIGS = {
     "speckv_tenant_usage": (_I, [_P, _U64, ctypes.POINTER(_U64), ctypes.POINTER(_U64)]),
     "speckv_stats": (_I, [_P, ctypes.POINTER(_Stats)]),
     "speckv_stats_json": (_I, [_P, ctypes.c_char_p, _SZ, ctypes.POINTER(_SZ)]),
+    "speckv_stat": (_I, [_P, ctypes.c_char_p, ctypes.POINTER(_U64)]),
 }
 
 _lib = None
@@ -1049,6 +1050,14 @@ class Pool:
                 continue
             _check(self._lib, rc, "stats_json")
             return buf.value.decode()
+
+    def stat(self, name):
+        """One counter by its key in the stats JSON (speckv_stat): the way
+        to read counters added after 0.1.0."""
+        v = _U64()
+        with self._use() as p:
+            _check(self._lib, self._lib.speckv_stat(p, _enc(name, "name"), ctypes.byref(v)), "stat")
+        return v.value
 
     def stats_struct(self):
         """The counters as a dict, from the speckv_pool_stats struct."""

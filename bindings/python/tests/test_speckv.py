@@ -108,6 +108,10 @@ class PoolTest(StatsAgree, unittest.TestCase):
         self.assertEqual(st["prefetch_hints"], 1)
         self.assertEqual(st["blocks_live"], 1)
         self.assert_stats_agree(st, p.stats_struct())
+        self.assertEqual(p.stat("allocs"), 1)  # a counter by name
+        self.assertEqual(p.stat("select_calls"), st["select_calls"])
+        with self.assertRaises(speckv.SpeckvError):
+            p.stat("no_such_counter")
         p.free(h)
 
     def test_fresh_block_reads_zero(self):
