@@ -6,7 +6,7 @@
 //   bench_trace [TRACE] [--max-requests N] [--json FILE]
 //               [--system S] [--layer-groups G] [--pace R] [--pace-wait sleep|spin|yield]
 //               [--pace-max-us U] [--repeats N] [--admission reserve|optimistic]
-//               [--preempt auto|recompute|swap]
+//               [--preempt auto|recompute|swap] [--reads-per-unit N]
 // (--json also writes the replay's results, as `speckv trace replay --json`).
 // With --system only that system runs (no oracle); --repeats N runs each
 // system N times and prints the library's measured hit rate, precision and
@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     uint64_t max_requests = 0;
     std::string json;
     std::vector<System> systems = all_systems();
-    uint32_t layer_groups = 1, repeats = 1;
+    uint32_t layer_groups = 1, repeats = 1, reads_per_unit = 0;
     double pace = 0, pace_max_us = 1000;
     PaceWait pace_wait = PaceWait::Yield;
     Admission admission = Admission::Reserve;
@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     app.add_option("--json", json, "also write the replay's results, as `speckv trace replay --json`");
     app.add_option("--system", system_s, "run only this system (no oracle)");
     app.add_option("--layer-groups", layer_groups, "layer groups")->check(CLI::Range(1u, 1u << 16));
+    app.add_option("--reads-per-unit", reads_per_unit, "sampled reads per unit (0 = every block; biased, docs/trace.md)");
     app.add_option("--pace", pace, "pace the replay: R seconds of wall clock per second of virtual time");
     app.add_option("--pace-wait", pace_wait_s, "sleep, spin or yield");
     app.add_option("--pace-max-us", pace_max_us, "longest wait per paced unit, in microseconds");
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
     o.host_link = *find_link("pcie-host");
     o.max_requests = max_requests;
     o.layer_groups = layer_groups;
+    o.reads_per_unit = reads_per_unit;
     o.admission = admission, o.preempt = preempt;
     o.pace = pace, o.pace_max_unit_s = pace_max_us * 1e-6, o.pace_wait = pace_wait;
     std::vector<Result> rs;

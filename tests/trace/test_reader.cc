@@ -194,3 +194,54 @@ TEST_CASE("writers: mooncake and azure output parse back") {
         CHECK(r->next(&q) == 0);
     }
 }
+
+// What one parser makes of a text: every request's fields, then the error.
+std::string outcome(const std::string &t, JsonParser jp, bool skip) {
+    std::string err, out;
+    auto r = open_reader_text(t, Format::Mooncake, skip, &err, jp);
+    if (!r) return "refused: " + err;
+    Request q;
+    int rc;
+    while ((rc = r->next(&q)) == 1) {
+        char b[96];
+        std::snprintf(b, sizeof b, "%a %u %u %llu:", q.arrival_ms, q.input_len, q.output_len, static_cast<unsigned long long>(q.line));
+        out += b;
+        for (uint64_t id : q.hash_ids) out += std::to_string(id) + ",";
+        out += "\n";
+    }
+    return out + (rc < 0 ? "error: " + r->error() : "end") + " skipped " + std::to_string(r->skipped());
+}
+
+TEST_CASE("mooncake: simdjson and the hand-written parser read every line the same") {
+    if (!simdjson_available()) {
+        MESSAGE("built without simdjson: nothing to compare");
+        return;
+    }
+    const char *lines[] = {
+        "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0]}",
+        "{\"timestamp\": 2.5e3, \"input_length\": 513, \"output_length\": 0, \"hash_ids\": [7, 9223372036854775807]}",
+        "{\"timestamp\": -0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": -1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 1e999, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 18446744073709551615, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 1, \"input_length\": 9223372036854775808, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [18446744073709551615]}",
+        "{\"timest\\u0061mp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0], \"x\": \"\\ud800\"}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0], \"x\": \"\xff\"}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]} {}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0], \"hash_ids\": [1]}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0], \"x\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+        "[1, 2]",
+        "{\"timestamp\": 1, \"input_length\": 1.0, \"output_length\": 1, \"hash_ids\": [0]}",
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": {}}",
+        "  {\"output_length\": 3, \"hash_ids\": [1, 2], \"input_length\": 600, \"timestamp\": 9, \"y\": null}  ",
+    };
+    for (bool skip : {false, true})
+        for (auto *l : lines) {
+            CAPTURE(l);
+            std::string t = std::string("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}\n") + l + "\n" +
+                            "{\"timestamp\": 1e4, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [3]}\n";
+            CHECK(outcome(t, JsonParser::Hand, skip) == outcome(t, JsonParser::Simdjson, skip));
+        }
+}

@@ -47,12 +47,22 @@ class Reader {
     uint32_t block_tokens_ = 512;
 };
 
+// The Mooncake reader's JSON parser. Simdjson (when built with it) takes the
+// lines it can take whole and hands every other line to the hand-written
+// parser, which decides and words the error: the same requests and errors
+// either way (tests/trace, bench_trace_reader measures both).
+enum class JsonParser { Default, Hand, Simdjson };
+bool simdjson_available();
+const char *json_parser_name(JsonParser p);  // what Default means in this build: "hand" or "simdjson"
+
 // Opens `path` ("-" = stdin) as format `f` (Auto: by the first line).
 // Returns nullptr and sets *err when the file cannot be opened or its header
 // is wrong.
-std::unique_ptr<Reader> open_reader(const std::string &path, Format f, bool skip_bad, std::string *err);
+std::unique_ptr<Reader> open_reader(const std::string &path, Format f, bool skip_bad, std::string *err,
+                                    JsonParser jp = JsonParser::Default);
 // The same over text in memory (tests).
-std::unique_ptr<Reader> open_reader_text(std::string text, Format f, bool skip_bad, std::string *err);
+std::unique_ptr<Reader> open_reader_text(std::string text, Format f, bool skip_bad, std::string *err,
+                                         JsonParser jp = JsonParser::Default);
 
 // Writers. Native: "#speckv-trace v1 block_tokens=N" then one line per request
 // "<arrival_ms> <input> <output> <id,id,...|->". Mooncake: its JSONL schema.

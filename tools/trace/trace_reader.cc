@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "mooncake_json.h"
 #include "trace.h"
 
 namespace speckv_trace {
@@ -281,10 +282,21 @@ bool check_lengths(int64_t in, int64_t out, std::string *why) {
 
 class MooncakeReader : public LineReader {
   public:
-    using LineReader::LineReader;
+    MooncakeReader(std::FILE *f, bool owns, bool skip_bad, std::string keep, bool fast)
+        : LineReader(f, owns, skip_bad, std::move(keep)) {
+        if (fast) fast_ = std::make_unique<MooncakeFast>();
+    }
 
   protected:
     bool parse(const std::string &s, Request *r, std::string *why) override {
+        if (fast_) {
+            double ts = 0;
+            int64_t in = 0, out = 0;
+            // A line the fast path takes whole with a valid time; anything
+            // else (errors included) is the hand-written parser's.
+            if (fast_->parse(s, &ts, &in, &out, &r->hash_ids) && std::isfinite(ts) && ts >= 0) return finish(ts, in, out, r, why);
+            r->hash_ids.clear();
+        }
         Json j(s);
         bool have_ts = false, have_in = false, have_out = false, have_h = false;
         int64_t in = 0, out = 0;
@@ -329,6 +341,14 @@ class MooncakeReader : public LineReader {
         const char *missing = !have_ts ? "timestamp" : !have_in ? "input_length" : !have_out ? "output_length"
                             : !have_h ? "hash_ids" : nullptr;
         if (missing) return *why = std::string("missing key \"") + missing + "\"", false;
+        return finish(ts, in, out, r, why);
+    }
+
+  private:
+    std::unique_ptr<MooncakeFast> fast_;
+
+    // The checks after the keys were read (both parsers).
+    bool finish(double ts, int64_t in, int64_t out, Request *r, std::string *why) {
         if (!check_lengths(in, out, why)) return false;
         uint64_t need = ceil_div(static_cast<uint64_t>(in), block_tokens_);
         if (r->hash_ids.size() != need) {
@@ -336,7 +356,7 @@ class MooncakeReader : public LineReader {
                    " needs " + std::to_string(need) + " (one per " + std::to_string(block_tokens_) + " tokens)";
             return false;
         }
-        r->arrival_ms = ts;
+        r->arrival_ms = ts + 0.0;  // "-0" is 0 (the fast path reads it as the integer 0)
         r->input_len = static_cast<uint32_t>(in);
         r->output_len = static_cast<uint32_t>(out);
         return true;
@@ -554,11 +574,19 @@ Format sniff(std::FILE *f) {
     return Format::Native;
 }
 
-std::unique_ptr<Reader> make(std::FILE *f, bool owns, Format fmt, bool skip_bad, std::string keep) {
+// The default parser (bench_trace_reader, docs/notes/2026-12-02-trace-replay-speed.md).
+constexpr JsonParser kDefaultJson = JsonParser::Simdjson;
+
+bool use_fast(JsonParser jp) {
+    if (jp == JsonParser::Default) jp = kDefaultJson;
+    return jp == JsonParser::Simdjson && MooncakeFast::available();
+}
+
+std::unique_ptr<Reader> make(std::FILE *f, bool owns, Format fmt, bool skip_bad, std::string keep, JsonParser jp) {
     if (fmt == Format::Auto && f) fmt = sniff(f);
     switch (fmt) {
     case Format::Mooncake:
-        return std::make_unique<MooncakeReader>(f, owns, skip_bad, std::move(keep));
+        return std::make_unique<MooncakeReader>(f, owns, skip_bad, std::move(keep), use_fast(jp));
     case Format::Azure: return std::make_unique<AzureReader>(f, owns, skip_bad, std::move(keep));
     default: {
         auto r = std::make_unique<NativeReader>(f, owns, skip_bad, std::move(keep));
@@ -570,23 +598,26 @@ std::unique_ptr<Reader> make(std::FILE *f, bool owns, Format fmt, bool skip_bad,
 
 }  // namespace
 
-std::unique_ptr<Reader> open_reader(const std::string &path, Format fmt, bool skip_bad, std::string *err) {
+bool simdjson_available() { return MooncakeFast::available(); }
+const char *json_parser_name(JsonParser p) { return use_fast(p) ? "simdjson" : "hand"; }
+
+std::unique_ptr<Reader> open_reader(const std::string &path, Format fmt, bool skip_bad, std::string *err, JsonParser jp) {
     if (path != "-") {
         struct stat sb;
         if (stat(path.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode)) return *err = path + ": is a directory, not a trace file", nullptr;
     }
     std::FILE *f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
     if (!f) return *err = path + ": " + std::strerror(errno), nullptr;
-    return make(f, path != "-", fmt, skip_bad, {});
+    return make(f, path != "-", fmt, skip_bad, {}, jp);
 }
 
-std::unique_ptr<Reader> open_reader_text(std::string text, Format fmt, bool skip_bad, std::string *err) {
+std::unique_ptr<Reader> open_reader_text(std::string text, Format fmt, bool skip_bad, std::string *err, JsonParser jp) {
     // The reader owns the text and streams it (fmemopen over its own copy).
     std::FILE *probe = fmemopen(text.data(), text.size() ? text.size() : 1, "r");
     if (!probe) return *err = "fmemopen failed", nullptr;
     if (fmt == Format::Auto) fmt = sniff(probe);
     std::fclose(probe);
-    auto r = make(nullptr, true, fmt, skip_bad, std::move(text));
+    auto r = make(nullptr, true, fmt, skip_bad, std::move(text), jp);
     auto *lr = static_cast<LineReader *>(r.get());
     if (!lr->open_own()) return *err = "fmemopen failed", nullptr;
     if (fmt == Format::Native) lr->prime();

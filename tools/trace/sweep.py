@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Where does offloading pay off? Runs `speckv trace replay --all --json` over a grid of
+offload-link bandwidths (--devices D: D x the link preset's per-device GB/s, the pool's size
+held fixed with --pool-gb) and HBM room for KV (--hbm-kv-gb), and prints each system's
+speed-up over gpu_only and over host_offload, with the bandwidths where a speed-up crosses 1
+(break-even, linear between grid points). Writes the table as JSON and an SVG plot.
+Python 3 standard library only.
+
+  tools/trace/sweep.py --speckv build/release/cli/speckv --trace TRACE --max-requests 300 \
+      --devices 1,2,4,8 --hbm-kv-gb 20,40 --out DIR [-- extra replay options]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SYSTEMS = ["gpu_only", "host_offload", "cxl_nospec", "cxl_compress", "cxl_speckv", "oracle", "cxl_pnm"]
+COLORS = ["#444444", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def replay(a, devices, hbm, extra):
+    cmd = [a.speckv, "trace", "replay", a.trace, "--json", "--all", "--devices", str(devices), "--pool-gb", str(a.pool_gb),
+           "--max-requests", str(a.max_requests)] + (["--hbm-kv-gb", str(hbm)] if hbm > 0 else []) + extra
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("sweep: %s failed: %s" % (" ".join(cmd), out.stdout + out.stderr))
+    return json.loads(out.stdout)
+
+
+def crossings(xs, ys):
+    """x where y crosses 1, linear between points."""
+    found = []
+    for i in range(1, len(xs)):
+        a, b = ys[i - 1] - 1, ys[i] - 1
+        if a == 0:
+            found.append(xs[i - 1])
+        elif a * b < 0:
+            found.append(xs[i - 1] + (xs[i] - xs[i - 1]) * a / (a - b))
+    return found
+
+
+def svg(path, rows, link_gbps, hbms):
+    w, h, ml, mr, mt, mb = 760, 300 * len(hbms) + 40, 70, 170, 30, 50
+    ph = 300 - 60
+    xs = sorted(set(r["link_gbps"] for r in rows))
+    xmax = max(xs) * 1.05
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (w, h),
+         '<rect width="100%" height="100%" fill="white"/>']
+    for k, hbm in enumerate(hbms):
+        sel = [r for r in rows if r["hbm_kv_gb"] == hbm]
+        top = mt + k * 300
+        ys = [r["speedup_vs_gpu_only"][s] for r in sel for s in SYSTEMS]
+        ylo, yhi = min(ys + [1.0]) * 0.95, max(ys + [1.0]) * 1.05
+        X = lambda x: ml + (w - ml - mr) * x / xmax
+        Y = lambda y: top + ph - ph * (y - ylo) / (yhi - ylo)
+        o.append('<text x="%d" y="%d" font-weight="bold">Speed-up over gpu_only (generated tokens/s), HBM for KV: %s</text>'
+                 % (ml, top - 8, ("%g GB" % hbm) if hbm > 0 else "what the weights leave"))
+        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top + ph, w - mr, top + ph))
+        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top, ml, top + ph))
+        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>' % (ml, Y(1), w - mr, Y(1)))
+        for x in xs:
+            o.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>' % (X(x), top + ph + 16, x))
+        for t in range(5):
+            y = ylo + (yhi - ylo) * t / 4
+            o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (ml - 6, Y(y) + 4, y))
+        o.append('<text x="%d" y="%d" text-anchor="middle">offload link, GB/s in all (devices x per-device)</text>'
+                 % ((ml + w - mr) // 2, top + ph + 34))
+        for s, c in zip(SYSTEMS, COLORS):
+            pts = " ".join("%.1f,%.1f" % (X(r["link_gbps"]), Y(r["speedup_vs_gpu_only"][s])) for r in sel)
+            o.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>' % (pts, c))
+        for i, (s, c) in enumerate(zip(SYSTEMS, COLORS)):
+            o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+                     % (w - mr + 12, top + 10 + 18 * i, c, w - mr + 30, top + 21 + 18 * i, s))
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+def main():
+    argv = sys.argv[1:]
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--speckv", default="build/release/cli/speckv")
+    p.add_argument("--trace", default="data/traces/mooncake_fast25/conversation_trace.jsonl")
+    p.add_argument("--max-requests", type=int, default=300)
+    p.add_argument("--devices", default="1,2,4,8")
+    p.add_argument("--hbm-kv-gb", default="0", help="comma list; 0 = what the weights leave")
+    p.add_argument("--pool-gb", type=float, default=2048)
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    devs = [int(x) for x in a.devices.split(",")]
+    hbms = [float(x) for x in a.hbm_kv_gb.split(",")]
+    rows = []
+    for hbm in hbms:
+        for d in devs:
+            j = replay(a, d, hbm, extra)
+            sy = j["systems"]
+            tps = {s: sy[s]["throughput_tps"] for s in SYSTEMS}
+            row = {"devices": d, "hbm_kv_gb": hbm, "tps": tps,
+                   "speedup_vs_gpu_only": {s: tps[s] / tps["gpu_only"] for s in SYSTEMS},
+                   "speedup_vs_host_offload": {s: tps[s] / tps["host_offload"] for s in SYSTEMS}}
+            rows.append(row)
+            print("hbm %-5s devices %d: %s" % (hbm or "-", d, "  ".join("%s %.1f" % (s, tps[s]) for s in SYSTEMS)), flush=True)
+    # Per-device bandwidth of the link preset (from `speckv trace presets --json`).
+    link = next((x for x in extra[extra.index("--link") + 1:extra.index("--link") + 2]), "cxl-direct") if "--link" in extra else "cxl-direct"
+    pre = json.loads(subprocess.run([a.speckv, "trace", "presets", "--json"], capture_output=True, text=True).stdout)
+    bw = next(l["bytes_per_s"] for l in pre["links"] if l["name"] == link) / 1e9
+    for r in rows:
+        r["link_gbps"] = r["devices"] * bw
+    print("\nspeed-up over gpu_only / over host_offload (%d requests of %s, link %s, %g GB/s per device)"
+          % (a.max_requests, os.path.basename(a.trace), link, bw))
+    print("%-8s %-8s " % ("HBM GB", "link GB/s") + " ".join("%15s" % s for s in SYSTEMS))
+    for r in rows:
+        print("%-8s %-9g " % (r["hbm_kv_gb"] or "-", r["link_gbps"]) +
+              " ".join("%7.3f/%-7.3f" % (r["speedup_vs_gpu_only"][s], r["speedup_vs_host_offload"][s]) for s in SYSTEMS))
+    print("\nbreak-even (link GB/s where the speed-up crosses 1; none = same side over the whole range):")
+    breaks = []
+    for hbm in hbms:
+        sel = [r for r in rows if r["hbm_kv_gb"] == hbm]
+        xs = [r["link_gbps"] for r in sel]
+        for s in SYSTEMS[1:]:
+            for ref in ("gpu_only", "host_offload"):
+                if s == ref:
+                    continue
+                ys = [r["speedup_vs_" + ref][s] for r in sel]
+                c = crossings(xs, ys)
+                side = "above" if all(y >= 1 for y in ys) else "below" if all(y <= 1 for y in ys) else "crosses"
+                breaks.append({"hbm_kv_gb": hbm, "system": s, "over": ref, "crossings_gbps": c, "side": side,
+                               "min": min(ys), "max": max(ys)})
+                print("  HBM %-5s %-13s over %-12s %s (%.3f..%.3f)" % (hbm or "-", s, ref,
+                      ", ".join("%.1f" % x for x in c) if c else "none: always " + side, min(ys), max(ys)))
+    with open(os.path.join(a.out, "sweep.json"), "w") as f:
+        json.dump({"trace": a.trace, "max_requests": a.max_requests, "link": link, "extra": extra, "rows": rows,
+                   "break_even": breaks}, f, indent=1)
+    svg(os.path.join(a.out, "speedup_vs_link.svg"), rows, bw, hbms)
+    print("\nwrote %s and %s" % (os.path.join(a.out, "sweep.json"), os.path.join(a.out, "speedup_vs_link.svg")))
+
+
+if __name__ == "__main__":
+    main()
