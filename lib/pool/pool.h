@@ -194,7 +194,7 @@ class Pool {
     // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
     template <typename Fits>
     uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
-    // The same, for other translation units (the template lives in pool.cc).
+    // The same, for other translation units (the template lives in pool_blocks.cc).
     uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
     // Process references (lock-free; a RefShard's mutex inside).
     int acquire_ref(uint64_t handle, bool need_published);

@@ -15,7 +15,7 @@
 //           run of free pages, fill them, point the record at them, bump
 //           tier_seq to even (the commit point), and drop the L4 copy.
 // Readers and writers that resolved the block before a move see tier_seq
-// changed after their copy and start again (lib/pool/pool.cc). A crash before a
+// changed after their copy and start again (lib/pool/pool_io.cc). A crash before a
 // commit leaves the block where it was (recovery rebuilds the page bitmap
 // from the records, and the next holder drops L4 copies no record names).
 #include <inttypes.h>

@@ -497,4 +497,32 @@ bool Pool::alias_valid(const AliasKey &k, const Alias &a) const {
     return ok && r.handle.load(std::memory_order_acquire) == a.handle;
 }
 
+// ------------------------------------------------- speckv_prefetch (the queue)
+
+int Pool::prefetch(const speckv_hint *hint) {
+    if (!hint) return fail(SPECKV_EINVAL, "hint is NULL");
+    if (hint->struct_size != sizeof(speckv_hint))
+        return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
+                    sizeof(speckv_hint));
+    bump(kPrefetch);
+    if (!pf_enabled_ || read_only()) return SPECKV_OK;
+    std::unique_lock g(*pf_mu_);
+    if (!pf_started_) {
+        if (int rc = start_prefetcher(); rc != SPECKV_OK) return rc;
+    }
+    // Full: the oldest hint goes (the reader has most likely moved past it),
+    // not this one, which says where the reader is now.
+    bool dropped = false;
+    if (pf_q_.size() >= pf_cap_) {
+        pf_q_.pop_front();
+        dropped = true;
+    }
+    pf_q_.push_back(PfHint{*hint, pf_clocks_.now()});
+    g.unlock();
+    if (dropped) bump(kPfDropped);
+    pf_cv_->notify_one();
+    return SPECKV_OK;
+}
+
+
 }  // namespace speckv
