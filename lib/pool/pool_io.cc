@@ -34,6 +34,7 @@
 
 #include "util/seqlock.h"
 
+#include "pool/page_decoder.h"
 #include "pool/pool_internal.h"
 
 namespace speckv {
@@ -376,18 +377,7 @@ bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8
 }
 
 int Pool::decode_page(uint64_t page, const unsigned char *slot, unsigned char *out) {
-    codec::Header hd;
-    size_t n = 0;
-    int rc = codec::peek_header(slot, page_size_, &hd);
-    if (rc == SPECKV_OK) rc = codec::decode(slot, hd.record_len(), out, page_size_, &n);
-    if (rc != SPECKV_OK) {
-        std::string why = last_error();
-        bump(kCrcFail);
-        return fail(SPECKV_ECORRUPT, "page %" PRIu64 " holds a codec record that does not decode (%s)", page, why.c_str());
-    }
-    std::memset(out + n, 0, page_size_ - n);
-    bump(kDecPages);
-    return SPECKV_OK;
+    return PageDecoder(page_size_, &counters_).decode_page(page, slot, out);
 }
 
 int Pool::verify_page_inplace(uint64_t page) {

@@ -19,6 +19,7 @@
 
 #include "codec/codec.h"
 #include "util/crc32c.h"
+#include "pool/page_decoder.h"
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -253,6 +254,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
     uint64_t n = 0;
     uint32_t gen = l2_->generation(owner);
+    const PageDecoder dec(page_size_, &counters_);
     for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
         PageEntry &pe = pages()[p];
         uint64_t s1 = pe.seq.load(std::memory_order_acquire);
@@ -263,31 +265,34 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         if (cache_->contains(p, s1, epoch) || l2_->contains(p, tag)) continue;
         // L2 holds decoded pages: a coded page is copied (the record is what
         // crosses the link), checked, then decoded on this thread.
+        // The fill gets the page's bytes, its entry and the decoder: no Pool.
         struct Fill {
-            Pool *pool;
+            const PageDecoder *dec;
+            const unsigned char *src;  // the page in the pool
+            const PageEntry *pe;
             uint64_t page, seq;
             bool coded;
             size_t moved;
-        } ctx{this, p, s1, (fl & kPageCoded) != 0, 0};
+        } ctx{&dec, page_data(p), &pe, p, s1, (fl & kPageCoded) != 0, 0};
         auto fill = [](void *user, void *dst) -> bool {
             auto *c = static_cast<Fill *>(user);
-            Pool *pool = c->pool;
-            PageEntry &e = pool->pages()[c->page];
-            unsigned char *buf = c->coded ? pf_slot(pool->page_size_) : static_cast<unsigned char *>(dst);
+            const size_t ps = c->dec->page_size();
+            const PageEntry &e = *c->pe;
+            unsigned char *buf = c->coded ? pf_slot(ps) : static_cast<unsigned char *>(dst);
             SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(buf, pool->page_data(c->page), pool->page_size_);
+            std::memcpy(buf, c->src, ps);
             SEQLOCK_IGNORE_END();
             uint32_t stored = e.crc.load(std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
-            if (crc32c(0, buf, pool->page_size_) != stored) return false;  // a bad page is left to the synchronous path
+            if (crc32c(0, buf, ps) != stored) return false;  // a bad page is left to the synchronous path
             if (!c->coded) {
-                c->moved = pool->page_size_;
+                c->moved = ps;
                 return true;
             }
             codec::Header h;
-            if (codec::peek_header(buf, pool->page_size_, &h) != SPECKV_OK ||
-                pool->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
+            if (codec::peek_header(buf, ps, &h) != SPECKV_OK ||
+                c->dec->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
                 clear_error();
                 return false;  // likewise
             }
