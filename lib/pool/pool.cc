@@ -226,7 +226,7 @@ int Pool::close() {
             // Our references go; our unpublished blocks become the pool's
             // (they persist, as a clean detach promises).
             uint64_t bit = uint64_t(1) << attach_slot_;
-            for (RefShard &rs : refs_) {
+            for (RefShard &rs : refs_.ref_shards()) {
                 std::lock_guard g(rs.mu);
                 for (auto &[slot, e] : rs.map)
                     if (e.second) blocks()[slot].holders.fetch_and(~bit);

@@ -29,6 +29,7 @@
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/pool_format.h"
+#include "pool/refs.h"
 #include "prefetch/aliases.h"
 #include "share/share_table.h"
 #include "prefetch/prefetch_ctl.h"
@@ -462,19 +463,11 @@ class Pool {
     uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
-    // References this process holds to published blocks, by slot: the
-    // handle they are for and how many. The slot's holders bit is set iff
-    // the count is > 0.
-    // Sharded by slot, so threads that reference different blocks take
-    // different locks (speckv_pin takes a reference each time).
-    static constexpr size_t kRefShards = 64;
-    static constexpr size_t kKeepIdle = 64;  // entries per shard kept at count 0 before they are erased
-    struct alignas(64) RefShard {
-        std::mutex mu;
-        std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> map;
-    };
-    RefShard refs_[kRefShards];
-    RefShard &ref_shard(uint64_t slot) { return refs_[slot % kRefShards]; }
+    // References and pins this process holds (pool/refs.h).
+    ProcessRefs refs_;
+    static constexpr size_t kKeepIdle = ProcessRefs::kKeepIdle;
+    RefShard &ref_shard(uint64_t slot) { return refs_.ref_shard(slot); }
+    PinShard &pin_shard(uint64_t handle) { return refs_.pin_shard(handle); }
     // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
     // is non-null once the thread runs (the first hint starts it).
     std::unique_ptr<PrefetchBuffer> l2_;
@@ -528,20 +521,6 @@ class Pool {
     std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
-    // Pins are per process: a pinned block can't be written or freed here.
-    // Sharded by the handle's slot, as refs_: handle -> (pins, of which hold
-    // a reference), and how many pins the shard holds (a lock-free "none").
-    struct alignas(64) PinShard {
-        std::mutex mu;
-        std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> map;  // an entry at 0 pins is kept idle
-        std::atomic<uint64_t> total{0};
-        bool pinned(uint64_t handle) const {  // under mu
-            auto it = map.find(handle);
-            return it != map.end() && it->second.first > 0;
-        }
-    };
-    PinShard pins_[kRefShards];
-    PinShard &pin_shard(uint64_t handle) { return pins_[handle % kRefShards]; }  // low bits: the slot
     // speckv_select's previous selection per (tenant, request, layer): the steady rule.
     std::mutex sel_mu_;
     std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;
