@@ -31,6 +31,7 @@
 #include "pool/pool_format.h"
 #include "pool/refs.h"
 #include "prefetch/aliases.h"
+#include "prefetch/hint_queue.h"
 #include "share/share_table.h"
 #include "prefetch/prefetch_ctl.h"
 #include "speckv.h"
@@ -215,14 +216,14 @@ class Pool {
     void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
     // Prefetcher (lib/pool/pool_tiers.cc).
     int init_tiers(const Config &cfg);
+    // The prefetch engine's thread and queue are pf_queue_ (prefetch/hint_queue.h);
+    // prefetch_work is what its thread runs: start_prefetcher before it
+    // starts (the controller), prefetch_hint per hint, the controller's and
+    // the L4 role's ticks.
     int start_prefetcher();
     void stop_prefetcher();
-    void prefetch_worker();
-    // A queued hint, with the read-step clock (pf_clocks_) when it was given.
-    struct PfHint {
-        speckv_hint h;
-        uint64_t clock;
-    };
+    HintQueue::Work prefetch_work();
+    using PfHint = QueuedHint;  // a hint with the read-step clock (pf_clocks_) when it was given
     // newer: the queue holds hints given after this one.
     void prefetch_hint(const PfHint &ph, bool newer);
     // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
@@ -478,17 +479,8 @@ class Pool {
     std::atomic<PrefetchController *> ctl_{nullptr};
     bool pf_enabled_ = false;
     bool pf_hinted_ = false;  // prefetch.policy = 1
-    size_t pf_cap_ = 0;
-    // On the heap so that a fork() child can leak them: destroying a
-    // condition variable the parent's thread was waiting on blocks forever.
-    std::unique_ptr<std::mutex> pf_mu_ = std::make_unique<std::mutex>();
-    std::unique_ptr<std::condition_variable> pf_cv_ = std::make_unique<std::condition_variable>();
-    std::deque<PfHint> pf_q_;
-    bool pf_stop_ = false, pf_started_ = false;
-    // The prefetch thread, and the process it runs in: a child of fork()
-    // holds a copy of this object but not the thread (never joined there).
-    std::unique_ptr<std::thread> pf_thread_;
-    pid_t pf_pid_ = 0;
+    // The prefetch thread and its queue of hints (prefetch/hint_queue.h).
+    HintQueue pf_queue_;
     // Reader progress (docs/tiers.md "Stale hints"; prefetch/aliases.h): the
     // unit steps this process's readers started, and when each unit was.
     ReaderClocks pf_clocks_;

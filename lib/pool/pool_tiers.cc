@@ -133,7 +133,7 @@ int Pool::init_tiers(const Config &cfg) {
     pf_params_ = p;
     int64_t l2 = cfg.get("prefetch.l2_bytes");
     pf_enabled_ = cfg.get("prefetch.enable") != 0 && l2 > 0;
-    pf_cap_ = static_cast<size_t>(cfg.get("prefetch.queue"));
+    pf_queue_.configure(static_cast<size_t>(cfg.get("prefetch.queue")), p.tick_ns, prefetch_work());
     pf_hinted_ = cfg.get("prefetch.policy") == 1;
     int64_t entries = cfg.get("tlb.entries");
     if (entries & (entries - 1)) return fail(SPECKV_EINVAL, "tlb.entries %lld is not a power of two", (long long)entries);
@@ -155,79 +155,32 @@ void Pool::on_l2_resolved(void *user, uint64_t owner, uint64_t, bool used) {
         c->on_resolved(owner >> 16, static_cast<uint32_t>(owner & 0xFFFF), used, p->page_size_);
 }
 
-// Called with pf_mu_ held.
+// Before the prefetch thread starts (under its queue's lock): the controller.
 int Pool::start_prefetcher() {
     if (!ctl_owner_)
         if (int rc = PrefetchController::create(pf_params_, nullptr, &ctl_owner_); rc != SPECKV_OK) return rc;
-    pf_stop_ = false;
-    try {
-        pf_thread_ = std::make_unique<std::thread>([this] { prefetch_worker(); });
-        pf_pid_ = getpid();
-    } catch (const std::system_error &e) {
-        return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
-    }
-    pf_started_ = true;
-    ctl_.store(ctl_owner_.get(), std::memory_order_release);
     return SPECKV_OK;
 }
 
-void Pool::stop_prefetcher() {
-    if (!pf_mu_) return;  // a fork() child let go of them already
-    if (pf_thread_ && pf_pid_ != getpid()) {
-        // A fork() child: the thread is the parent's, and it may have held
-        // pf_mu_ at the fork, so take no lock and join nothing here.
-        (void)pf_thread_.release();
-        (void)pf_cv_.release();
-        (void)pf_mu_.release();
-        pf_started_ = false;
-        return;
-    }
-    {
-        std::lock_guard g(*pf_mu_);
-        if (!pf_started_) return;
-        pf_stop_ = true;
-    }
-    pf_cv_->notify_all();
-    if (pf_thread_) pf_thread_->join();
-    pf_thread_.reset();
-    std::lock_guard g(*pf_mu_);
-    pf_started_ = false;
-    pf_q_.clear();
-}
+void Pool::stop_prefetcher() { pf_queue_.stop(); }
 
-void Pool::prefetch_worker() {
-    uint64_t published = 0;
+HintQueue::Work Pool::prefetch_work() {
     // Every 100 ms this process's tier counters go to its attach record,
     // where `speckv pool stats` reads them.
-    auto publish = [&](uint64_t now) {
-        if (now - published < 100'000'000) return;
-        published = now;
+    auto published = std::make_shared<uint64_t>(0);
+    HintQueue::Work w;
+    w.prepare = [this] { return start_prefetcher(); };
+    w.started = [this] { ctl_.store(ctl_owner_.get(), std::memory_order_release); };
+    w.hint = [this](const QueuedHint &h, bool newer) { prefetch_hint(h, newer); };
+    w.tick = [this, published] {
+        const uint64_t now = mono_ns();
+        ctl_owner_->tick(now);  // after a hint; when idle, an idle link lets beta recover
+        if (now - *published < 100'000'000) return;
+        *published = now;
         publish_tier_counters();
         cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
-    for (;;) {
-        PfHint h;
-        bool newer;
-        {
-            std::unique_lock g(*pf_mu_);
-            pf_cv_->wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
-            if (pf_stop_) return;
-            if (pf_q_.empty()) {
-                g.unlock();
-                uint64_t now = mono_ns();
-                ctl_owner_->tick(now);  // an idle link lets beta recover
-                publish(now);
-                continue;
-            }
-            h = pf_q_.front();
-            pf_q_.pop_front();
-            newer = !pf_q_.empty();
-        }
-        prefetch_hint(h, newer);
-        uint64_t now = mono_ns();
-        ctl_owner_->tick(now);
-        publish(now);
-    }
+    return w;
 }
 
 // Reader progress: pf_clocks_ (prefetch/aliases.h).
@@ -511,21 +464,9 @@ int Pool::prefetch(const speckv_hint *hint) {
                     sizeof(speckv_hint));
     bump(kPrefetch);
     if (!pf_enabled_ || read_only()) return SPECKV_OK;
-    std::unique_lock g(*pf_mu_);
-    if (!pf_started_) {
-        if (int rc = start_prefetcher(); rc != SPECKV_OK) return rc;
-    }
-    // Full: the oldest hint goes (the reader has most likely moved past it),
-    // not this one, which says where the reader is now.
     bool dropped = false;
-    if (pf_q_.size() >= pf_cap_) {
-        pf_q_.pop_front();
-        dropped = true;
-    }
-    pf_q_.push_back(PfHint{*hint, pf_clocks_.now()});
-    g.unlock();
+    if (int rc = pf_queue_.push(PfHint{*hint, pf_clocks_.now()}, &dropped); rc != SPECKV_OK) return rc;
     if (dropped) bump(kPfDropped);
-    pf_cv_->notify_one();
     return SPECKV_OK;
 }
 
