@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Rice stage (docs/codec.md §6.2) with AVX-512BW and BMI2, for int8
 // (b <= 8) and int16 (§13, b 9..12) values: the same bytes and values as
-// rice_encode / rice_decode of codec_ref.cc (the definition;
+// rice_encode / rice_decode of codec_rice.cc (the definition;
 // tests/codec/codec_rice_test.cc compares them). In an AVX-512 F/BW/VL
 // + BMI/BMI2/LZCNT target region (isa_target.h) and reached only after a runtime
 // CPU check (rice_avx512_kernels()).
