@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests of the llama.cpp adapter (label llama) on stories260K.gguf:
 //   llama_cache_test CASE MODEL.gguf TMPDIR
-// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input evict,
+// CASE: identity identity_fa sharing wrong_model kv_type forged corrupt bad_input evict l4,
 // kill SPECKV_CLI (and `child`, `worker`: processes the others start). Exit 0 pass, 1 fail.
 #include <fcntl.h>
 #include <signal.h>
@@ -505,6 +505,65 @@ int case_evict(const std::string &tmp) {
     return g_fail;
 }
 
+// The L4 tier under the adapter: a 4 MB pool with `cold.path` set takes 5 MB
+// of blocks by demoting the coldest to the L4 file instead of evicting them,
+// and a restore of the oldest prompt promotes its blocks back: the whole
+// prefix is restored and the greedy output is the uncached one.
+int case_l4(const std::string &tmp) {
+    llama_context *c = new_ctx();
+    const std::string pool_path = tmp + "/l4.pool", cold_path = tmp + "/l4.cold";
+    unlink(pool_path.c_str());
+    unlink(cold_path.c_str());
+    speckv_config *cfg = nullptr;
+    REQUIRE(speckv_config_new(&cfg) == 0);
+    REQUIRE(speckv_config_set_str(cfg, "cold.path", cold_path.c_str()) == 0);
+    // A block in L4 keeps its slot: enough slots for all 480 blocks, pages for 128.
+    REQUIRE(speckv_config_set_int(cfg, "pool.max_blocks", 1024) == 0);
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open(("file:" + pool_path + "?size=4M").c_str(), cfg, &p);
+    if (rc) std::fprintf(stderr, "pool_open: %s %s\n", speckv_strerror(rc), speckv_errmsg());
+    REQUIRE(rc == 0);
+    speckv_config_free(cfg);
+    speckv_llama *a = open_adapter(p, c, params());
+    std::vector<std::vector<int32_t>> prompts;
+    uint64_t x = 777;
+    for (int i = 0; i < 60; ++i) {  // 60 prompts x 8 blocks of 10.5 KB: 5 MB > the pool
+        std::vector<int32_t> q;
+        for (int k = 0; k < 129; ++k) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q.push_back((int32_t)(3 + x % 500));
+        }
+        prompts.push_back(q);
+    }
+    auto first_base = run(c, nullptr, 0, prompts[0], nullptr);
+    auto last_base = run(c, nullptr, 0, prompts.back(), nullptr);
+    for (auto &q : prompts) {
+        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
+        decode(c, 0, q.data(), q.size(), 0);
+        rc = speckv_llama_store(a, 0, q.data(), q.size(), nullptr);
+        if (rc) std::fprintf(stderr, "store: %s\n", speckv_llama_errmsg(a));
+        REQUIRE(rc == 0);
+    }
+    speckv_pool_stats before = pstats(p);
+    size_t r_last = 0, r_first = 0;
+    CHECK(run(c, a, 0, prompts.back(), &r_last) == last_base);
+    CHECK(run(c, a, 0, prompts[0], &r_first) == first_base);
+    speckv_pool_stats after = pstats(p);
+    std::printf("4 MB pool + L4, 480 blocks stored: %llu demotions, %llu in L4, %llu evictions; restored last %zu, "
+                "first %zu; %llu promotions\n",
+                (unsigned long long)before.l4_demotions, (unsigned long long)before.l4_blocks,
+                (unsigned long long)before.evictions, r_last, r_first, (unsigned long long)after.l4_promotions);
+    CHECK(before.l4_demotions > 0);          // the pool overflowed into L4 ...
+    CHECK(before.evictions == 0);            // ... instead of dropping blocks
+    CHECK(r_last == 128 && r_first == 128);  // every prompt is still whole
+    CHECK(after.l4_promotions > before.l4_promotions);  // the oldest came back from L4
+    CHECK(stats(a).bad_blocks == 0 && stats(a).fallbacks == 0);
+    speckv_llama_close(a);
+    speckv_pool_close(p);
+    llama_free(c);
+    return g_fail;
+}
+
 // A worker: iterations of a new prompt (kText1 + its own suffix: new blocks to
 // store) and, every 4th, kText1 itself, whose greedy output must equal the
 // uncached one. Exit 0 if it always did.
@@ -606,6 +665,7 @@ int main(int argc, char **argv) {
     else if (cs == "kill") rc = argc > 4 ? case_kill(tmp, argv[0], argv[4]) : 2;
     else if (cs == "identity") rc = case_identity(tmp, argv[0]);
     else if (cs == "evict") rc = case_evict(tmp);
+    else if (cs == "l4") rc = case_l4(tmp);
     else if (cs == "identity_fa") {
         g_fa = true;
         rc = case_identity(tmp, argv[0]);

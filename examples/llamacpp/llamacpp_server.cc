@@ -30,6 +30,8 @@
 
 namespace {
 
+constexpr size_t kBlockTokens = 16;  // tokens per speckv block
+
 struct Options {
     std::string model, pool = "file:llamacpp-example?size=1G", host = "127.0.0.1";
     int port = 8088, workers = 2, slots = 4, n_ctx_slot = 512;
@@ -139,7 +141,7 @@ public:
             speckv_llama_params p{};
             p.struct_size = sizeof p;
             p.tenant = 1;
-            p.block_tokens = 16;
+            p.block_tokens = kBlockTokens;
             p.kv_desc = "f16/f16/fa=0";
             if (speckv_llama_model_id_file(opt.model.c_str(), p.model_id) != 0 ||
                 speckv_llama_open(pool, ctx, &p, &cache) != 0)
@@ -297,7 +299,16 @@ private:
                         continue;
                     }
                     emit(s, argmax((int)k));
-                    if (s.generated >= s.req->max_tokens || llama_vocab_is_eog(vocab, s.tokens.back())) finish(s);
+                    if (s.generated >= s.req->max_tokens || llama_vocab_is_eog(vocab, s.tokens.back())) {
+                        finish(s);
+                        continue;
+                    }
+                    // Decode completed a block (the KV holds all tokens but the last):
+                    // store it now, so another worker can restore it before this
+                    // request ends (and a crash of this one does not lose it).
+                    const size_t kv = s.tokens.size() - 1;
+                    if (cache && kv % kBlockTokens == 0 && kv > s.req->prompt.size())
+                        speckv_llama_store(cache, (int32_t)idx[k], s.tokens.data(), kv, nullptr);
                 }
             }
             llama_batch_free(b);
