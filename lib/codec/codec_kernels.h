@@ -2,9 +2,9 @@
 // The data-parallel steps of the codec, one table per implementation
 // (scalar reference, AVX2, AVX-512). Every table must give bit-identical
 // results to the scalar one; tests/codec/codec_simd_test.cc checks it.
-// The serial steps (RLE, delta, layout) live in codec_ref.cc and are shared
-// by all implementations; the Rice stage is a table entry (the reference in
-// codec_ref.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc), and so is the
+// The serial steps (RLE, layout) live in codec_ref.cc and are shared by all
+// implementations; the Rice stage is a table entry (the reference in
+// codec_rice.cc, an AVX-512 + BMI2 one in codec_rice_avx512.cc), and so is the
 // split Rice stage of §18 (the reference in codec_srice.cc, an AVX-512 one
 // in codec_srice_avx512.cc).
 #pragma once

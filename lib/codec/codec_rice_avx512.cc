@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Rice stage (docs/codec.md §6.2) with AVX-512BW and BMI2, for int8
 // (b <= 8) and int16 (§13, b 9..12) values: the same bytes and values as
-// rice_encode / rice_decode of codec_ref.cc (the definition;
+// rice_encode / rice_decode of codec_rice.cc (the definition;
 // tests/codec/codec_rice_test.cc compares them). In an AVX-512 F/BW/VL
 // + BMI/BMI2/LZCNT target region (isa_target.h) and reached only after a runtime
 // CPU check (rice_avx512_kernels()).
@@ -31,6 +31,8 @@
 #include "speckv.h"
 
 SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,bmi,bmi2,lzcnt")
+
+#include "codec/prefix16_avx512.h"  // in the region: compiled for it
 
 namespace speckv::codec {
 
@@ -242,21 +244,6 @@ size_t rice_encode_t(const Sym *s, size_t n, bool delta, unsigned bits, uint8_t 
     if (len > cap) return 0;
     std::memcpy(dst, o0, len);
     return len;
-}
-
-// Inclusive prefix sum of 32 16-bit lanes plus `carry` (all lanes equal).
-inline __m512i prefix16(__m512i x, __m512i carry) {
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 2));
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 4));
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 8));
-    // Lane L (8 words) adds the last word of lane L-1, then of lane L-2 (and L-3 via L-1).
-    const __m512i i1 = _mm512_set_epi16(23, 23, 23, 23, 23, 23, 23, 23, 15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7,
-                                        7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i i2 = _mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0,
-                                        0, 0, 0, 0, 0, 0, 0, 0);
-    x = _mm512_add_epi16(x, _mm512_maskz_permutexvar_epi16(0xFFFFFF00u, i1, x));
-    x = _mm512_add_epi16(x, _mm512_maskz_permutexvar_epi16(0xFFFF0000u, i2, x));
-    return _mm512_add_epi16(x, carry);
 }
 
 // The decoder's bit buffer, kept inverted (ib = ~stream bits): the unary

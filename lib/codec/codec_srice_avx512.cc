@@ -37,6 +37,8 @@
 
 SPECKV_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi,bmi2,lzcnt,popcnt")
 
+#include "codec/prefix16_avx512.h"  // in the region: compiled for it
+
 namespace speckv::codec {
 
 namespace {
@@ -99,21 +101,6 @@ inline int ref_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsign
 }
 inline int ref_decode(const uint8_t *p, size_t len, size_t n, bool delta, unsigned bits, int16_t *s) {
     return srice_decode16_scalar(p, len, n, delta, bits, s);
-}
-
-// Inclusive prefix sum of 32 16-bit lanes plus `carry` (all lanes equal).
-inline __m512i prefix16(__m512i x, __m512i carry) {
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 2));
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 4));
-    x = _mm512_add_epi16(x, _mm512_bslli_epi128(x, 8));
-    // Lane L (8 words) adds the last word of lane L-1, then of lane L-2 (and L-3 via L-1).
-    const __m512i i1 = _mm512_set_epi16(23, 23, 23, 23, 23, 23, 23, 23, 15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7,
-                                        7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i i2 = _mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0,
-                                        0, 0, 0, 0, 0, 0, 0, 0);
-    x = _mm512_add_epi16(x, _mm512_maskz_permutexvar_epi16(0xFFFFFF00u, i1, x));
-    x = _mm512_add_epi16(x, _mm512_maskz_permutexvar_epi16(0xFFFF0000u, i2, x));
-    return _mm512_add_epi16(x, carry);
 }
 
 // ------------------------------------------------------------------ decode

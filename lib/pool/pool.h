@@ -29,7 +29,9 @@
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/pool_format.h"
+#include "pool/refs.h"
 #include "prefetch/aliases.h"
+#include "prefetch/hint_queue.h"
 #include "share/share_table.h"
 #include "prefetch/prefetch_ctl.h"
 #include "speckv.h"
@@ -197,7 +199,7 @@ class Pool {
     // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
     template <typename Fits>
     uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
-    // The same, for other translation units (the template lives in pool.cc).
+    // The same, for other translation units (the template lives in pool_blocks.cc).
     uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
     // Process references (lock-free; a RefShard's mutex inside).
     int acquire_ref(uint64_t handle, bool need_published);
@@ -217,14 +219,14 @@ class Pool {
     void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
     // Prefetcher (lib/pool/pool_tiers.cc).
     int init_tiers(const Config &cfg);
+    // The prefetch engine's thread and queue are pf_queue_ (prefetch/hint_queue.h);
+    // prefetch_work is what its thread runs: start_prefetcher before it
+    // starts (the controller), prefetch_hint per hint, the controller's and
+    // the L4 role's ticks.
     int start_prefetcher();
     void stop_prefetcher();
-    void prefetch_worker();
-    // A queued hint, with the read-step clock (pf_clocks_) when it was given.
-    struct PfHint {
-        speckv_hint h;
-        uint64_t clock;
-    };
+    HintQueue::Work prefetch_work();
+    using PfHint = QueuedHint;  // a hint with the read-step clock (pf_clocks_) when it was given
     // newer: the queue holds hints given after this one.
     void prefetch_hint(const PfHint &ph, bool newer);
     // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
@@ -468,19 +470,11 @@ class Pool {
     uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
-    // References this process holds to published blocks, by slot: the
-    // handle they are for and how many. The slot's holders bit is set iff
-    // the count is > 0.
-    // Sharded by slot, so threads that reference different blocks take
-    // different locks (speckv_pin takes a reference each time).
-    static constexpr size_t kRefShards = 64;
-    static constexpr size_t kKeepIdle = 64;  // entries per shard kept at count 0 before they are erased
-    struct alignas(64) RefShard {
-        std::mutex mu;
-        std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> map;
-    };
-    RefShard refs_[kRefShards];
-    RefShard &ref_shard(uint64_t slot) { return refs_[slot % kRefShards]; }
+    // References and pins this process holds (pool/refs.h).
+    ProcessRefs refs_;
+    static constexpr size_t kKeepIdle = ProcessRefs::kKeepIdle;
+    RefShard &ref_shard(uint64_t slot) { return refs_.ref_shard(slot); }
+    PinShard &pin_shard(uint64_t handle) { return refs_.pin_shard(handle); }
     // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
     // is non-null once the thread runs (the first hint starts it).
     std::unique_ptr<PrefetchBuffer> l2_;
@@ -491,17 +485,8 @@ class Pool {
     std::atomic<PrefetchController *> ctl_{nullptr};
     bool pf_enabled_ = false;
     bool pf_hinted_ = false;  // prefetch.policy = 1
-    size_t pf_cap_ = 0;
-    // On the heap so that a fork() child can leak them: destroying a
-    // condition variable the parent's thread was waiting on blocks forever.
-    std::unique_ptr<std::mutex> pf_mu_ = std::make_unique<std::mutex>();
-    std::unique_ptr<std::condition_variable> pf_cv_ = std::make_unique<std::condition_variable>();
-    std::deque<PfHint> pf_q_;
-    bool pf_stop_ = false, pf_started_ = false;
-    // The prefetch thread, and the process it runs in: a child of fork()
-    // holds a copy of this object but not the thread (never joined there).
-    std::unique_ptr<std::thread> pf_thread_;
-    pid_t pf_pid_ = 0;
+    // The prefetch thread and its queue of hints (prefetch/hint_queue.h).
+    HintQueue pf_queue_;
     // Reader progress (docs/tiers.md "Stale hints"; prefetch/aliases.h): the
     // unit steps this process's readers started, and when each unit was.
     ReaderClocks pf_clocks_;
@@ -534,20 +519,6 @@ class Pool {
     std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
-    // Pins are per process: a pinned block can't be written or freed here.
-    // Sharded by the handle's slot, as refs_: handle -> (pins, of which hold
-    // a reference), and how many pins the shard holds (a lock-free "none").
-    struct alignas(64) PinShard {
-        std::mutex mu;
-        std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> map;  // an entry at 0 pins is kept idle
-        std::atomic<uint64_t> total{0};
-        bool pinned(uint64_t handle) const {  // under mu
-            auto it = map.find(handle);
-            return it != map.end() && it->second.first > 0;
-        }
-    };
-    PinShard pins_[kRefShards];
-    PinShard &pin_shard(uint64_t handle) { return pins_[handle % kRefShards]; }  // low bits: the slot
     // speckv_select's previous selection per (tenant, request, layer): the steady rule.
     std::mutex sel_mu_;
     std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;

@@ -24,6 +24,7 @@
 #include "codec/codec.h"
 #include "util/crc32c.h"
 #include "select/nmp.h"
+#include "pool/page_decoder.h"
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -495,6 +496,7 @@ uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t own
     const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
     const uint64_t tag = l2_tag(v.tseq, epoch);
     const uint32_t gen = l2_->generation(owner);
+    const PageDecoder dec(page_size_, &counters_);
     uint64_t n = 0;
     for (uint32_t i = 0; i < v.npages; i++) {
         PackEntry e;
@@ -502,31 +504,24 @@ uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t own
         const uint64_t key = packed_key(slot, i);
         if (cache_->contains(key, v.tseq, epoch) || l2_->contains(key, tag)) continue;
         // L2 holds decoded pages: the record is what crosses the link.
+        // The fill gets the image, the view, the entry and the decoder: no Pool.
         struct Fill {
-            Pool *pool;
+            const PageDecoder *dec;
+            const unsigned char *image;  // the packed image's first page in the pool
             const BlockView *v;
             uint64_t handle;
             PackEntry e;
-        } ctx{this, &v, handle, e};
+        } ctx{&dec, page_data(v.first_page), &v, handle, e};
         auto fill = [](void *user, void *dst) -> bool {
             auto *c = static_cast<Fill *>(user);
-            Pool *pool = c->pool;
+            const size_t ps = c->dec->page_size();
             unsigned char *rec = grow(t_prec, c->e.len);
-            pool_copy(rec, pool->page_data(c->v->first_page) + c->e.off, c->e.len);
+            pool_copy(rec, c->image + c->e.off, c->e.len);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (c->v->moved() || c->v->rec->handle.load(std::memory_order_acquire) != c->handle) return false;
-            if (c->e.flags & kPageCoded) {
-                size_t got = 0;
-                if (codec::decode(rec, c->e.len, dst, pool->page_size_, &got) != SPECKV_OK) {
-                    clear_error();
-                    return false;
-                }
-                std::memset(static_cast<unsigned char *>(dst) + got, 0, pool->page_size_ - got);
-                pool->bump(kDecPages);
-                return true;
-            }
-            if (crc32c(0, rec, pool->page_size_) != c->e.crc) return false;
-            std::memcpy(dst, rec, pool->page_size_);
+            if (c->e.flags & kPageCoded) return c->dec->decode_record(rec, c->e.len, dst);
+            if (crc32c(0, rec, ps) != c->e.crc) return false;
+            std::memcpy(dst, rec, ps);
             return true;
         };
         if (l2_->insert_with(key, tag, owner, gen, fill, &ctx)) {

@@ -19,6 +19,7 @@
 
 #include "codec/codec.h"
 #include "util/crc32c.h"
+#include "pool/page_decoder.h"
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -132,7 +133,7 @@ int Pool::init_tiers(const Config &cfg) {
     pf_params_ = p;
     int64_t l2 = cfg.get("prefetch.l2_bytes");
     pf_enabled_ = cfg.get("prefetch.enable") != 0 && l2 > 0;
-    pf_cap_ = static_cast<size_t>(cfg.get("prefetch.queue"));
+    pf_queue_.configure(static_cast<size_t>(cfg.get("prefetch.queue")), p.tick_ns, prefetch_work());
     pf_hinted_ = cfg.get("prefetch.policy") == 1;
     int64_t entries = cfg.get("tlb.entries");
     if (entries & (entries - 1)) return fail(SPECKV_EINVAL, "tlb.entries %lld is not a power of two", (long long)entries);
@@ -154,79 +155,32 @@ void Pool::on_l2_resolved(void *user, uint64_t owner, uint64_t, bool used) {
         c->on_resolved(owner >> 16, static_cast<uint32_t>(owner & 0xFFFF), used, p->page_size_);
 }
 
-// Called with pf_mu_ held.
+// Before the prefetch thread starts (under its queue's lock): the controller.
 int Pool::start_prefetcher() {
     if (!ctl_owner_)
         if (int rc = PrefetchController::create(pf_params_, nullptr, &ctl_owner_); rc != SPECKV_OK) return rc;
-    pf_stop_ = false;
-    try {
-        pf_thread_ = std::make_unique<std::thread>([this] { prefetch_worker(); });
-        pf_pid_ = getpid();
-    } catch (const std::system_error &e) {
-        return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
-    }
-    pf_started_ = true;
-    ctl_.store(ctl_owner_.get(), std::memory_order_release);
     return SPECKV_OK;
 }
 
-void Pool::stop_prefetcher() {
-    if (!pf_mu_) return;  // a fork() child let go of them already
-    if (pf_thread_ && pf_pid_ != getpid()) {
-        // A fork() child: the thread is the parent's, and it may have held
-        // pf_mu_ at the fork, so take no lock and join nothing here.
-        (void)pf_thread_.release();
-        (void)pf_cv_.release();
-        (void)pf_mu_.release();
-        pf_started_ = false;
-        return;
-    }
-    {
-        std::lock_guard g(*pf_mu_);
-        if (!pf_started_) return;
-        pf_stop_ = true;
-    }
-    pf_cv_->notify_all();
-    if (pf_thread_) pf_thread_->join();
-    pf_thread_.reset();
-    std::lock_guard g(*pf_mu_);
-    pf_started_ = false;
-    pf_q_.clear();
-}
+void Pool::stop_prefetcher() { pf_queue_.stop(); }
 
-void Pool::prefetch_worker() {
-    uint64_t published = 0;
+HintQueue::Work Pool::prefetch_work() {
     // Every 100 ms this process's tier counters go to its attach record,
     // where `speckv pool stats` reads them.
-    auto publish = [&](uint64_t now) {
-        if (now - published < 100'000'000) return;
-        published = now;
+    auto published = std::make_shared<uint64_t>(0);
+    HintQueue::Work w;
+    w.prepare = [this] { return start_prefetcher(); };
+    w.started = [this] { ctl_.store(ctl_owner_.get(), std::memory_order_release); };
+    w.hint = [this](const QueuedHint &h, bool newer) { prefetch_hint(h, newer); };
+    w.tick = [this, published] {
+        const uint64_t now = mono_ns();
+        ctl_owner_->tick(now);  // after a hint; when idle, an idle link lets beta recover
+        if (now - *published < 100'000'000) return;
+        *published = now;
         publish_tier_counters();
         cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
-    for (;;) {
-        PfHint h;
-        bool newer;
-        {
-            std::unique_lock g(*pf_mu_);
-            pf_cv_->wait_for(g, std::chrono::nanoseconds(pf_params_.tick_ns), [&] { return pf_stop_ || !pf_q_.empty(); });
-            if (pf_stop_) return;
-            if (pf_q_.empty()) {
-                g.unlock();
-                uint64_t now = mono_ns();
-                ctl_owner_->tick(now);  // an idle link lets beta recover
-                publish(now);
-                continue;
-            }
-            h = pf_q_.front();
-            pf_q_.pop_front();
-            newer = !pf_q_.empty();
-        }
-        prefetch_hint(h, newer);
-        uint64_t now = mono_ns();
-        ctl_owner_->tick(now);
-        publish(now);
-    }
+    return w;
 }
 
 // Reader progress: pf_clocks_ (prefetch/aliases.h).
@@ -253,6 +207,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
     uint64_t n = 0;
     uint32_t gen = l2_->generation(owner);
+    const PageDecoder dec(page_size_, &counters_);
     for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
         PageEntry &pe = pages()[p];
         uint64_t s1 = pe.seq.load(std::memory_order_acquire);
@@ -263,31 +218,34 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         if (cache_->contains(p, s1, epoch) || l2_->contains(p, tag)) continue;
         // L2 holds decoded pages: a coded page is copied (the record is what
         // crosses the link), checked, then decoded on this thread.
+        // The fill gets the page's bytes, its entry and the decoder: no Pool.
         struct Fill {
-            Pool *pool;
+            const PageDecoder *dec;
+            const unsigned char *src;  // the page in the pool
+            const PageEntry *pe;
             uint64_t page, seq;
             bool coded;
             size_t moved;
-        } ctx{this, p, s1, (fl & kPageCoded) != 0, 0};
+        } ctx{&dec, page_data(p), &pe, p, s1, (fl & kPageCoded) != 0, 0};
         auto fill = [](void *user, void *dst) -> bool {
             auto *c = static_cast<Fill *>(user);
-            Pool *pool = c->pool;
-            PageEntry &e = pool->pages()[c->page];
-            unsigned char *buf = c->coded ? pf_slot(pool->page_size_) : static_cast<unsigned char *>(dst);
+            const size_t ps = c->dec->page_size();
+            const PageEntry &e = *c->pe;
+            unsigned char *buf = c->coded ? pf_slot(ps) : static_cast<unsigned char *>(dst);
             SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(buf, pool->page_data(c->page), pool->page_size_);
+            std::memcpy(buf, c->src, ps);
             SEQLOCK_IGNORE_END();
             uint32_t stored = e.crc.load(std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
-            if (crc32c(0, buf, pool->page_size_) != stored) return false;  // a bad page is left to the synchronous path
+            if (crc32c(0, buf, ps) != stored) return false;  // a bad page is left to the synchronous path
             if (!c->coded) {
-                c->moved = pool->page_size_;
+                c->moved = ps;
                 return true;
             }
             codec::Header h;
-            if (codec::peek_header(buf, pool->page_size_, &h) != SPECKV_OK ||
-                pool->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
+            if (codec::peek_header(buf, ps, &h) != SPECKV_OK ||
+                c->dec->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
                 clear_error();
                 return false;  // likewise
             }
@@ -496,5 +454,21 @@ bool Pool::alias_valid(const AliasKey &k, const Alias &a) const {
               relaxed_field(r.token_pos) == a.token_pos && relaxed_field(r.token_count) == a.token_count;
     return ok && r.handle.load(std::memory_order_acquire) == a.handle;
 }
+
+// ------------------------------------------------- speckv_prefetch (the queue)
+
+int Pool::prefetch(const speckv_hint *hint) {
+    if (!hint) return fail(SPECKV_EINVAL, "hint is NULL");
+    if (hint->struct_size != sizeof(speckv_hint))
+        return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
+                    sizeof(speckv_hint));
+    bump(kPrefetch);
+    if (!pf_enabled_ || read_only()) return SPECKV_OK;
+    bool dropped = false;
+    if (int rc = pf_queue_.push(PfHint{*hint, pf_clocks_.now()}, &dropped); rc != SPECKV_OK) return rc;
+    if (dropped) bump(kPfDropped);
+    return SPECKV_OK;
+}
+
 
 }  // namespace speckv

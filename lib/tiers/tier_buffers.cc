@@ -82,21 +82,33 @@ int check_geometry(const char *what, size_t bytes, uint32_t page_size, size_t mi
     return SPECKV_OK;
 }
 
+
+// The one body of HotBuffer::create and PrefetchBuffer::create: checks the
+// geometry, maps the frames (a whole multiple of `multiple` of them, at
+// least that many) and builds the buffer with make(frames, data); the
+// mapping goes again if that fails.
+template <typename Buffer, typename Make>
+int create_buffer(const char *what, size_t bytes, uint32_t page_size, size_t multiple, Make make,
+                  std::unique_ptr<Buffer> *out) {
+    if (int rc = check_geometry(what, bytes, page_size, multiple)) return rc;
+    const size_t n = bytes / page_size / multiple * multiple;
+    unsigned char *data = map_frames(n * page_size);
+    if (!data) return fail(SPECKV_ENOMEM, "%s: mapping %zu bytes", what, n * page_size);
+    out->reset(make(n, data));
+    if (!*out) {
+        munmap(data, n * page_size);
+        return fail(SPECKV_ENOMEM, "%s", what);
+    }
+    return SPECKV_OK;
+}
+
 }  // namespace
 
 // ---- L1
 
 int HotBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<HotBuffer> *out) {
-    if (int rc = check_geometry("L1 hot buffer", bytes, page_size, 1)) return rc;
-    size_t n = bytes / page_size;
-    unsigned char *data = map_frames(n * page_size);
-    if (!data) return fail(SPECKV_ENOMEM, "L1 hot buffer: mapping %zu bytes", n * page_size);
-    out->reset(new (std::nothrow) HotBuffer(n, page_size, data));
-    if (!*out) {
-        munmap(data, n * page_size);
-        return fail(SPECKV_ENOMEM, "L1 hot buffer");
-    }
-    return SPECKV_OK;
+    return create_buffer("L1 hot buffer", bytes, page_size, 1,
+                         [&](size_t n, unsigned char *d) { return new (std::nothrow) HotBuffer(n, page_size, d); }, out);
 }
 
 HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
@@ -265,16 +277,9 @@ BufferStats HotBuffer::stats() const {
 // ---- L2
 
 int PrefetchBuffer::create(size_t bytes, uint32_t page_size, std::unique_ptr<PrefetchBuffer> *out) {
-    if (int rc = check_geometry("L2 prefetch buffer", bytes, page_size, 2)) return rc;
-    size_t n = bytes / page_size / 2 * 2;
-    unsigned char *data = map_frames(n * page_size);
-    if (!data) return fail(SPECKV_ENOMEM, "L2 prefetch buffer: mapping %zu bytes", n * page_size);
-    out->reset(new (std::nothrow) PrefetchBuffer(n, page_size, data));
-    if (!*out) {
-        munmap(data, n * page_size);
-        return fail(SPECKV_ENOMEM, "L2 prefetch buffer");
-    }
-    return SPECKV_OK;
+    return create_buffer("L2 prefetch buffer", bytes, page_size, 2,
+                         [&](size_t n, unsigned char *d) { return new (std::nothrow) PrefetchBuffer(n, page_size, d); },
+                         out);
 }
 
 PrefetchBuffer::PrefetchBuffer(size_t nframes, uint32_t page_size, unsigned char *data)

@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: Apache-2.0
+// The block table: allocation (alloc's steps, free-page runs, eviction),
+// free and release, the placement commit of a moving block, process
+// references and pins. docs/pool-format.md explains the rules.
+#include "events/publisher.h"
+#include "pool/pool.h"
+#include "pool/resolve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "backend/prefault.h"
+#include "share/index_key.h"
+#include "util/flush.h"
+#include "util/log_env.h"
+#include "select/nmp.h"
+#include "util/status.h"
+#include "config/uri.h"
+
+#include "util/seqlock.h"
+
+#include "pool/pool_internal.h"
+
+namespace speckv {
+
+using namespace fmt;
+
+// ---------------------------------------------------------- alloc / free
+
+namespace {
+// First run of n clear bits in [from, to), or UINT64_MAX.
+uint64_t find_run(const uint64_t *bm, uint64_t from, uint64_t to, uint64_t n) {
+    uint64_t run = 0, start = 0;
+    for (uint64_t i = from; i < to;) {
+        uint64_t w = bm[i / 64];
+        if ((i % 64) == 0 && w == ~uint64_t(0)) {
+            run = 0;
+            i += 64;
+            continue;
+        }
+        if ((i % 64) == 0 && w == 0 && i + 64 <= to) {
+            if (run == 0) start = i;
+            run += 64;
+            i += 64;
+            if (run >= n) return start;
+            continue;
+        }
+        if (w >> (i % 64) & 1) {
+            run = 0;
+        } else {
+            if (run == 0) start = i;
+            if (++run >= n) return start;
+        }
+        i++;
+    }
+    return UINT64_MAX;
+}
+}  // namespace
+
+bool Pool::find_room_locked(uint64_t np, uint64_t *first, uint64_t slack, uint64_t *reserved) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    *first = UINT64_MAX;
+    if (reserved) *reserved = 0;
+    if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
+    uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
+    if (slack && np + slack <= s.n_pages) {  // ahead of the cursor only: behind it lie other units' slack
+        *first = find_run(bitmap(), cur, s.n_pages, np + slack);
+        if (*first != UINT64_MAX) {
+            if (reserved) *reserved = slack;
+            return true;
+        }
+    }
+    return find_pages_locked(np, first);
+}
+
+bool Pool::find_pages_locked(uint64_t np, uint64_t *first) const {
+    const Superblock &s = *sb();
+    const uint64_t cur = sh()->alloc_cursor < s.n_pages ? sh()->alloc_cursor : 0;
+    *first = find_run(bitmap(), cur, s.n_pages, np);
+    if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
+    return *first != UINT64_MAX;
+}
+
+int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
+    if (dtype < 0 || dtype > 3) return fail(SPECKV_EINVAL, "unknown dtype %d", dtype);
+    if (hint && hint->struct_size != sizeof(speckv_hint))
+        return fail(SPECKV_ESTRUCT, "speckv_hint.struct_size is %zu, this library knows %zu", hint->struct_size,
+                    sizeof(speckv_hint));
+    if (hint && hint->token_count > UINT64_MAX - hint->token_pos)
+        return fail(SPECKV_EINVAL, "hint tokens [%" PRIu64 ", +%" PRIu64 ") run past 2^64", hint->token_pos,
+                    hint->token_count);
+    *tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
+    if (!tenant_visible(*tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
+                    tenant_id_, *tenant);
+    const Superblock &s = *sb();
+    // Rounded up without forming bytes + page_size - 1, which wraps for sizes
+    // near 2^64 (a block record of 0 pages would be committed).
+    *np = (bytes >> page_shift_) + ((bytes & (page_size_ - 1)) != 0);
+    if (*np > s.n_pages || *np > UINT32_MAX)  // the record's page count is 32 bits
+        return fail(SPECKV_ENOSPC, "a block of %" PRIu64 " bytes is larger than the pool's %" PRIu64 " data pages", bytes,
+                    s.n_pages);
+    return SPECKV_OK;
+}
+
+int Pool::alloc_quota_locked(TenantEntry *trow, uint64_t tenant, uint64_t np) {
+    if (!trow || !trow->quota_pages) return SPECKV_OK;
+    auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
+    if (!under()) evict_locked(under, &tenant);
+    if (!under()) {
+        uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
+        unlock();
+        return fail(SPECKV_EQUOTA,
+                    "tenant %" PRIu64 ": %" PRIu64 " pages in use + %" PRIu64 " for this block exceed its quota of %" PRIu64
+                    " pages (nothing of it left to evict)",
+                    tenant, used, np, quota);
+    }
+    return SPECKV_OK;
+}
+
+bool Pool::alloc_room_locked(AllocPlace *pl) const {
+    const Superblock &s = *sb();
+    const SharedHeader *h = sh();
+    const uint64_t *bm = bitmap();
+    const uint64_t after = pl->after, np = pl->np;
+    pl->follows = false;
+    if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
+        uint64_t p = after;
+        while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
+        if (p == after + np) {
+            pl->first = after;
+            pl->follows = true;
+            return true;
+        }
+    }
+    return find_room_locked(np, &pl->first, pl->unit ? uint64_t(unit_slack_) * np : 0, &pl->reserved);
+}
+
+int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
+    const Superblock &s = *sb();
+    SharedHeader *h = sh();
+    auto room = [&] { return alloc_room_locked(pl); };
+    if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
+    // The L4 holder moves the coldest blocks out before anything is evicted:
+    // a demoted block keeps its handle and its bytes. The victims are chosen
+    // under the lock but written to L4 with it released, so the other
+    // threads' and processes' allocations and frees do not wait for this
+    // one's I/O; then the allocation starts over (someone may take the room
+    // first). After a few rounds lost that way, it demotes holding the lock.
+    if (pl->first == UINT64_MAX && !room() && holder()) {
+        if (*offlock_rounds < kOfflockRounds) {
+            std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/false);
+            if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+            if (!batch.empty()) {
+                unlock();
+                (*offlock_rounds)++;
+                bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
+                clear_error();
+                return kAllocRetry;
+            }
+        }
+        demote_locked(room, UINT64_MAX);
+    }
+    if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
+    if (pl->first == UINT64_MAX && !room()) {
+        bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
+        uint64_t freep = s.n_pages - h->pages_used.load();
+        unlock();
+        if (!slots)
+            return fail(SPECKV_ENOSPC, "all %" PRIu64 " block slots are in use (none holds an evictable published block)",
+                        s.max_blocks);
+        return fail(SPECKV_ENOSPC,
+                    "no run of %" PRIu64 " free pages (%" PRIu64 " of %" PRIu64
+                    " pages free; no evictable published block left)",
+                    pl->np, freep, s.n_pages);
+    }
+    return SPECKV_OK;
+}
+
+uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint) {
+    SharedHeader *h = sh();
+    uint64_t *bm = bitmap();
+    const uint64_t first = pl.first, np = pl.np;
+    uint64_t slot;
+    if (h->slot_free_head) {
+        slot = h->slot_free_head - 1;
+        h->slot_free_head = blocks()[slot].next_free;
+    } else {
+        slot = h->slot_hwm++;
+    }
+    BlockRecord &r = blocks()[slot];
+    for (uint64_t p = first; p < first + np; p++) {
+        bm[p / 64] |= uint64_t(1) << (p % 64);
+        PageEntry &pe = pages()[p];
+        pe.flags.store(kPageZero, std::memory_order_relaxed);
+        uint64_t q = pe.seq.load(std::memory_order_relaxed);
+        pe.seq.store((q | 1) + 1, std::memory_order_release);  // new contents: cached copies miss
+    }
+    // A slot's first generation starts at a number drawn from the pool's UUID
+    // (32 random bits): a handle of another pool, or of this pool before it
+    // was re-created, names a live block here only by a 1-in-2^32 chance
+    // instead of always (every pool's first handle was 0x1000001).
+    uint64_t gen = r.generation ? r.generation + 1 : first_generation();
+    relaxed_store(r.first_page, first);
+    relaxed_store(r.bytes, bytes);
+    relaxed_store(r.npages, static_cast<uint32_t>(np));
+    relaxed_store(r.dtype, static_cast<uint8_t>(dtype));
+    relaxed_store(r.tenant, tenant);
+    relaxed_store(r.state, uint32_t(0));
+    // Read lock-free by translation and the prefetcher: stored atomically.
+    relaxed_store(r.request, hint ? hint->request : uint64_t(0));
+    relaxed_store(r.layer, hint ? hint->layer : uint32_t(0));
+    r.hint_flags = hint ? hint->flags : 0;
+    relaxed_store(r.token_pos, hint ? hint->token_pos : uint64_t(0));
+    relaxed_store(r.token_count, hint ? hint->token_count : uint64_t(0));
+    SEQLOCK_IGNORE_BEGIN();  // lookups compare keys optimistically, then re-check under a reference
+    std::memset(r.content_hash, 0, sizeof r.content_hash);
+    if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, sizeof r.content_hash);
+    SEQLOCK_IGNORE_END();
+    r.generation = gen;
+    r.created_ns = now_ns(CLOCK_REALTIME_COARSE);  // ms resolution is plenty; the precise clock costs ~25 ns
+    relaxed_store(r.packed_pages, uint64_t(0));  // read lock-free by resolve()
+    r.next_free = 0;
+    r.holders.store(0, std::memory_order_relaxed);
+    r.hash_next.store(0, std::memory_order_relaxed);
+    r.last_use.store(h->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+    r.owner = attach_id_;
+    r.xlate_next.store(0, std::memory_order_relaxed);
+    if (uint64_t t = r.tier_seq.load(std::memory_order_relaxed); t & 1)  // even: in the pool
+        r.tier_seq.store(t + 1, std::memory_order_relaxed);
+    r.crc = record_crc(r);
+    uint64_t handle = (gen << kSlotBits) | (slot + 1);
+    r.handle.store(handle, std::memory_order_release);  // commit point
+    if (r.token_count) xlate_index_.insert_locked(slot);
+    return handle;
+}
+
+int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+    uint64_t tenant = 0, np = 0;
+    if (int rc = alloc_check_args(bytes, dtype, hint, &tenant, &np); rc != SPECKV_OK) return rc;
+    bool rec;
+    int offlock_rounds = 0;  // demotions run with the lock released for this allocation (below)
+    AllocPlace pl;
+    TenantEntry *trow;
+    for (;;) {
+        if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+        trow = share_.tenant_row(tenant);
+        if (int rc = alloc_quota_locked(trow, tenant, np); rc != SPECKV_OK) return rc;  // unlocked
+        // Room is a free slot and a run of np free pages. Without it, what dead
+        // processes left is reclaimed first, then unreferenced published blocks
+        // are evicted, least recently used first.
+        // Layer-aware placement (docs/tiers.md §10): a block of a (request,
+        // layer) goes right after that unit's latest block when those pages are
+        // free, so a unit's pages form one run for burst reads; a unit's first
+        // block is placed with room for alloc.unit_slack more after it.
+        pl = AllocPlace{};
+        pl.np = np;
+        pl.unit = hint && hint->token_count && unit_slack_;
+        pl.after = pl.unit ? xlate_index_.unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
+        const int rc = alloc_make_room_locked(&pl, &offlock_rounds);
+        if (rc == kAllocRetry) continue;  // unlocked: start over
+        if (rc != SPECKV_OK) return rc;   // unlocked
+        break;
+    }
+    SharedHeader *h = sh();
+    const uint64_t handle = alloc_commit_locked(pl, bytes, dtype, tenant, hint);
+    h->blocks_live.fetch_add(1, std::memory_order_relaxed);
+    h->pages_used.fetch_add(np, std::memory_order_relaxed);
+    h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
+    if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
+    if (!pl.follows) h->alloc_cursor = pl.first + np + pl.reserved;  // past the unit's room: other units start beyond it
+    unlock();
+    bump(kAllocs);
+    if (pl.after != UINT64_MAX) {
+        bump(kUnitFollowers);
+        if (pl.follows) bump(kUnitContiguous);
+    }
+    *out = handle;
+    return SPECKV_OK;
+}
+
+
+int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
+    if (spins < 64) return SPECKV_OK;
+    sched_yield();
+    // A move holds the pool lock: it lasts as long as the lock may be held.
+    const uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    if (!*deadline) *deadline = now + uint64_t(lock_timeout_ms_) * 1000000u;
+    else if (now > *deadline)
+        return fail(SPECKV_EBUSY,
+                    "block 0x%" PRIx64 " stayed in the middle of a move for %d ms (lock.timeout_ms): a process died "
+                    "moving it? (the next recovery finishes the move)",
+                    handle, lock_timeout_ms_);
+    return SPECKV_OK;
+}
+
+bool Pool::pinned(uint64_t handle) {
+    PinShard &ps = pin_shard(handle);
+    if (ps.total.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard g(ps.mu);
+    return ps.pinned(handle);
+}
+
+void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
+                                   uint64_t tier_step) {
+    SharedHeader *h = sh();
+    h->move_first_page = first_page;
+    h->move_packed_pages = packed_pages;
+    h->move_slot.store(slot + 1, std::memory_order_seq_cst);  // from here recovery completes the move
+    // Lock-free readers (resolve) read the two fields, then move_slot: one
+    // that saw either new field sees this move in progress (or tier_seq moved).
+    std::atomic_thread_fence(std::memory_order_release);
+    std::atomic_ref<uint64_t>(r.first_page).store(first_page, std::memory_order_relaxed);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 0);
+    std::atomic_ref<uint64_t>(r.packed_pages).store(packed_pages, std::memory_order_relaxed);
+    r.crc = record_crc(r);
+    if (testing::placement_hook) [[unlikely]]
+        testing::placement_hook(slot, 1);
+    // Published before the move is over: a reader that took any field of the
+    // new placement finds either move_slot still set or tier_seq moved, and
+    // reads the record again.
+    r.tier_seq.fetch_add(tier_step, std::memory_order_seq_cst);
+    h->move_slot.store(0, std::memory_order_seq_cst);
+}
+
+int Pool::free(uint64_t handle) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    BlockView v{};
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
+    // A published block is shared: free drops this process's reference.
+    if (relaxed_load(v.rec->state) & kBlockPublished) {
+        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        bump(kFrees);
+        return SPECKV_OK;
+    }
+    bool rec;
+    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) {
+        unlock();
+        return rc;
+    }
+    if (v.rec->state & kBlockPublished) {  // published meanwhile
+        unlock();
+        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        bump(kFrees);
+        return SPECKV_OK;
+    }
+    if (pinned(handle)) {
+        unlock();
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned: unpin it before freeing", handle);
+    }
+    // Pinned by another process (its pin holds a reference): not under its pointer.
+    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
+    if ((v.rec->holders.load(std::memory_order_seq_cst) & ~mine) && any_dead_locked())
+        recover_locked("a process that pinned a block being freed is gone");
+    if (uint64_t others = v.rec->holders.load(std::memory_order_seq_cst) & ~mine & ~kHoldersDying) {
+        const uint32_t pid = sh()->attach[__builtin_ctzll(others)].pid.load();
+        unlock();
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " is pinned by process %u: it must unpin it before the block is freed",
+                    handle, pid);
+    }
+    if (int rc = resolve(handle, &v); rc != SPECKV_OK) {  // recovery may have dropped it
+        unlock();
+        return rc;
+    }
+    release_block_locked(const_cast<BlockRecord &>(*v.rec), handle);
+    unlock();
+    bump(kFrees);
+    return SPECKV_OK;
+}
+
+void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
+    SharedHeader *h = sh();
+    if (r.token_count) xlate_index_.remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
+    r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
+    if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
+        h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
+        h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+        cold_forget_locked(handle);
+        if (r.state & kBlockPublished) {
+            h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
+            h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+        }
+        r.holders.store(0, std::memory_order_relaxed);
+        h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
+        h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+        if (heat_) heat_->forget(handle);
+        if (r.generation < kMaxGeneration) {
+            r.next_free = h->slot_free_head;
+            h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
+        }
+        return;
+    }
+    // Writers lock a page, then re-check the handle; wait for any that got in first.
+    const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
+    bool stuck = false;
+    for (uint64_t p = r.first_page; p < r.first_page + np; p++) {
+        uint64_t q;
+        if (wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
+    }
+    clear_error();
+    if (!stuck) {
+        uint64_t *bm = bitmap();
+        for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] &= ~(uint64_t(1) << (p % 64));
+        h->pages_used.fetch_sub(np, std::memory_order_relaxed);
+        if (r.first_page < h->alloc_cursor) h->alloc_cursor = r.first_page;
+    } else {
+        log(SPECKV_LOG_WARN, "freeing block 0x%" PRIx64 ": a page is stuck in a write; its pages stay reserved until recovery",
+            handle);
+    }
+    if (r.state & kBlockPublished) {
+        h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
+        h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
+    }
+    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+    r.holders.store(0, std::memory_order_relaxed);
+    h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
+    h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
+    if (heat_) heat_->forget(handle);
+    if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
+        r.next_free = h->slot_free_head;
+        h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
+    }
+}
+
+template <typename Fits>
+uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
+    SharedHeader *h = sh();
+    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+    std::vector<std::pair<uint64_t, uint64_t>> cand;  // (last use, slot)
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = blocks()[i];
+        if (!r.handle.load(std::memory_order_relaxed) || !(r.state & kBlockPublished) ||
+            r.holders.load(std::memory_order_relaxed) != 0 || (tenant_only && r.tenant != *tenant_only) ||
+            (r.tier_seq.load(std::memory_order_relaxed) & 1))  // in L4: holds no pool page
+            continue;
+        cand.emplace_back(r.last_use.load(std::memory_order_relaxed), i);
+    }
+    // The scan costs O(blocks), so it is amortised: once it runs, at least
+    // 1/64 of the candidates go (the coldest), even if fewer would fit.
+    size_t batch = std::max<size_t>(1, cand.size() / 64);
+    auto order = [&](size_t upto) {
+        upto = std::min(upto, cand.size());
+        std::partial_sort(cand.begin(), cand.begin() + static_cast<long>(upto), cand.end());
+        return upto;
+    };
+    size_t sorted = order(batch);
+    uint64_t n = 0;
+    for (size_t c = 0; c < cand.size(); c++) {
+        if (c == sorted) sorted = order(cand.size());  // the batch was not enough: all of them, in order
+        const auto &[use, slot] = cand[c];
+        BlockRecord &r = blocks()[slot];
+        uint64_t hd = r.handle.load();
+        uint64_t none = 0;
+        // Dying first: a lookup racing us either got its reference in
+        // before (we skip the block) or sees Dying and misses.
+        if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
+        share_.remove_locked(slot, flush_);
+        if (events_) events_->removed(r.tenant, r.content_hash, events::Medium::kPool);
+        release_block_locked(r, hd);
+        h->evictions.fetch_add(1, std::memory_order_relaxed);
+        n++;
+        log(SPECKV_LOG_DEBUG, "evicted published block 0x%" PRIx64, hd);
+        if (n >= batch && fits()) break;
+    }
+    return n;
+}
+
+uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only) {
+    return evict_locked(fits, tenant_only);
+}
+
+int Pool::acquire_ref(uint64_t handle, bool need_published) {
+    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
+    BlockRecord &r = blocks()[slot];
+    RefShard &rs = ref_shard(slot);
+    std::lock_guard g(rs.mu);
+    // An entry whose count is 0 is kept for the next reference (a pin and
+    // unpin in a loop then allocate nothing); it stands for no reference.
+    auto it = rs.map.find(slot);
+    if (it != rs.map.end() && it->second.second > 0) {
+        if (it->second.first == handle) {
+            it->second.second++;
+            return SPECKV_OK;
+        }
+        if (r.handle.load(std::memory_order_acquire) == it->second.first)
+            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (its slot holds a newer block)", handle);
+        it->second.second = 0;  // a reference to a block a forced reset wiped (the reset cleared its bit)
+    }
+    uint64_t bit = uint64_t(1) << attach_slot_;
+    uint64_t cur = r.holders.load(std::memory_order_relaxed);
+    do {
+        if (cur & kHoldersDying) return fail(SPECKV_EBADHANDLE, "block 0x%" PRIx64 " is being evicted", handle);
+    } while (!r.holders.compare_exchange_weak(cur, cur | bit, std::memory_order_seq_cst));
+    if (r.handle.load(std::memory_order_seq_cst) != handle ||
+        (need_published && !(relaxed_load(r.state) & kBlockPublished))) {
+        r.holders.fetch_and(~bit, std::memory_order_relaxed);
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed meanwhile)", handle);
+    }
+    if (it != rs.map.end()) it->second = std::make_pair(handle, 1u);
+    else rs.map.emplace(slot, std::make_pair(handle, 1u));
+    return SPECKV_OK;
+}
+
+int Pool::release_ref(uint64_t handle) {
+    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
+    RefShard &rs = ref_shard(slot);
+    std::lock_guard g(rs.mu);
+    auto it = rs.map.find(slot);
+    if (it == rs.map.end() || it->second.first != handle || it->second.second == 0)
+        return fail(SPECKV_EBADHANDLE,
+                    "block 0x%" PRIx64 " is published and this process holds no reference to it (double free?)", handle);
+    if (--it->second.second == 0) {
+        if (rs.map.size() > kKeepIdle) rs.map.erase(it);
+        BlockRecord &r = blocks()[slot];
+        // A logical clock, not time: eviction order is then a function of
+        // the order of operations alone (replays are deterministic). Only
+        // published blocks are evicted by it; an unpublished one's reference
+        // is a pin's, and bumping the shared clock on every unpin would make
+        // threads that pin different blocks contend for its cache line.
+        if (relaxed_load(r.state) & kBlockPublished)
+            r.last_use.store(sh()->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+        r.holders.fetch_and(~(uint64_t(1) << attach_slot_), std::memory_order_release);
+    }
+    return SPECKV_OK;
+}
+
+int Pool::pin(uint64_t handle, const void **ptr, size_t *len) {
+    if (!ptr || !len) return fail(SPECKV_EINVAL, "ptr and len must not be NULL");
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    int attempt = 0;
+again:
+    BlockView r{};
+    if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.cold())
+        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+    if (r.packed) {  // the pointer must show values page by page: unpack first
+        if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
+        if (r.packed || r.cold()) {
+            if (++attempt < 16) goto again;
+            return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving while pinning", handle);
+        }
+    }
+    for (uint64_t p = r.first_page; p < r.first_page + r.npages; p++) {
+        PageEntry &pe = pages()[p];
+        if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
+            // Materialise the zeros so the pointer shows what a read returns.
+            uint64_t q;
+            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+                if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
+                return rc;
+            }
+            if (pe.flags.load(std::memory_order_relaxed) & kPageZero) {
+                std::memset(page_data(p), 0, page_size_);
+                pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
+            }
+            pe.flags.store(pe.flags.load(std::memory_order_relaxed) & ~(kPageZero | kPageCoded | kPageWriterMask), std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+        } else if (pe.flags.load(std::memory_order_acquire) & kPageCoded) {
+            // The pointer must show values, not a record: the page is stored
+            // decoded from now on (the same values a read returns).
+            uint64_t q;
+            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+                if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
+                return rc;
+            }
+            uint32_t fl = pe.flags.load(std::memory_order_relaxed) & ~kPageWriterMask;
+            int rc = SPECKV_OK;
+            if ((fl & (kPageCoded | kPageZero)) == kPageCoded) {
+                unsigned char *dec = decoded_page_scratch(page_size_);
+                if (crc32c(0, page_data(p), page_size_) != pe.crc.load(std::memory_order_relaxed)) {
+                    bump(kCrcFail);
+                    rc = fail(SPECKV_ECORRUPT, "page %" PRIu64 " failed its CRC32C check; page quarantined", p);
+                } else {
+                    rc = decode_page(p, page_data(p), dec);
+                }
+                if (rc == SPECKV_OK) {
+                    std::memcpy(page_data(p), dec, page_size_);
+                    pe.crc.store(crc32c(0, page_data(p), page_size_), std::memory_order_relaxed);
+                    fl &= ~kPageCoded;
+                } else {
+                    fl |= kPageQuarantined;
+                }
+            }
+            pe.flags.store(fl, std::memory_order_relaxed);
+            pe.seq.store(q + 2, std::memory_order_release);
+            if (rc != SPECKV_OK) return rc;
+        } else {
+            // This process holds a verified copy of exactly this version of
+            // the page (L1): the bytes in the pool were checked already, as a
+            // cached read would trust them. Otherwise checksum them in place.
+            uint64_t s1 = pe.seq.load(std::memory_order_acquire);
+            if (!(s1 & 1) && !(pe.flags.load(std::memory_order_acquire) & kPageQuarantined) &&
+                cache_->contains(p, s1, sh()->epoch.load(std::memory_order_relaxed)))
+                continue;
+            if (int rc = verify_page_inplace(p); rc != SPECKV_OK) return rc;
+        }
+    }
+    // A block pinned here is referenced while pinned (its holders bit is
+    // set), so no process moves or frees it under the pointer: eviction,
+    // demotion and packing skip referenced blocks, and another process's
+    // free of an unpublished one waits for the unpin (SPECKV_EBUSY).
+    bool ref = true;
+    if (int rc = acquire_ref(handle, false); rc != SPECKV_OK) return rc;
+    bool moved;
+    {
+        // The L4 holder demotes only with the handle's pin shard locked and re-checks the pins
+        // before it commits: registered here and unmoved means it stays put.
+        PinShard &ps = pin_shard(handle);
+        std::lock_guard g(ps.mu);
+        auto &e = ps.map[handle];
+        e.first++;
+        e.second += ref;
+        ps.total.fetch_add(1, std::memory_order_release);
+        moved = r.moved();
+    }
+    if (moved) {  // it went to L4 (or came back) between resolve and the pin: once more
+        unpin(handle);
+        if (++attempt < 16) goto again;
+        return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers while pinning", handle);
+    }
+    if (r.rec->handle.load(std::memory_order_acquire) != handle) {
+        unpin(handle);
+        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed while pinning", handle);
+    }
+    *ptr = page_data(r.first_page);
+    *len = r.bytes;
+    return SPECKV_OK;
+}
+
+int Pool::unpin(uint64_t handle) {
+    bool ref = false;
+    {
+        PinShard &ps = pin_shard(handle);
+        std::lock_guard g(ps.mu);
+        auto it = ps.map.find(handle);
+        if (it == ps.map.end() || it->second.first == 0) {
+            BlockView r{};
+            if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
+            return fail(SPECKV_EINVAL, "block 0x%" PRIx64 " is not pinned", handle);
+        }
+        if (it->second.second) {
+            it->second.second--;
+            ref = true;
+        }
+        if (--it->second.first == 0 && ps.map.size() > kKeepIdle) ps.map.erase(it);
+        ps.total.fetch_sub(1, std::memory_order_release);
+    }
+    return ref ? release_ref(handle) : SPECKV_OK;
+}
+
+}  // namespace speckv
