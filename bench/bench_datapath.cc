@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include "speckv.h"
 #include "bench_util.h"
 
@@ -335,43 +337,25 @@ int main(int argc, char **argv) {
     Setup s;
     bool index = false, quick = false, copy = true;
     size_t index_max = 1000000;
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        auto next = [&]() -> const char * {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "bench_datapath: %s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--quick") {
-            quick = true;
-        } else if (a == "--bytes") {
-            s.pass_bytes = std::strtoull(next(), nullptr, 0);
-        } else if (a == "--repeats") {
-            s.repeats = std::max(1, std::atoi(next()));
-        } else if (a == "--dir") {
-            s.dir = next();
-        } else if (a == "--set") {  // KEY=VALUE, repeatable
-            std::string kv = next();
-            size_t eq = kv.find('=');
-            if (eq == std::string::npos) {
-                std::fprintf(stderr, "bench_datapath: --set wants KEY=VALUE, not '%s'\n", kv.c_str());
-                return 2;
-            }
-            s.keys.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-        } else if (a == "--index") {
-            index = true;
-        } else if (a == "--index-max") {  // the largest index fill (a library with long chains is quadratic)
-            index_max = std::strtoull(next(), nullptr, 0);
-        } else if (a == "--no-copy") {  // the index only
-            copy = false;
-        } else {
-            std::fprintf(stderr,
-                         "usage: bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--set KEY=VALUE]... "
-                         "[--index [--index-max N] [--no-copy]]\n");
-            return 2;
-        }
+    std::vector<std::string> sets;
+    bool no_copy = false;
+    CLI::App app{"The data path beside pwrite/pread and memcpy (bench/README.md)"};
+    app.add_flag("--quick", quick, "a short smoke run (CTest bench_datapath_quick)");
+    app.add_option("--bytes", s.pass_bytes, "bytes per pass");
+    app.add_option("--repeats", s.repeats, "repeats (medians)")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--dir", s.dir, "directory for the file pools and the plain files");
+    app.add_option("--set", sets, "a config key for speckv's pools, KEY=VALUE (repeatable)")
+        ->check([](const std::string &kv) {
+            return kv.find('=') == std::string::npos ? "--set wants KEY=VALUE, not '" + kv + "'" : std::string();
+        });
+    app.add_flag("--index", index, "also measure the hash index (publish/lookup at growing fills)");
+    app.add_option("--index-max", index_max, "the largest index fill (a library with long chains is quadratic)");
+    app.add_flag("--no-copy", no_copy, "the index only");
+    CLI11_PARSE(app, argc, argv);
+    copy = !no_copy;
+    for (const std::string &kv : sets) {
+        size_t eq = kv.find('=');
+        s.keys.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
     if (quick) {
         s.pass_bytes = size_t(8) << 20;

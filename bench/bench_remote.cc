@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "bench_util.h"
 #include "speckv.h"
 
@@ -98,20 +100,12 @@ void hash_of(uint64_t run, int size_idx, int i, uint8_t h[32]) {
 int main(int argc, char **argv) {
     int n = 200;
     std::vector<size_t> sizes = {64 << 10, 512 << 10, 2 << 20};
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        if (a == "--n" && i + 1 < argc) {
-            n = std::max(2, std::atoi(argv[++i]));
-        } else if (a == "--sizes" && i + 1 < argc) {
-            sizes.clear();
-            std::istringstream in(argv[++i]);
-            std::string s;
-            while (std::getline(in, s, ',')) sizes.push_back(std::strtoull(s.c_str(), nullptr, 10));
-        } else {
-            std::fprintf(stderr, "usage: bench_remote [--n BLOCKS] [--sizes B,B,...]\n");
-            return 2;
-        }
-    }
+    CLI::App app{"The L5 remote tier vs redis-benchmark (run under tests/remote/cluster.sh; docs/remote.md)"};
+    app.add_option("--n", n, "blocks per size")->check(CLI::Range(2, 1 << 24));
+    app.add_option("--sizes", sizes, "block sizes in bytes, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::Range(size_t(1), size_t(1) << 30));
+    CLI11_PARSE(app, argc, argv);
     const char *uri = std::getenv("SPECKV_TEST_REDIS_URI");
     const char *ports = std::getenv("SPECKV_TEST_REDIS_PORTS");
     if (!uri || !ports) {

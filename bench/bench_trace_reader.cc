@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "data_dir.h"
 #include "trace.h"
 
@@ -47,10 +49,10 @@ long read_all(const std::string &path, JsonParser jp, uint64_t *sum) {
 int main(int argc, char **argv) {
     std::string path = speckv_data::path("traces/mooncake_fast25/conversation_trace.jsonl");
     int rounds = 21;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
-        else path = argv[i];
-    }
+    CLI::App app{"The Mooncake trace reader's two JSON parsers, timed (bench/README.md)"};
+    app.add_option("TRACE", path, "trace file (default: the Mooncake conversation trace of data/)");
+    app.add_option("--rounds", rounds, "alternated rounds per parser")->check(CLI::Range(1, 1 << 20));
+    CLI11_PARSE(app, argc, argv);
     if (!simdjson_available()) {
         std::printf("bench_trace_reader: built without simdjson: nothing to compare\n");
         return 0;

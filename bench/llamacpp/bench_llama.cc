@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include "ggml-backend.h"
 #include "llama.h"
 #include "speckv_llama.h"
@@ -75,31 +77,22 @@ int first_token() {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf TMPDIR [--rounds R] [--threads T] [--lens a,b,..] [--ctx N] [--fa 0|1]\n", argv[0]);
-        return 2;
-    }
-    std::string model = argv[1], tmp = argv[2];
-    mkdir(tmp.c_str(), 0755);
+    std::string model, tmp;
     int rounds = 7, threads = 1, fa = 0;
     bool skip_recompute = false;  // --skip-recompute 1: only the reference run recomputes
     uint32_t n_ctx = 1024;
     std::vector<size_t> lens = {16, 32, 64, 128, 256, 496};
-    for (int i = 3; i + 1 < argc; i += 2) {
-        std::string k = argv[i];
-        if (k == "--rounds") rounds = std::atoi(argv[i + 1]);
-        else if (k == "--threads") threads = std::atoi(argv[i + 1]);
-        else if (k == "--ctx") n_ctx = (uint32_t)std::atoi(argv[i + 1]);
-        else if (k == "--fa") fa = std::atoi(argv[i + 1]);
-        else if (k == "--skip-recompute") skip_recompute = std::atoi(argv[i + 1]) != 0;
-        else if (k == "--lens") {
-            lens.clear();
-            for (const char *p = argv[i + 1]; *p;) {
-                lens.push_back(std::strtoul(p, const_cast<char **>(&p), 10));
-                if (*p == ',') ++p;
-            }
-        }
-    }
+    CLI::App app{"TTFT with a speckv prefix hit vs recompute vs llama.cpp's own mechanisms (docs/llamacpp.md)"};
+    app.add_option("MODEL", model, "the GGUF model")->required();
+    app.add_option("TMPDIR", tmp, "scratch directory (pools, state files)")->required();
+    app.add_option("--rounds", rounds, "rounds per prefix length (medians)")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--threads", threads, "llama.cpp threads")->check(CLI::Range(1, 1024));
+    app.add_option("--ctx", n_ctx, "context size in tokens")->check(CLI::Range(16u, 1u << 20));
+    app.add_option("--fa", fa, "flash attention 0 or 1")->check(CLI::Range(0, 1));
+    app.add_option("--skip-recompute", skip_recompute, "1: only the reference run recomputes");
+    app.add_option("--lens", lens, "prefix lengths in tokens, comma-separated")->delimiter(',');
+    CLI11_PARSE(app, argc, argv);
+    mkdir(tmp.c_str(), 0755);
     llama_log_set(quiet, nullptr);
     ggml_backend_load_all_from_path(SPECKV_LLAMA_LIBDIR);
     llama_backend_init();

@@ -32,6 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include "ggml-backend.h"
 #include "llama.h"
 #include "speckv_llama.h"
@@ -153,23 +155,20 @@ int main(int argc, char **argv) {
     if (argc >= 12 && std::string(argv[1]) == "--worker")
         return worker(argv[2], argv[3], argv[4], argv[5], argv[6], std::atoi(argv[7]), std::atoi(argv[8]),
                       std::strtoul(argv[9], nullptr, 10), std::strtoul(argv[10], nullptr, 10), argv[11]);
-    if (argc < 5) {
-        std::fprintf(stderr,
-                     "usage: %s MODEL.gguf TRACE.jsonl TEXT TMPDIR [--requests N] [--workers W] [--max-blocks B] "
-                     "[--pool-mb S]\n",
-                     argv[0]);
-        return 2;
-    }
-    std::string model = argv[1], trace = argv[2], text = argv[3], tmp = argv[4];
+    // (`--worker ...` above is this program calling itself for a worker process.)
+    std::string model, trace, text, tmp;
     size_t n_req = 200, max_blocks = 24, pool_mb = 16;
     int workers = 4;
-    for (int i = 5; i + 1 < argc; i += 2) {
-        std::string k = argv[i];
-        if (k == "--requests") n_req = std::strtoul(argv[i + 1], nullptr, 10);
-        else if (k == "--workers") workers = std::atoi(argv[i + 1]);
-        else if (k == "--max-blocks") max_blocks = std::strtoul(argv[i + 1], nullptr, 10);
-        else if (k == "--pool-mb") pool_mb = std::strtoul(argv[i + 1], nullptr, 10);
-    }
+    CLI::App app{"A multi-turn workload over worker processes: no cache, per-worker, shared pool (docs/llamacpp.md)"};
+    app.add_option("MODEL", model, "the GGUF model")->required();
+    app.add_option("TRACE", trace, "the conversation trace (JSONL)")->required();
+    app.add_option("TEXT", text, "the text prompts are cut from")->required();
+    app.add_option("TMPDIR", tmp, "scratch directory")->required();
+    app.add_option("--requests", n_req, "requests to replay")->check(CLI::Range(size_t(1), size_t(1) << 30));
+    app.add_option("--workers", workers, "worker processes")->check(CLI::Range(1, 64));
+    app.add_option("--max-blocks", max_blocks, "most blocks of a prompt")->check(CLI::Range(size_t(1), size_t(1) << 20));
+    app.add_option("--pool-mb", pool_mb, "cache size in MB, in total")->check(CLI::Range(size_t(4), size_t(1) << 30));
+    CLI11_PARSE(app, argc, argv);
     mkdir(tmp.c_str(), 0755);
     std::printf("%zu requests of %s (at most %zu blocks of %zu tokens each), %d workers, cache %zu MB in total\n",
                 n_req, trace.c_str(), max_blocks, kChunk, workers, pool_mb);

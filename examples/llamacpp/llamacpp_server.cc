@@ -25,6 +25,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include "ggml-backend.h"
 #include "llama.h"
 #include "speckv_llama.h"
@@ -356,31 +358,19 @@ int worker(const Options &o, int id) {
 
 int main(int argc, char **argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--model") o.model = val();
-        else if (a == "--pool") o.pool = val();
-        else if (a == "--host") o.host = val();
-        else if (a == "--port") o.port = std::atoi(val().c_str());
-        else if (a == "--workers") o.workers = std::atoi(val().c_str());
-        else if (a == "--slots") o.slots = std::atoi(val().c_str());
-        else if (a == "--distinct-ports") o.distinct_ports = true;
-        else if (a == "--no-cache") o.cache = false;
-        else {
-            std::fprintf(stderr,
-                         "usage: %s --model M.gguf [--pool URI] [--host H] [--port P] [--workers N] [--slots S] "
-                         "[--distinct-ports] [--no-cache]\n",
-                         argv[0]);
-            return 2;
-        }
-    }
+    bool no_cache = false;
+    CLI::App app{"A /v1/completions server on libllama with speckv as its prefix cache (examples/llamacpp/README.md)"};
+    app.add_option("--model", o.model, "the GGUF model")->required();
+    app.add_option("--pool", o.pool, "speckv pool URI");
+    app.add_option("--host", o.host, "listen address");
+    app.add_option("--port", o.port, "listen port (worker i listens on port + i with --distinct-ports)")
+        ->check(CLI::Range(1, 65535));
+    app.add_option("--workers", o.workers, "worker processes, 1..64");
+    app.add_option("--slots", o.slots, "sequences per worker's batch, 1..64");
+    app.add_flag("--distinct-ports", o.distinct_ports, "one port per worker instead of one shared port");
+    app.add_flag("--no-cache", no_cache, "serve without speckv (the baseline)");
+    CLI11_PARSE(app, argc, argv);
+    o.cache = !no_cache;
     if (o.model.empty() || o.workers < 1 || o.workers > 64 || o.slots < 1 || o.slots > 64) {
         std::fprintf(stderr, "%s: --model is required; workers and slots 1..64\n", argv[0]);
         return 2;
