@@ -459,6 +459,31 @@ int case_bad_input(const std::string &tmp) {
     return g_fail;
 }
 
+// 60 random prompts of 129 tokens (8 blocks of 10.5 KB each: 5 MB in all).
+std::vector<std::vector<int32_t>> random_prompts(uint64_t x) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 60; ++i) {
+        std::vector<int32_t> q;
+        for (int k = 0; k < 129; ++k) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q.push_back((int32_t)(3 + x % 500));
+        }
+        prompts.push_back(q);
+    }
+    return prompts;
+}
+
+// Prefills each prompt in sequence 0 and stores its blocks (every store must succeed).
+void store_all(llama_context *c, speckv_llama *a, const std::vector<std::vector<int32_t>> &prompts) {
+    for (auto &q : prompts) {
+        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
+        decode(c, 0, q.data(), q.size(), 0);
+        int rc = speckv_llama_store(a, 0, q.data(), q.size(), nullptr);
+        if (rc) std::fprintf(stderr, "store: %s\n", speckv_llama_errmsg(a));
+        REQUIRE(rc == 0);
+    }
+}
+
 // A pool too small for every prompt: stores evict the least recently used
 // unreferenced blocks instead of failing; what is still there restores, what
 // was evicted is recomputed; outputs never change.
@@ -469,25 +494,10 @@ int case_evict(const std::string &tmp) {
     speckv_pool *p = nullptr;
     REQUIRE(speckv_pool_open(("file:" + tmp + "/evict.pool?size=4M").c_str(), nullptr, &p) == 0);
     speckv_llama *a = open_adapter(p, c, params());
-    std::vector<std::vector<int32_t>> prompts;
-    uint64_t x = 12345;
-    for (int i = 0; i < 60; ++i) {  // 60 prompts x 8 blocks of 10.5 KB: 5 MB > the pool
-        std::vector<int32_t> q;
-        for (int k = 0; k < 129; ++k) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            q.push_back((int32_t)(3 + x % 500));
-        }
-        prompts.push_back(q);
-    }
+    auto prompts = random_prompts(12345);
     auto first_base = run(c, nullptr, 0, prompts[0], nullptr);
     auto last_base = run(c, nullptr, 0, prompts.back(), nullptr);
-    for (auto &q : prompts) {
-        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
-        decode(c, 0, q.data(), q.size(), 0);
-        int rc = speckv_llama_store(a, 0, q.data(), q.size(), nullptr);
-        if (rc) std::fprintf(stderr, "store: %s\n", speckv_llama_errmsg(a));
-        REQUIRE(rc == 0);
-    }
+    store_all(c, a, prompts);
     speckv_pool_stats ps = pstats(p);
     size_t r_last = 0, r_first = 0;
     CHECK(run(c, a, 0, prompts.back(), &r_last) == last_base);
@@ -525,25 +535,10 @@ int case_l4(const std::string &tmp) {
     REQUIRE(rc == 0);
     speckv_config_free(cfg);
     speckv_llama *a = open_adapter(p, c, params());
-    std::vector<std::vector<int32_t>> prompts;
-    uint64_t x = 777;
-    for (int i = 0; i < 60; ++i) {  // 60 prompts x 8 blocks of 10.5 KB: 5 MB > the pool
-        std::vector<int32_t> q;
-        for (int k = 0; k < 129; ++k) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            q.push_back((int32_t)(3 + x % 500));
-        }
-        prompts.push_back(q);
-    }
+    auto prompts = random_prompts(777);
     auto first_base = run(c, nullptr, 0, prompts[0], nullptr);
     auto last_base = run(c, nullptr, 0, prompts.back(), nullptr);
-    for (auto &q : prompts) {
-        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
-        decode(c, 0, q.data(), q.size(), 0);
-        rc = speckv_llama_store(a, 0, q.data(), q.size(), nullptr);
-        if (rc) std::fprintf(stderr, "store: %s\n", speckv_llama_errmsg(a));
-        REQUIRE(rc == 0);
-    }
+    store_all(c, a, prompts);
     speckv_pool_stats before = pstats(p);
     size_t r_last = 0, r_first = 0;
     CHECK(run(c, a, 0, prompts.back(), &r_last) == last_base);

@@ -10,6 +10,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
+#include "codec/le_bytes.h"
 #include "util/cpu.h"
 #include "speckv.h"
 #include "util/status.h"
@@ -199,11 +200,6 @@ PackedScratch &pscratch() {
     return *s;
 }
 
-inline void put16(uint8_t *p, uint16_t v) {
-    p[0] = uint8_t(v);
-    p[1] = uint8_t(v >> 8);
-}
-inline uint16_t get16(const uint8_t *p) { return uint16_t(p[0] | (p[1] << 8)); }
 
 }  // namespace
 

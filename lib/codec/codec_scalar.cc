@@ -14,21 +14,11 @@
 
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
+#include "codec/le_bytes.h"
 #include "util/crc32c.h"
 #include "util/status.h"
 
 namespace speckv::codec {
-
-namespace {
-inline void put16(uint8_t *p, uint16_t v) {
-    p[0] = uint8_t(v);
-    p[1] = uint8_t(v >> 8);
-}
-inline void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = uint8_t(v >> (8 * i));
-}
-inline uint16_t get16(const uint8_t *p) { return uint16_t(p[0] | (p[1] << 8)); }
-}  // namespace
 
 // ------------------------------------------------------------ FP helpers
 
