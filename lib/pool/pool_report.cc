@@ -172,7 +172,7 @@ std::string Pool::stats_json() const {
     // Ratios to 6 decimals, as the reports have always printed them.
     auto ratio = [](uint64_t a, uint64_t b) { return json_fixed6(b ? double(a) / double(b) : 0.0); };
     // Flat: every value a number (or l4_holder a boolean); the keys' order is
-    // the order they were added in over the releases (docs/cli.md).
+    // the order they were added in over the releases.
     Json j = {
         {"pool_bytes", s.pool_bytes},
         {"page_size", s.page_size},
