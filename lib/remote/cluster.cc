@@ -300,9 +300,10 @@ std::vector<Reply> Cluster::exec(const std::vector<Command> &cmds) {
                     asking[i] = 0;
                 }
                 if (broken || redisGetReply(c, &rv) != REDIS_OK || !rv) {
+                    // The reason first: drop() frees the context.
+                    const bool timed_out = c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
                     drop(node);
-                    give_up_io(k, c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK) ? "timed out"
-                                                                                                       : "connection lost");
+                    give_up_io(k, timed_out ? "timed out" : "connection lost");
                     break;
                 }
                 auto *r = static_cast<redisReply *>(rv);
