@@ -666,6 +666,15 @@ int scenario_demote() {
     CHECK(cs.spilled > 0);  // L4 -> L5
     CHECK(stat(t.p, "remote_demoted") >= in_l5.size());
     if (in_l5.empty()) return g_failures;
+    // A prefetch hint past a block in L5 brings it back ahead of its use,
+    // through the path L4 uses (the prefetch thread; nothing read here).
+    const int ip = in_l5.front();
+    const uint64_t got0 = stat(t.p, "remote_promoted");
+    speckv_hint next = unit_hint(ip, 16, 1);
+    CHECK(speckv_prefetch(t.p, &next) == SPECKV_OK);
+    for (int k = 0; k < 3000 && l4->in_spill(hs[ip]); k++) usleep(10000);  // up to 30 s
+    CHECK(!l4->in_spill(hs[ip]));
+    CHECK(stat(t.p, "remote_promoted") > got0);
     // Every block comes back under its own handle, with its bytes.
     for (int i = 0; i < kBlocks; i++) CHECK(read_unit(t.p, hs[i], i, kBytes) == 1);
     CHECK(stat(t.p, "remote_promoted") >= in_l5.size());
