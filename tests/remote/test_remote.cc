@@ -290,10 +290,33 @@ int scenario_share() {
     return g_failures;
 }
 
+// Whether some connection to 127.0.0.1:port has bytes its server has not
+// read (/proc/net/tcp: state 01 ESTABLISHED, rx_queue > 0): a request in flight.
+bool request_waiting(int port) {
+    for (const char *f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        FILE *in = std::fopen(f, "r");
+        if (!in) continue;
+        char line[512];
+        bool found = false;
+        while (!found && std::fgets(line, sizeof line, in)) {
+            char local[128], remote[128], st[8];
+            unsigned tx = 0, rx = 0;
+            if (std::sscanf(line, " %*d: %127s %127s %7s %x:%x", local, remote, st, &tx, &rx) != 5) continue;
+            const char *colon = std::strrchr(local, ':');
+            if (colon && std::strtol(colon + 1, nullptr, 16) == port && std::strcmp(st, "01") == 0 && rx > 0)
+                found = true;
+        }
+        std::fclose(in);
+        if (found) return true;
+    }
+    return false;
+}
+
 int scenario_node_kill() {
     const std::string uri = env("SPECKV_TEST_REDIS_URI");
     auto pids = env_ints("SPECKV_TEST_REDIS_PIDS");
-    constexpr int kBlocks = 48;
+    auto eps = nodes();
+    constexpr int kBlocks = 24;
     constexpr size_t kBytes = 64 * 1024;
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri);
@@ -301,23 +324,47 @@ int scenario_node_kill() {
         CHECK(stat(p, "remote_puts") == kBlocks);
         speckv_pool_close(p);
     }));
-    CHECK(in_process([&] {
-        speckv_pool *p = open_pool(uri, "through", 300);
-        int hits = 0, misses = 0, bad = 0;
-        // Kill one node a third of the way through the lookups; the killer
-        // thread fires while a lookup is in flight (the SIGKILL lands during
-        // a transfer or between two), and the rest run against the survivors.
+    // Which blocks live on the victim (node 1): it answers EXISTS only for its own slots.
+    std::vector<int> on_victim;
+    {
+        Cluster admin(eps, 2000);
         for (int i = 0; i < kBlocks; i++) {
-            std::thread killer;
-            if (i == kBlocks / 3) killer = std::thread([&] { kill(pids.at(1), SIGKILL); });
-            int r = lookup_block(p, i, kBytes);
-            (r == 1 ? hits : r == 0 ? misses : bad)++;
-            if (killer.joinable()) killer.join();
+            uint8_t h[32];
+            hash_of(i, h);
+            if (admin.exec_on(eps.at(1), {"EXISTS", key_of(kTenant, h)}).data == "1") on_victim.push_back(i);
         }
+    }
+    CHECK(!on_victim.empty() && on_victim.size() < size_t(kBlocks));
+    if (on_victim.empty()) return g_failures;
+    CHECK(in_process([&] {
+        // A long timeout: the kill, not the timeout, must end the lookup in flight.
+        speckv_pool *p = open_pool(uri, "through", 20000);
+        // The other nodes' blocks: hits (each now also in this pool).
+        int hits = 0;
+        for (int i = 0; i < kBlocks; i++)
+            if (std::find(on_victim.begin(), on_victim.end(), i) == on_victim.end()) hits += lookup_block(p, i, kBytes) == 1;
+        CHECK(hits == kBlocks - static_cast<int>(on_victim.size()));
+        // The victim stops answering; a lookup of one of its blocks sends its
+        // GET, which waits unread in the node's socket; only then the node is
+        // killed (deterministic: the request is known to be in flight).
+        CHECK(kill(pids.at(1), SIGSTOP) == 0);
+        int in_flight = -2;
+        std::thread looker([&] { in_flight = lookup_block(p, on_victim[0], kBytes); });
+        bool waiting = false;
+        for (int t = 0; t < 3000 && !waiting; t++) {  // up to 30 s on a loaded machine
+            waiting = request_waiting(eps.at(1).port);
+            if (!waiting) usleep(10000);
+        }
+        CHECK(waiting);
+        CHECK(kill(pids.at(1), SIGKILL) == 0);
+        looker.join();
+        CHECK(in_flight == 0);  // a miss, not an error and not data
+        // The victim's other blocks are misses now.
+        int misses = 1;
+        for (size_t k = 1; k < on_victim.size(); k++) misses += lookup_block(p, on_victim[k], kBytes) == 0;
         std::fprintf(stderr, "node kill: %d hits, %d misses, errors counted %llu\n", hits, misses,
                      (unsigned long long)stat(p, "remote_errors"));
-        CHECK(bad == 0);
-        CHECK(hits > 0 && misses > 0);  // a third of the slots went with the node
+        CHECK(misses == static_cast<int>(on_victim.size()));
         CHECK(stat(p, "remote_errors") > 0);
         CHECK(stat(p, "remote_checksum_failures") == 0);
         // Publishing goes on; blocks for the dead node's slots are counted errors.
