@@ -2,10 +2,14 @@
 // L5 (docs/remote.md): put and get of 64 KiB, 512 KiB and 2 MiB blocks through
 // speckv (publish with remote.write=through; lookup from a second, empty pool)
 // beside redis-benchmark's plain SET/GET of the same sizes on the same
-// cluster, one client, one request at a time, and a lookup + read from the
-// pool itself (L3) for scale. Run under a cluster:
+// cluster, one client, one request at a time, and beside the pool (L3: write
+// into a block; lookup + read) and the L4 file (speckv_demote of a written
+// block; reading it back, which promotes it) for scale. Run under a cluster:
 //   tests/remote/cluster.sh build/release/bench/bench_remote [--n 200] [--sizes 65536,524288,2097152]
 // (or set SPECKV_TEST_REDIS_URI / SPECKV_TEST_REDIS_PORTS to a cluster of your own).
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +93,45 @@ bool redis_bench(int port, size_t bytes, int n, Row *set, Row *get) {
     return got_set && got_get;
 }
 
+// L3 and L4 of one size: a file pool with an L4 file in a temporary
+// directory. put: L3 = speckv_write of the whole block, L4 = speckv_demote of
+// it; get: L4 = speckv_access of the whole demoted block (promotion + read).
+bool l3_l4(size_t bytes, int n, const std::vector<uint8_t> &data, std::vector<double> *l3_put,
+           std::vector<double> *l4_put, std::vector<double> *l4_get) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/bench-remote.XXXXXX";
+    if (!mkdtemp(dir.data())) return false;
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    speckv_config_set_str(cfg, "cold.path", (dir + "/l4").c_str());
+    speckv_pool *p = nullptr;
+    const uint64_t mib = std::max<uint64_t>(64, 4 * bytes / (1 << 20) + 8);
+    int rc = speckv_pool_open(("file:" + dir + "/pool?size=" + std::to_string(mib) + "M").c_str(), cfg, &p);
+    speckv_config_free(cfg);
+    bool ok = rc == SPECKV_OK;
+    std::vector<uint8_t> back(bytes);
+    for (int i = 0; ok && i < n; i++) {
+        speckv_handle b = 0;
+        ok = speckv_alloc(p, bytes, SPECKV_DTYPE_OPAQUE, nullptr, &b) == SPECKV_OK;
+        auto t0 = clk::now();
+        ok = ok && speckv_write(p, b, 0, data.data(), bytes) == SPECKV_OK;
+        auto t1 = clk::now();
+        ok = ok && speckv_demote(p, b) == SPECKV_OK;
+        auto t2 = clk::now();
+        ok = ok && speckv_access(p, b, 0, back.data(), bytes, 0) == SPECKV_OK;
+        auto t3 = clk::now();
+        ok = ok && back == data;
+        if (b) speckv_free(p, b);
+        l3_put->push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        l4_put->push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+        l4_get->push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+    }
+    if (!ok) std::fprintf(stderr, "L3/L4 at %zu bytes: %s\n", bytes, speckv_errmsg());
+    if (p) speckv_pool_close(p);
+    if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", dir.c_str());
+    return ok;
+}
+
 void hash_of(uint64_t run, int size_idx, int i, uint8_t h[32]) {
     std::memset(h, 0, 32);
     std::memcpy(h, &run, 8);
@@ -115,11 +158,14 @@ int main(int argc, char **argv) {
     const int port = std::atoi(ports);
     const uint64_t run = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
 
-    std::printf("L5 remote tier vs redis-benchmark, %d blocks per size, one client, one request at a time\n", n);
-    std::printf("machine: %s; 3 redis-server 7.0 nodes on 127.0.0.1\n\n", bench::cpu_name().c_str());
-    std::printf("| block | op | speckv ops/s | speckv MB/s | speckv p50 us | speckv p99 us | redis ops/s | redis p50 us | "
-                "redis p99 us | p50 ratio | MB/s ratio |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 1) load[0] = -1;
+    std::printf("L3 / L4 / L5 (speckv) vs redis-benchmark, %d blocks per size, one client, one request at a time\n", n);
+    std::printf("machine: %s; 3 redis-server 7.0 nodes on 127.0.0.1; load average %.1f at the start\n\n",
+                bench::cpu_name().c_str(), load[0]);
+    std::printf("| block | op | L3 p50 us | L4 p50 us | L5 p50 us | redis p50 us | L5 p99 us | redis p99 us | L3 MB/s | "
+                "L4 MB/s | L5 MB/s | redis MB/s | L5/redis p50 |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int failures = 0;
     for (size_t si = 0; si < sizes.size(); si++) {
         const size_t bytes = sizes[si];
@@ -173,24 +219,27 @@ int main(int argc, char **argv) {
         if (!std::strstr(js, "\"remote_checksum_failures\":0,")) failures++;
         speckv_pool_close(w);
         speckv_pool_close(r);
+        std::vector<double> l3p_us, l4p_us, l4g_us;
+        failures += !l3_l4(bytes, n, data, &l3p_us, &l4p_us, &l4g_us);
         Row rs, rg;
         bool have = redis_bench(port, bytes, n, &rs, &rg);
+        if (!have) rs = rg = Row{};
         Row ps = summarize(put_us, bytes), pg = summarize(get_us, bytes), pl = summarize(l3_us, bytes);
-        auto line = [&](const char *op, const Row &s, const Row *rb) {
-            if (rb)
-                std::printf("| %zu KiB | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", bytes >> 10, op,
-                            s.ops, s.mbs, s.p50_us, s.p99_us, rb->ops, rb->p50_us, rb->p99_us,
-                            rb->p50_us > 0 ? s.p50_us / rb->p50_us : 0.0, rb->mbs > 0 ? s.mbs / rb->mbs : 0.0);
-            else
-                std::printf("| %zu KiB | %s | %.0f | %.0f | %.0f | %.0f | | | | | |\n", bytes >> 10, op, s.ops, s.mbs,
-                            s.p50_us, s.p99_us);
+        Row l3p = summarize(l3p_us, bytes), l4p = summarize(l4p_us, bytes), l4g = summarize(l4g_us, bytes);
+        auto line = [&](const char *op, const Row &l3, const Row &l4, const Row &l5, const Row &rb) {
+            std::printf("| %zu KiB | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |\n",
+                        bytes >> 10, op, l3.p50_us, l4.p50_us, l5.p50_us, rb.p50_us, l5.p99_us, rb.p99_us, l3.mbs,
+                        l4.mbs, l5.mbs, rb.mbs, rb.p50_us > 0 ? l5.p50_us / rb.p50_us : 0.0);
         };
-        line("put (publish, through)", ps, have ? &rs : nullptr);
-        line("get (lookup from L5)", pg, have ? &rg : nullptr);
-        line("get from L3 (lookup + read)", pl, nullptr);
+        line("put", l3p, l4p, ps, rs);
+        line("get", pl, l4g, pg, rg);
         if (!have) std::printf("(redis-benchmark gave no figures for %zu bytes)\n", bytes);
     }
-    std::printf("\nratio: speckv / redis-benchmark (p50 above 1 = slower, MB/s below 1 = slower)\n");
+    std::printf("\nput: L3 = speckv_write of the block into the pool; L4 = speckv_demote of it (L3 -> L4 file);\n"
+                "     L5 = speckv_publish with remote.write = through; redis = SET.\n"
+                "get: L3 = speckv_lookup + speckv_access of a block in the pool; L4 = speckv_access of a demoted block\n"
+                "     (promotion + read); L5 = speckv_lookup from an empty pool (GET, verify, alloc, write, publish);\n"
+                "     redis = GET. L5/redis p50: above 1 = speckv slower.\n");
     if (failures) std::printf("FAILURES: %d operations failed or returned wrong bytes\n", failures);
     return failures ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "util/text.h"
 #include "config/config.h"
 #include "backend/devices.h"
+#include "events/publisher.h"
 #include "pool/pool.h"
 #include "speckv.h"
 #include "util/status.h"
@@ -423,6 +424,14 @@ void register_pool_commands(CLI::App &app) {
     add_quiet(reset);
     add_no_progress(reset);
     reset->add_flag("--force", r_force, "really wipe it, even while processes are attached (their handles become invalid)");
+    static std::string r_events, r_topic;
+    static uint32_t r_wait_ms = 2000;
+    reset->add_option("--events-endpoint", r_events,
+                      "after the reset, send AllBlocksCleared there (ZeroMQ, vLLM's framing; bound as events.endpoint "
+                      "is; docs/events.md)");
+    reset->add_option("--events-topic", r_topic, "topic frame of that message (as events.topic)");
+    reset->add_option("--events-wait-ms", r_wait_ms, "wait this long for a subscriber before sending")
+        ->check(CLI::Range(1u, 600000u));
     reset->callback([] {
         r_uri = pool_uri(r_uri);
         std::string path;
@@ -459,9 +468,29 @@ void register_pool_commands(CLI::App &app) {
             error(describe(rc), rc);
             return void(g_exit = 1);
         }
-        if (g_opt.json)
-            std::printf("%s\n",
-                        json_text({{"reset", path}, {"blocks_wiped", readable ? Json(before.blocks_live) : Json(nullptr)}}).c_str());
+        bool told = false;
+        if (!r_events.empty()) {  // routers forget this pool's blocks (vLLM's AllBlocksCleared)
+            speckv::events::Settings es;
+            es.endpoint = r_events;
+            es.topic = r_topic;
+            es.wait_subscriber_ms = r_wait_ms;
+            std::unique_ptr<speckv::events::Publisher> pub;
+            if (int erc = speckv::events::Publisher::start(es, &pub); erc != SPECKV_OK) {
+                error(describe(erc), erc);
+                return void(g_exit = 1);
+            }
+            told = pub->subscriber_seen();
+            if (!told)
+                std::fprintf(stderr, "speckv: warning: no subscriber on %s within %u ms: AllBlocksCleared sent to nobody\n",
+                             r_events.c_str(), r_wait_ms);
+            pub->cleared();
+            pub.reset();  // sends it (bounded wait)
+        }
+        if (g_opt.json) {
+            Json j = {{"reset", path}, {"blocks_wiped", readable ? Json(before.blocks_live) : Json(nullptr)}};
+            if (!r_events.empty()) j["events_cleared_sent"] = told;
+            std::printf("%s\n", json_text(j).c_str());
+        }
         else if (!g_opt.quiet)
             std::printf("reset %s: wiped %s blocks and all metadata; kept geometry and UUID\n", path.c_str(),
                     readable ? std::to_string(before.blocks_live).c_str() : "all");

@@ -321,7 +321,7 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--format", ra->format, "auto|mooncake|azure|native");
     r->add_option("--model", ra->model, "model geometry (speckv trace presets)");
     r->add_option("--gpu", ra->gpu, "GPU preset");
-    r->add_option("--link", ra->link, "offload tier of the cxl_* systems: cxl-direct, cxl-pooled, nvme");
+    r->add_option("--link", ra->link, "offload tier of the cxl_* systems: cxl-direct, cxl-pooled, nvme, redis-25gbe (L5: a remote tier)");
     auto *sys = r->add_option("--system", ra->system, "one system (the oracle is always added)");
     r->add_flag("--all", ra->all, "every system (the default)")->excludes(sys);
     add_json(r, "JSON on stdout (errors too)");

@@ -133,6 +133,9 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
             p->close();
             return fail(rc, "%s", msg.c_str());
         }
+        if (l5)
+            if (ColdTier *l4 = p->l4_tier())
+                if (auto spill = l5->spill_for_l4()) l4->set_spill(std::move(spill));
         *out = new speckv_pool{std::move(p), std::move(l5)};
         return SPECKV_OK;
     });

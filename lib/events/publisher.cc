@@ -50,6 +50,7 @@ struct Publisher::Impl {
     std::atomic<uint64_t> events{0}, batches{0}, dropped{0}, replays{0};
     std::deque<std::pair<uint64_t, std::string>> ring;  // (seq, payload): the thread's only
     uint64_t seq = 0;
+    bool subscriber_seen = false;
     std::thread thread;
 
     ~Impl() {
@@ -182,6 +183,8 @@ void Publisher::Impl::run() {
 
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+bool Publisher::subscriber_seen() const noexcept { return impl_ && impl_->subscriber_seen; }
+
 Publisher::~Publisher() {
     if (!impl_) return;
     if (getpid() != pid_) {  // a fork() child: the thread and sockets are the parent's
@@ -231,7 +234,7 @@ int Publisher::start(const Settings &s, std::unique_ptr<Publisher> *out) {
     if (im->wake < 0) return fail(SPECKV_EIO, "KV events: eventfd: %s", std::strerror(errno));
     im->ctx = zmq_ctx_new();
     if (!im->ctx) return fail(SPECKV_EIO, "KV events: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    im->pub = zmq_socket(im->ctx, ZMQ_PUB);
+    im->pub = zmq_socket(im->ctx, s.wait_subscriber_ms ? ZMQ_XPUB : ZMQ_PUB);
     if (!im->pub) return fail(SPECKV_EIO, "KV events: zmq_socket: %s", zmq_strerror(zmq_errno()));
     zmq_setsockopt(im->pub, ZMQ_SNDHWM, &im->s.hwm, sizeof im->s.hwm);
     const bool bind = binds(s.endpoint);
@@ -244,6 +247,13 @@ int Publisher::start(const Settings &s, std::unique_ptr<Publisher> *out) {
         if (zmq_bind(im->router, s.replay_endpoint.c_str()) != 0)
             return fail(SPECKV_EINVAL, "config events.replay_endpoint '%s': cannot bind: %s",
                         s.replay_endpoint.c_str(), zmq_strerror(zmq_errno()));
+    }
+    if (s.wait_subscriber_ms) {  // XPUB: a subscription is a message to read
+        zmq_pollitem_t it = {im->pub, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, static_cast<long>(s.wait_subscriber_ms)) > 0 && (it.revents & ZMQ_POLLIN)) {
+            char msg[256];
+            im->subscriber_seen = zmq_recv(im->pub, msg, sizeof msg, ZMQ_DONTWAIT) >= 1 && msg[0] == 1;
+        }
     }
     const int zero = 0;  // a failed start closes at once
     zmq_setsockopt(im->pub, ZMQ_LINGER, &zero, sizeof zero);

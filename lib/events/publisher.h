@@ -28,6 +28,10 @@ struct Settings {
     uint32_t max_batch = 1024;      // events per KVEventBatch at most
     uint32_t batch_us = 1000;       // woken by a first event, the thread waits this long for more
     Encoding encoding = Encoding::kMap;
+    // > 0: an XPUB socket, and start() waits up to this long for a first
+    // subscription, so that a short-lived publisher (`speckv pool reset`)
+    // does not send before anyone listens. 0: PUB, no wait (the pool's).
+    uint32_t wait_subscriber_ms = 0;
 };
 
 struct Counters {
@@ -55,6 +59,8 @@ class Publisher {
     // BlockRemoved on `from`, then BlockStored on `to`, as vLLM's offload tiers report.
     void moved(uint64_t tenant, const uint8_t hash[32], uint64_t block_size, Medium from, Medium to) noexcept;
     Counters counters() const noexcept;
+    // With Settings::wait_subscriber_ms: whether a subscription arrived in time.
+    bool subscriber_seen() const noexcept;
 
     struct Impl;
 

@@ -166,6 +166,8 @@ class Pool {
     static int reset_uri(const std::string &uri, bool even_if_attached = false);
 
     bool read_only() const { return !map_.writable(); }
+    // The L4 tier, when this handle holds it (L5 attaches behind it: lib/api.cc).
+    ColdTier *l4_tier() { return holder() ? cold_.get() : nullptr; }
     // The raw mapping, for tools and tests that need the pool's bytes.
     const unsigned char *image() const { return map_.base(); }
     size_t image_size() const { return map_.size(); }

@@ -25,6 +25,7 @@ int Tier::create(const Config &cfg, std::unique_ptr<Tier> *out) {
     t->timeout_ms_ = static_cast<int>(cfg.get("remote.timeout_ms"));
     t->ttl_s_ = cfg.get("remote.ttl_s");
     t->mode_ = static_cast<Write>(cfg.get("remote.write"));
+    t->demote_ = cfg.get("remote.demote") != 0;
     t->log_.fn = cfg.log_fn;
     t->log_.user = cfg.log_user;
     t->log_.level = static_cast<int>(cfg.get("log.level"));
@@ -221,6 +222,13 @@ int Tier::on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint6
     return SPECKV_OK;
 }
 
+std::shared_ptr<Spill> Tier::spill_for_l4() {
+    if (!demote_) return nullptr;
+    std::lock_guard<std::mutex> g(mu_);
+    if (!spill_) spill_ = std::make_shared<Spill>(seeds_, timeout_ms_, ttl_s_);
+    return spill_;
+}
+
 TierStats Tier::stats() const {
     std::lock_guard<std::mutex> g(mu_);
     TierStats s = st_;
@@ -237,7 +245,22 @@ std::string Tier::json_fields() const {
                   ",\"remote_get_bytes\":%" PRIu64 ",\"remote_dropped\":%" PRIu64 ",\"remote_redirects\":%" PRIu64,
                   s.hits, s.misses, s.checksum_failures, s.errors, s.puts, s.put_bytes, s.get_bytes, s.dropped,
                   s.redirects);
-    return buf;
+    std::string out = buf;
+    std::shared_ptr<Spill> sp;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        sp = spill_;
+    }
+    if (sp) {
+        SpillStats d = sp->stats();
+        std::snprintf(buf, sizeof buf,
+                      ",\"remote_demoted\":%" PRIu64 ",\"remote_demoted_bytes\":%" PRIu64 ",\"remote_promoted\":%" PRIu64
+                      ",\"remote_lost\":%" PRIu64 ",\"remote_demote_checksum_failures\":%" PRIu64
+                      ",\"remote_demote_errors\":%" PRIu64,
+                      d.puts, d.put_bytes, d.gets, d.lost, d.checksum_failures, d.errors);
+        out += buf;
+    }
+    return out;
 }
 
 }  // namespace speckv::remote

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "pool/log.h"
 #include "remote/cluster.h"
+#include "remote/spill.h"
 #include "speckv.h"
 
 namespace speckv {
@@ -52,6 +53,9 @@ class Tier {
     // SPECKV_ENOENT (a miss, errmsg says why), or the pool's error from
     // allocating or filling the local block.
     int on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint64_t *out);
+    // The store the pool's L4 tier spills to (remote.demote = 1; null: 0).
+    // Its blocks keep their handles: docs/remote.md "Demotion to L5".
+    std::shared_ptr<Spill> spill_for_l4();
     TierStats stats() const;
     // ",\"remote_hits\":N,..." for the pool's stats JSON.
     std::string json_fields() const;
@@ -67,6 +71,8 @@ class Tier {
     int64_t ttl_s_ = 0;
     Write mode_ = kThrough;
     PoolLog log_;
+    bool demote_ = true;
+    std::shared_ptr<Spill> spill_;
 
     mutable std::mutex read_mu_;  // the reader's cluster connections
     std::unique_ptr<Cluster> reader_;

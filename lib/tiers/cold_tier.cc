@@ -234,8 +234,10 @@ int ColdTier::init(const ColdTierOptions &opt) {
 }
 
 ColdTier::~ColdTier() {
-    if (fd_ >= 0 && !forgotten_.empty()) {
+    if (fd_ >= 0 && (!forgotten_.empty() || !spilled_.empty() || !spill_dead_.empty())) {
         std::lock_guard lk(mu_);
+        for (const auto &kv : spilled_) spill_dead_.push_back(kv.first);  // not recovered from the file: they go
+        spilled_.clear();
         (void)flush_forgotten_locked();
     }
     if (ring_) io_uring_queue_exit(&ring_->ring);  // waits for anything in flight
@@ -400,7 +402,8 @@ int ColdTier::execute(bool write, std::vector<Chunk> &ch, const std::function<vo
 
 int ColdTier::put(std::span<PutItem> items) {
     std::lock_guard lk(mu_);
-    if (!forgotten_.empty()) (void)flush_forgotten_locked();  // their space may be needed now
+    if (!forgotten_.empty() || !spill_dead_.empty()) (void)flush_forgotten_locked();  // their space may be needed now
+    if (spill_) spill_make_room_locked(items);  // the oldest extents go to the spill store (L4 -> L5)
     const uint32_t blk = opt_.block;
     std::vector<Extent> fresh(items.size());
     std::vector<DiskHeader> hdr(items.size());
@@ -477,11 +480,23 @@ int ColdTier::put(std::span<PutItem> items) {
         }
     }
 
+    if (spill_) spill_rest_locked(items, status);  // no room in the file: to the spill store
+
     std::vector<uint64_t> stale;
     std::vector<Extent> stale_ext;
     int first_rc = SPECKV_OK;
     for (size_t i = 0; i < items.size(); i++) {
         PutItem &it = items[i];
+        if (status[i] == kInSpill) {  // its copy is in the spill store; one in the file is stale
+            it.status = SPECKV_OK;
+            if (fresh[i].blocks) alloc_->release(fresh[i].first_block, fresh[i].blocks);
+            if (auto f = index_.find(it.key); f != index_.end()) {
+                stale.push_back(f->second.first_block);
+                stale_ext.push_back(f->second);
+                index_.erase(f);
+            }
+            continue;
+        }
         it.status = status[i];
         if (status[i]) {
             st_.put_failures++;
@@ -495,6 +510,7 @@ int ColdTier::put(std::span<PutItem> items) {
             stale_ext.push_back(pos->second);
             pos->second = fresh[i];
         }
+        if (spill_) spill_forget_locked(it.key);  // a copy there is older
         st_.bytes_written += it.len;
     }
     // The replaced copies: their headers are cleared so recovery cannot bring
@@ -521,14 +537,23 @@ int ColdTier::zero_headers(const std::vector<uint64_t> &first_blocks) {
 
 int ColdTier::get(std::span<GetItem> items) {
     std::lock_guard lk(mu_);
+    return get_locked(items);
+}
+
+int ColdTier::get_locked(std::span<GetItem> items) {
     const uint32_t blk = opt_.block;
     std::vector<int> status(items.size(), SPECKV_OK);
     std::vector<const Extent *> ext(items.size(), nullptr);
+    std::vector<char> in_spill(items.size(), 0);
     std::vector<Chunk> chunks;
     st_.gets += items.size();
     for (size_t i = 0; i < items.size(); i++) {
         GetItem &it = items[i];
         auto f = index_.find(it.key);
+        if (f == index_.end() && spilled_.count(it.key)) {
+            in_spill[i] = 1;  // read below, from the spill store
+            continue;
+        }
         if (f == index_.end()) {
             status[i] = fail(SPECKV_ENOENT, "cold tier: no key %llu", (unsigned long long)it.key);
             continue;
@@ -572,11 +597,12 @@ int ColdTier::get(std::span<GetItem> items) {
             std::memcpy(static_cast<unsigned char *>(it.dst) + (s - kHeaderBytes), src + (s - c.stream_off), end - s);
     };
     execute(false, chunks, {}, done);
+    if (spill_) spill_get_locked(items, status, in_spill);
 
     int first_rc = SPECKV_OK;
     for (size_t i = 0; i < items.size(); i++) {
         GetItem &it = items[i];
-        if (!status[i] && crc32c(0, it.dst, ext[i]->len) != ext[i]->crc) {
+        if (!status[i] && ext[i] && crc32c(0, it.dst, ext[i]->len) != ext[i]->crc) {
             st_.crc_failures++;
             status[i] = fail(SPECKV_ECORRUPT, "cold tier: CRC32C mismatch for key %llu (extent at offset %llu in %s)",
                              (unsigned long long)it.key, (unsigned long long)(ext[i]->first_block * blk), opt_.path.c_str());
@@ -599,6 +625,10 @@ int ColdTier::drop(std::span<const uint64_t> keys) {
     int rc = SPECKV_OK;
     for (uint64_t k : keys) {
         auto f = index_.find(k);
+        if (f == index_.end() && spill_forget_locked(k)) {
+            st_.drops++;
+            continue;
+        }
         if (f == index_.end()) {
             if (!rc) rc = fail(SPECKV_ENOENT, "cold tier: no key %llu to drop", (unsigned long long)k);
             continue;
@@ -632,6 +662,10 @@ int ColdTier::forget(std::span<const uint64_t> keys) {
     int rc = SPECKV_OK;
     for (uint64_t k : keys) {
         auto f = index_.find(k);
+        if (f == index_.end() && spill_forget_locked(k)) {
+            st_.drops++;
+            continue;
+        }
         if (f == index_.end()) {
             if (!rc) rc = fail(SPECKV_ENOENT, "cold tier: no key %llu to forget", (unsigned long long)k);
             continue;
@@ -646,7 +680,12 @@ int ColdTier::forget(std::span<const uint64_t> keys) {
 bool ColdTier::generation(uint64_t key, uint64_t *gen) const {
     std::lock_guard lk(mu_);
     auto f = index_.find(key);
-    if (f == index_.end()) return false;
+    if (f == index_.end()) {
+        auto s = spilled_.find(key);
+        if (s == spilled_.end()) return false;
+        *gen = s->second.gen;
+        return true;
+    }
     *gen = f->second.gen;
     return true;
 }
@@ -654,7 +693,12 @@ bool ColdTier::generation(uint64_t key, uint64_t *gen) const {
 int ColdTier::forget_if(uint64_t key, uint64_t gen) {
     std::lock_guard lk(mu_);
     auto f = index_.find(key);
-    if (f == index_.end() || f->second.gen != gen) return SPECKV_OK;  // gone, or a newer copy: not ours
+    if (f == index_.end()) {
+        auto s = spilled_.find(key);
+        if (s != spilled_.end() && s->second.gen == gen && spill_forget_locked(key)) st_.drops++;
+        return SPECKV_OK;
+    }
+    if (f->second.gen != gen) return SPECKV_OK;  // gone, or a newer copy: not ours
     forgotten_.push_back(f->second);
     index_.erase(f);
     st_.drops++;
@@ -667,6 +711,7 @@ int ColdTier::flush_forgotten() {
 }
 
 int ColdTier::flush_forgotten_locked() {
+    if (!spill_dead_.empty()) spill_flush_locked();
     if (forgotten_.empty()) return SPECKV_OK;
     std::vector<uint64_t> firsts;
     firsts.reserve(forgotten_.size());
@@ -683,26 +728,32 @@ int ColdTier::flush_forgotten_locked() {
 std::vector<uint64_t> ColdTier::keys() const {
     std::lock_guard lk(mu_);
     std::vector<uint64_t> out;
-    out.reserve(index_.size());
+    out.reserve(index_.size() + spilled_.size());
     for (const auto &kv : index_) out.push_back(kv.first);
+    for (const auto &kv : spilled_) out.push_back(kv.first);
     return out;
 }
 
 bool ColdTier::contains(uint64_t key) const {
     std::lock_guard lk(mu_);
-    return index_.count(key) != 0;
+    return index_.count(key) != 0 || spilled_.count(key) != 0;
 }
 
 int64_t ColdTier::length(uint64_t key) const {
     std::lock_guard lk(mu_);
     auto f = index_.find(key);
-    return f == index_.end() ? -1 : int64_t(f->second.len);
+    if (f == index_.end()) {
+        auto s = spilled_.find(key);
+        return s == spilled_.end() ? -1 : int64_t(s->second.len);
+    }
+    return int64_t(f->second.len);
 }
 
 ColdTierStats ColdTier::stats() const {
     std::lock_guard lk(mu_);
     ColdTierStats s = st_;
-    s.keys = index_.size();
+    s.keys = index_.size() + spilled_.size();
+    s.spill_keys = spilled_.size();
     s.capacity = alloc_->total_blocks() * opt_.block;
     s.free_bytes = alloc_->free_blocks() * opt_.block;
     s.used_bytes = s.capacity - s.free_bytes;

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tiers/cold_spill.h"
 #include "util/file_access.h"
 
 namespace speckv {
@@ -91,6 +92,11 @@ struct ColdTierStats {
     uint64_t io_errors = 0, short_transfers = 0, crc_failures = 0, enospc = 0, syncs = 0;
     uint64_t bad_headers = 0;  // recovery: headers with a valid CRC32C that describe no valid extent
     uint64_t keys = 0, used_bytes = 0, free_bytes = 0, capacity = 0;
+    // With a spill store (set_spill): extents moved out of the file to make
+    // room, items put there directly (no room in the file), copies read back,
+    // copies found gone (a miss each), copies that could not be read (no answer).
+    uint64_t spilled = 0, spilled_direct = 0, spill_gets = 0, spill_lost = 0, spill_failures = 0;
+    uint64_t spill_keys = 0;  // keys whose copy is in the spill store (included in `keys`)
 };
 
 // What the fault hook sees for each completion before it is acted on.
@@ -171,6 +177,18 @@ class ColdTier {
 
     void set_fault_hook(ColdFaultHook hook);
 
+    // A store behind the file (L5; docs/remote.md "Demotion to L5"). From
+    // then on a put that finds too little room first moves the oldest extents
+    // (lowest generation) there, and an item that still does not fit goes
+    // there itself; get, drop, forget, keys, contains, length and generation
+    // cover both places. A copy the store lost (evicted) is SPECKV_ENOENT at
+    // get, counted in spill_lost. The store's copies are deleted when their
+    // keys are dropped or forgotten, and at destruction: they are not
+    // recovered from the file.
+    void set_spill(std::shared_ptr<ColdSpill> spill);
+    // Whether the key's copy is in the spill store now (tests, reports).
+    bool in_spill(uint64_t key) const;
+
     struct Extent {
         uint64_t first_block, blocks, len, gen;
         uint32_t crc;
@@ -188,6 +206,20 @@ class ColdTier {
                 const std::function<void(Chunk &, unsigned char *, int)> &done);
     int zero_headers(const std::vector<uint64_t> &first_blocks);
     int flush_forgotten_locked();
+    int get_locked(std::span<GetItem> items);
+    // The spill store's side (cold_spill.cc). kInSpill: a put item's status
+    // while it is being decided, for one whose copy went to the store.
+    static constexpr int kInSpill = 1;
+    struct Spilled {
+        uint64_t len, gen;
+        bool lost;  // a get found it gone: later gets miss without asking
+    };
+    void spill_make_room_locked(std::span<PutItem> items);
+    void spill_rest_locked(std::span<PutItem> items, std::vector<int> &status);
+    void spill_get_locked(std::span<GetItem> items, std::vector<int> &status, const std::vector<char> &in_spill);
+    bool spill_forget_locked(uint64_t key);
+    void spill_flush_locked();
+    void unbury(uint64_t key);
     void preallocate(uint64_t end);
     uint64_t extent_blocks(size_t len) const;
 
@@ -207,6 +239,9 @@ class ColdTier {
     uint64_t completions_ = 0;
     ColdTierStats st_;
     ColdFaultHook hook_;
+    std::shared_ptr<ColdSpill> spill_;
+    std::unordered_map<uint64_t, Spilled> spilled_;  // keys whose copy is in the spill store
+    std::vector<uint64_t> spill_dead_;              // copies there to delete (flush_forgotten)
 };
 
 }  // namespace speckv

@@ -9,10 +9,11 @@ end marker (seq -1, empty payload). The pool runs in another process
 (vLLM's integer hash) lives on which medium, for which tenant -- must equal
 what the pool holds, read from the pool file itself.
 
-Usage: subscriber_test.py EVENTS_DRIVER WORKDIR [map|array]: array runs the
+Usage: subscriber_test.py EVENTS_DRIVER WORKDIR [map|array [SPECKV_CLI]]: array runs the
 pool with events.encoding = array and decodes the positional events of vLLM
 before its map encoding (no tenant there). Exit 77 (skip) without
-python3-zmq / python3-msgpack."""
+python3-zmq / python3-msgpack. With SPECKV_CLI, `speckv pool reset` ends the run
+and must send AllBlocksCleared."""
 import os
 import shutil
 import subprocess
@@ -195,6 +196,38 @@ def converge(router, driver, step, deadline_s=8.0):
                  f"stats {stats}")
 
 
+def reset_cleared(cli, work, ctx, router):
+    """`speckv pool reset --events-endpoint` tells routers: one AllBlocksCleared,
+    on a stream of its own (a new publisher: its sequence starts at 0)."""
+    import json
+    if not router.picture:
+        fail("nothing for the reset to clear")
+    ep = f"ipc://{work}/reset-events"
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, TOPIC)
+    sub.connect(ep)  # the CLI binds an ipc:// endpoint; ZeroMQ connects once it is there
+    out = subprocess.run([cli, "pool", "reset", f"file:{work}/pool", "--force", "--json", "--events-endpoint", ep,
+                          "--events-topic", TOPIC.decode(), "--events-wait-ms", "20000"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        fail(f"speckv pool reset exited {out.returncode}: {out.stderr}")
+    res = json.loads(out.stdout)
+    if res.get("events_cleared_sent") is not True or res.get("blocks_wiped", 0) < 1:
+        fail(f"speckv pool reset: {res}")
+    if not sub.poll(20000):
+        fail("no event after speckv pool reset")
+    topic, seq_b, payload = sub.recv_multipart()
+    batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    kinds = [ev["type"] if isinstance(ev, dict) else ev[0] for ev in batch[1]]
+    if topic != TOPIC or seq_b != bytes(8) or kinds != ["AllBlocksCleared"]:
+        fail(f"after the reset: topic {topic!r}, seq {seq_b!r}, events {batch[1]!r}")
+    n = len(router.picture)
+    router.picture.clear()
+    print(f"ok  pool reset: AllBlocksCleared; the router forgets {n} blocks "
+          f"({res['blocks_wiped']} wiped in the pool)")
+    sub.close(linger=0)
+
+
 def main():
     exe, work = sys.argv[1], sys.argv[2]
     encoding = sys.argv[3] if len(sys.argv) > 3 else "map"
@@ -251,6 +284,8 @@ def main():
         fail("the publisher dropped events")
 
     driver.close()
+    if len(sys.argv) > 4:
+        reset_cleared(sys.argv[4], work, ctx, router)
     router.replay.close(linger=0)
     router.sub.close(linger=0)
     ctx.term()

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -289,10 +290,33 @@ int scenario_share() {
     return g_failures;
 }
 
+// Whether some connection to 127.0.0.1:port has bytes its server has not
+// read (/proc/net/tcp: state 01 ESTABLISHED, rx_queue > 0): a request in flight.
+bool request_waiting(int port) {
+    for (const char *f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        FILE *in = std::fopen(f, "r");
+        if (!in) continue;
+        char line[512];
+        bool found = false;
+        while (!found && std::fgets(line, sizeof line, in)) {
+            char local[128], remote[128], st[8];
+            unsigned tx = 0, rx = 0;
+            if (std::sscanf(line, " %*d: %127s %127s %7s %x:%x", local, remote, st, &tx, &rx) != 5) continue;
+            const char *colon = std::strrchr(local, ':');
+            if (colon && std::strtol(colon + 1, nullptr, 16) == port && std::strcmp(st, "01") == 0 && rx > 0)
+                found = true;
+        }
+        std::fclose(in);
+        if (found) return true;
+    }
+    return false;
+}
+
 int scenario_node_kill() {
     const std::string uri = env("SPECKV_TEST_REDIS_URI");
     auto pids = env_ints("SPECKV_TEST_REDIS_PIDS");
-    constexpr int kBlocks = 48;
+    auto eps = nodes();
+    constexpr int kBlocks = 24;
     constexpr size_t kBytes = 64 * 1024;
     CHECK(in_process([&] {
         speckv_pool *p = open_pool(uri);
@@ -300,23 +324,47 @@ int scenario_node_kill() {
         CHECK(stat(p, "remote_puts") == kBlocks);
         speckv_pool_close(p);
     }));
-    CHECK(in_process([&] {
-        speckv_pool *p = open_pool(uri, "through", 300);
-        int hits = 0, misses = 0, bad = 0;
-        // Kill one node a third of the way through the lookups; the killer
-        // thread fires while a lookup is in flight (the SIGKILL lands during
-        // a transfer or between two), and the rest run against the survivors.
+    // Which blocks live on the victim (node 1): it answers EXISTS only for its own slots.
+    std::vector<int> on_victim;
+    {
+        Cluster admin(eps, 2000);
         for (int i = 0; i < kBlocks; i++) {
-            std::thread killer;
-            if (i == kBlocks / 3) killer = std::thread([&] { kill(pids.at(1), SIGKILL); });
-            int r = lookup_block(p, i, kBytes);
-            (r == 1 ? hits : r == 0 ? misses : bad)++;
-            if (killer.joinable()) killer.join();
+            uint8_t h[32];
+            hash_of(i, h);
+            if (admin.exec_on(eps.at(1), {"EXISTS", key_of(kTenant, h)}).data == "1") on_victim.push_back(i);
         }
+    }
+    CHECK(!on_victim.empty() && on_victim.size() < size_t(kBlocks));
+    if (on_victim.empty()) return g_failures;
+    CHECK(in_process([&] {
+        // A long timeout: the kill, not the timeout, must end the lookup in flight.
+        speckv_pool *p = open_pool(uri, "through", 20000);
+        // The other nodes' blocks: hits (each now also in this pool).
+        int hits = 0;
+        for (int i = 0; i < kBlocks; i++)
+            if (std::find(on_victim.begin(), on_victim.end(), i) == on_victim.end()) hits += lookup_block(p, i, kBytes) == 1;
+        CHECK(hits == kBlocks - static_cast<int>(on_victim.size()));
+        // The victim stops answering; a lookup of one of its blocks sends its
+        // GET, which waits unread in the node's socket; only then the node is
+        // killed (deterministic: the request is known to be in flight).
+        CHECK(kill(pids.at(1), SIGSTOP) == 0);
+        int in_flight = -2;
+        std::thread looker([&] { in_flight = lookup_block(p, on_victim[0], kBytes); });
+        bool waiting = false;
+        for (int t = 0; t < 3000 && !waiting; t++) {  // up to 30 s on a loaded machine
+            waiting = request_waiting(eps.at(1).port);
+            if (!waiting) usleep(10000);
+        }
+        CHECK(waiting);
+        CHECK(kill(pids.at(1), SIGKILL) == 0);
+        looker.join();
+        CHECK(in_flight == 0);  // a miss, not an error and not data
+        // The victim's other blocks are misses now.
+        int misses = 1;
+        for (size_t k = 1; k < on_victim.size(); k++) misses += lookup_block(p, on_victim[k], kBytes) == 0;
         std::fprintf(stderr, "node kill: %d hits, %d misses, errors counted %llu\n", hits, misses,
                      (unsigned long long)stat(p, "remote_errors"));
-        CHECK(bad == 0);
-        CHECK(hits > 0 && misses > 0);  // a third of the slots went with the node
+        CHECK(misses == static_cast<int>(on_victim.size()));
         CHECK(stat(p, "remote_errors") > 0);
         CHECK(stat(p, "remote_checksum_failures") == 0);
         // Publishing goes on; blocks for the dead node's slots are counted errors.
@@ -572,11 +620,166 @@ int scenario_evict() {
     }));
     return g_failures;
 }
+// ---------------------------------------------------------- L5 behind L4
+
+// A 4 MiB pool (L3) with a 1 MiB L4 file in front of the cluster: most of
+// the blocks written must leave for L5. Publishing does not write to L5
+// here (remote.write = off): what is there came by demotion.
+struct TieredPool {
+    speckv_pool *p = nullptr;
+    std::string dir;
+    ~TieredPool() {
+        if (p) speckv_pool_close(p);
+        if (!dir.empty() && std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", dir.c_str());
+    }
+};
+
+void open_tiered(const std::string &uri, TieredPool *t) {
+    std::string tmpl = (env("TMPDIR").empty() ? std::string("/tmp") : env("TMPDIR")) + "/speckv-l5.XXXXXX";
+    CHECK(mkdtemp(tmpl.data()) != nullptr);
+    t->dir = tmpl;
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    CHECK(speckv_config_set_str(cfg, "remote.uri", uri.c_str()) == SPECKV_OK);
+    CHECK(speckv_config_set_str(cfg, "remote.write", "off") == SPECKV_OK);
+    CHECK(speckv_config_set_int(cfg, "remote.timeout_ms", 5000) == SPECKV_OK);
+    CHECK(speckv_config_set_str(cfg, "cold.path", (t->dir + "/l4").c_str()) == SPECKV_OK);
+    CHECK(speckv_config_set_int(cfg, "cold.capacity", 1 << 20) == SPECKV_OK);
+    CHECK(speckv_config_set_int(cfg, "prefetch.policy", 1) == SPECKV_OK);  // exactly the unit a hint names
+    CHECK(speckv_pool_open(("file:" + t->dir + "/pool?size=4M&max_blocks=1024").c_str(), cfg, &t->p) == SPECKV_OK);
+    speckv_config_free(cfg);
+}
+
+speckv_hint unit_hint(int i, uint64_t pos, uint64_t count) {
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.tenant = kTenant;
+    h.request = 100 + static_cast<uint64_t>(i);
+    h.token_pos = pos;
+    h.token_count = count;
+    return h;
+}
+
+speckv_handle put_unit(speckv_pool *p, int i, size_t n) {
+    speckv_hint h = unit_hint(i, 0, 16);
+    speckv_handle b = 0;
+    if (speckv_alloc(p, n, SPECKV_DTYPE_OPAQUE, &h, &b) != SPECKV_OK) return 0;
+    auto d = data_of(i, n);
+    return speckv_write(p, b, 0, d.data(), d.size()) == SPECKV_OK ? b : 0;
+}
+
+// 1: the block's bytes under its handle; 0: a miss (SPECKV_ENOENT); -1: else.
+int read_unit(speckv_pool *p, speckv_handle b, int i, size_t n) {
+    std::vector<uint8_t> got(n);
+    int rc = speckv_access(p, b, 0, got.data(), n, 0);
+    if (rc == SPECKV_ENOENT) return 0;
+    if (rc != SPECKV_OK) {
+        std::fprintf(stderr, "read %d: %s (%s)\n", i, speckv_strerror(rc), speckv_errmsg());
+        return -1;
+    }
+    if (got != data_of(i, n)) {
+        std::fprintf(stderr, "read %d: WRONG DATA\n", i);
+        return -1;
+    }
+    return 1;
+}
+
+uint64_t l4_promotions(speckv_pool *p) {
+    speckv_pool_stats st{};
+    st.struct_size = sizeof st;
+    return speckv_stats(p, &st) == SPECKV_OK ? st.l4_promotions : 0;
+}
+
+int scenario_demote() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    constexpr int kBlocks = 36;
+    constexpr size_t kBytes = 256 * 1024;  // 9 MiB into 4 MiB of pool and 1 MiB of L4
+    TieredPool t;
+    open_tiered(uri, &t);
+    if (!t.p) return g_failures + 1;
+    speckv::ColdTier *l4 = t.p->rep->l4_tier();
+    CHECK(l4 != nullptr);
+    if (!l4) return g_failures;
+    std::vector<speckv_handle> hs(kBlocks);
+    for (int i = 0; i < kBlocks; i++) CHECK((hs[i] = put_unit(t.p, i, kBytes)) != 0);
+    std::vector<int> in_l5;
+    for (int i = 0; i < kBlocks; i++)
+        if (l4->in_spill(hs[i])) in_l5.push_back(i);
+    const speckv::ColdTierStats cs = l4->stats();
+    std::fprintf(stderr, "demote: %zu blocks in L5 (%llu moved out of L4, %llu straight from L3), %llu in the L4 file\n",
+                 in_l5.size(), (unsigned long long)cs.spilled, (unsigned long long)cs.spilled_direct,
+                 (unsigned long long)(cs.keys - cs.spill_keys));
+    CHECK(in_l5.size() >= 10);
+    CHECK(cs.spilled > 0);  // L4 -> L5
+    CHECK(stat(t.p, "remote_demoted") >= in_l5.size());
+    if (in_l5.empty()) return g_failures;
+    // A prefetch hint past a block in L5 brings it back ahead of its use,
+    // through the path L4 uses (the prefetch thread; nothing read here).
+    const int ip = in_l5.front();
+    const uint64_t got0 = stat(t.p, "remote_promoted");
+    speckv_hint next = unit_hint(ip, 16, 1);
+    CHECK(speckv_prefetch(t.p, &next) == SPECKV_OK);
+    for (int k = 0; k < 3000 && l4->in_spill(hs[ip]); k++) usleep(10000);  // up to 30 s
+    CHECK(!l4->in_spill(hs[ip]));
+    CHECK(stat(t.p, "remote_promoted") > got0);
+    // Every block comes back under its own handle, with its bytes.
+    for (int i = 0; i < kBlocks; i++) CHECK(read_unit(t.p, hs[i], i, kBytes) == 1);
+    CHECK(stat(t.p, "remote_promoted") >= in_l5.size());
+    CHECK(stat(t.p, "remote_lost") == 0 && stat(t.p, "remote_demote_checksum_failures") == 0);
+    CHECK(l4_promotions(t.p) >= in_l5.size());
+    check_pool_clean(t.p);
+    check_engine_runs(t.p);
+    for (int i = 0; i < kBlocks; i++) CHECK(speckv_free(t.p, hs[i]) == SPECKV_OK);
+    check_pool_clean(t.p);
+    return g_failures;
+}
+
+int scenario_demote_evict() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    auto eps = nodes();
+    Cluster admin(eps, 2000);
+    for (const auto &e : eps) {  // about 1 MiB of room per node above what it uses now
+        Reply info = admin.exec_on(e, {"INFO", "memory"});
+        size_t at = info.data.find("used_memory:");
+        uint64_t used = at == std::string::npos ? 0 : std::strtoull(info.data.c_str() + at + 12, nullptr, 10);
+        CHECK(used > 0);
+        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}).kind == Reply::kOk);
+        CHECK(admin.exec_on(e, {"CONFIG", "SET", "maxmemory", std::to_string(used + (1 << 20))}).kind == Reply::kOk);
+    }
+    constexpr int kBlocks = 36;
+    constexpr size_t kBytes = 256 * 1024;  // ~7 MiB to L5 over ~3 MiB of room: Redis evicts some
+    TieredPool t;
+    open_tiered(uri, &t);
+    if (!t.p) return g_failures + 1;
+    std::vector<speckv_handle> hs(kBlocks);
+    for (int i = 0; i < kBlocks; i++) CHECK((hs[i] = put_unit(t.p, i, kBytes)) != 0);
+    int hits = 0, misses = 0, bad = 0;
+    std::vector<int> lost;
+    for (int i = 0; i < kBlocks; i++) {
+        int r = read_unit(t.p, hs[i], i, kBytes);
+        (r == 1 ? hits : r == 0 ? misses : bad)++;
+        if (r == 0) lost.push_back(i);
+    }
+    std::fprintf(stderr, "demote-evict: %d hits, %d misses (remote_lost %llu)\n", hits, misses,
+                 (unsigned long long)stat(t.p, "remote_lost"));
+    CHECK(bad == 0 && hits > 0 && misses > 0);
+    CHECK(stat(t.p, "remote_lost") == uint64_t(misses));
+    CHECK(stat(t.p, "remote_demote_checksum_failures") == 0);
+    // A lost block stays a miss (asked once), the pool checks clean with it
+    // listed, the engine goes on, and freeing it is clean too.
+    if (!lost.empty()) CHECK(read_unit(t.p, hs[lost[0]], lost[0], kBytes) == 0);
+    CHECK(stat(t.p, "remote_lost") == uint64_t(misses));
+    check_pool_clean(t.p);
+    check_engine_runs(t.p);
+    for (int i = 0; i < kBlocks; i++) CHECK(speckv_free(t.p, hs[i]) == SPECKV_OK);
+    check_pool_clean(t.p);
+    return g_failures;
+}
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        std::fprintf(stderr, "usage: test_remote slots|share|node-kill|down|migrate|corrupt|evict\n");
+        std::fprintf(stderr, "usage: test_remote slots|share|node-kill|down|migrate|corrupt|evict|demote|demote-evict\n");
         return 2;
     }
     if (env("SPECKV_TEST_REDIS_URI").empty()) {
@@ -592,6 +795,8 @@ int main(int argc, char **argv) {
             : s == "migrate"   ? scenario_migrate()
             : s == "corrupt"   ? scenario_corrupt()
             : s == "evict"     ? scenario_evict()
+            : s == "demote"    ? scenario_demote()
+            : s == "demote-evict" ? scenario_demote_evict()
                                : -1;
     if (f < 0) {
         std::fprintf(stderr, "unknown scenario %s\n", argv[1]);

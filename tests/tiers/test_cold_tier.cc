@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "tiers/cold_tier.h"
 #include "util/crc32c.h"
@@ -633,4 +634,93 @@ TEST_CASE("cold tier: a put larger than the tier is refused before any arithmeti
     CHECK(t->put({&it, 1}) == SPECKV_ENOSPC);
     CHECK(it.status == SPECKV_ENOSPC);
     CHECK(t->stats().keys == 0);
+}
+
+namespace {
+// A spill store in memory: how L5 stands behind the file (docs/remote.md
+// "Demotion to L5"; the Redis one is tested against a real cluster, -L remote).
+struct MemSpill : ColdSpill {
+    std::map<uint64_t, std::vector<unsigned char>> kv;
+    bool answer = true;
+    void put(std::span<PutItem> items) override {
+        for (auto &it : items) {
+            it.ok = answer;
+            if (!answer) continue;
+            auto *p = static_cast<const unsigned char *>(it.data);
+            kv[it.key].assign(p, p + it.len);
+        }
+    }
+    void get(std::span<GetItem> items) override {
+        for (auto &it : items) {
+            auto f = kv.find(it.key);
+            it.status = !answer ? SPECKV_EIO : f == kv.end() || f->second.size() != it.len ? SPECKV_ENOENT : SPECKV_OK;
+            if (it.status == SPECKV_OK) std::memcpy(it.dst, f->second.data(), it.len);
+        }
+    }
+    void del(std::span<const uint64_t> keys) override {
+        for (uint64_t k : keys) kv.erase(k);
+    }
+};
+}  // namespace
+
+TEST_CASE("cold tier: a spill store takes the oldest extents, then what does not fit; same keys, same bytes") {
+    ColdTierOptions o = small_opts("spill", ColdEngine::kSync);
+    o.capacity = 64 << 10;  // 16 blocks; a 16 KiB item takes 5
+    auto t = open_tier(o);
+    auto s = std::make_shared<MemSpill>();
+    t->set_spill(s);
+    std::vector<unsigned char> got;
+    for (int k = 1; k <= 3; k++) REQUIRE(put1(*t, uint64_t(k), pattern(16384, k)) == SPECKV_OK);
+    CHECK(s->kv.empty());
+    REQUIRE(put1(*t, 4, pattern(16384, 4)) == SPECKV_OK);  // no room: key 1, the oldest, moves out first
+    CHECK(t->in_spill(1));
+    CHECK(!t->in_spill(4));
+    CHECK(t->stats().spilled == 1);
+    REQUIRE(put1(*t, 5, pattern(100000, 5)) == SPECKV_OK);  // larger than the file: straight to the store
+    CHECK(t->in_spill(5));
+    CHECK(t->stats().spilled_direct == 1);
+    CHECK((t->contains(5) && t->length(5) == 100000 && t->keys().size() == 5));
+    CHECK((t->stats().keys == 5 && t->stats().spill_keys == 2));
+    for (int k = 1; k <= 4; k++) {
+        REQUIRE(get1(*t, uint64_t(k), &got) == SPECKV_OK);
+        CHECK(got == pattern(16384, k));
+    }
+    REQUIRE(get1(*t, 5, &got) == SPECKV_OK);
+    CHECK(got == pattern(100000, 5));
+    // forget_if forgets exactly the copy it names; the store's copy goes at the next flush.
+    uint64_t g = 0;
+    REQUIRE(t->generation(1, &g));
+    CHECK(t->forget_if(1, g + 1) == SPECKV_OK);
+    CHECK(t->in_spill(1));
+    CHECK(t->forget_if(1, g) == SPECKV_OK);
+    CHECK(!t->contains(1));
+    CHECK(s->kv.count(1) == 1);
+    CHECK(t->flush_forgotten() == SPECKV_OK);
+    CHECK(s->kv.count(1) == 0);
+    // A copy the store lost is a miss, counted once; later gets do not ask.
+    s->kv.erase(5);
+    CHECK(get1(*t, 5, &got) == SPECKV_ENOENT);
+    CHECK(get1(*t, 5, &got) == SPECKV_ENOENT);
+    CHECK(t->stats().spill_lost == 1);
+    CHECK(t->contains(5));  // still listed: its owner frees it
+    // No answer is an error, not a loss: a later get asks again.
+    REQUIRE(put1(*t, 6, pattern(16384, 6)) == SPECKV_OK);  // key 2 moves out
+    REQUIRE(t->in_spill(2));
+    s->answer = false;
+    CHECK(get1(*t, 2, &got) == SPECKV_EIO);
+    CHECK(t->stats().spill_failures == 1);
+    s->answer = true;
+    REQUIRE(get1(*t, 2, &got) == SPECKV_OK);
+    CHECK(got == pattern(16384, 2));
+    // Put into the file again, its store copy goes; dropping a spilled key deletes it there.
+    REQUIRE(put1(*t, 2, pattern(16384, 7)) == SPECKV_OK);
+    CHECK(!t->in_spill(2));
+    REQUIRE(get1(*t, 2, &got) == SPECKV_OK);
+    CHECK(got == pattern(16384, 7));
+    CHECK(t->flush_forgotten() == SPECKV_OK);
+    CHECK(s->kv.count(2) == 0);
+    // At the end the store's copies are deleted: they are not recovered from the file.
+    CHECK(!s->kv.empty());
+    t.reset();
+    CHECK(s->kv.empty());
 }

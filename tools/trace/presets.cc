@@ -41,6 +41,10 @@ const std::vector<LinkSpec> &links() {
         {"cxl-direct", 250e-9, 36e9, 4, 512e9},     // CXL Type-3 expander (PCIe 5.0 x8) per root port
         {"cxl-pooled", 600e-9, 16e9, 4, 1024e9},    // 4 expanders behind one switch: its x16 upstream port (64 GB/s) is shared
         {"nvme", 20e-6, 7e9, 4, 3840e9},            // PCIe 4.0 NVMe SSD
+        // L5, a Redis Cluster over the host's 25 GbE NIC (TCP goodput, a
+        // network round trip per request); any cxl_* system on it is a
+        // remote-tier system. Capacity: the cluster's memory (assumption).
+        {"redis-25gbe", 200e-6, 2.94e9, 1, 1536e9},
     };
     return l;
 }

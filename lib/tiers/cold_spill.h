@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// Where the L4 cold tier sends what it has no room for: a store behind it
+// (L5, lib/remote/spill.h; docs/remote.md "Demotion to L5"). Keys are the
+// tier's keys (block handles). The tier calls it under its own mutex, one
+// batch at a time; an implementation verifies what it returns.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace speckv {
+
+class ColdSpill {
+  public:
+    struct PutItem {
+        uint64_t key;
+        const void *data;
+        size_t len;
+        bool ok = false;  // out: stored
+    };
+    struct GetItem {
+        uint64_t key;
+        void *dst;
+        size_t len;       // the bytes put under the key: exactly these come back
+        int status = 0;   // out: SPECKV_OK; SPECKV_ENOENT: no sound copy (evicted, deleted,
+                          // overwritten, damaged); SPECKV_EIO: the store did not answer
+    };
+    virtual ~ColdSpill() = default;
+    virtual void put(std::span<PutItem> items) = 0;
+    virtual void get(std::span<GetItem> items) = 0;
+    virtual void del(std::span<const uint64_t> keys) = 0;  // best effort
+};
+
+}  // namespace speckv
