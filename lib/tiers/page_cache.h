@@ -66,6 +66,11 @@ class PageCache {
         return false;
     }
     int admit() const { return admit_; }
+    // The page was freed: a copy of it can never be read again, its frame is
+    // the first to reuse (associative frames; direct-mapped ones are left).
+    void forget(uint64_t page) {
+        if (hot_) hot_->invalidate(page);
+    }
     // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
     bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
         if (hot_) return hot_->contains(page, tag_of(seq, epoch));

@@ -17,6 +17,7 @@ namespace {
 // decode step stays as long as a step stores fewer than frames * 16 pages
 // (L1 is small beside a step's pages); L2's moves one frame per pick.
 constexpr uint64_t kL1HandEvery = 16;
+constexpr uint64_t kL2HandEvery = 1;
 // Stored frames looked at (the newest first) for one consumed frame.
 constexpr int kConsumedLook = 8;
 }  // namespace
@@ -383,7 +384,7 @@ size_t PrefetchBuffer::pick_frame() {
         return !f.ref.load(std::memory_order_relaxed) ||
                f.gen.load(std::memory_order_relaxed) != generation(f.owner.load(std::memory_order_relaxed));
     };
-    {
+    if (++picks_ % kL2HandEvery == 0) {
         const size_t i = size_t(next_frame());
         if (idle(frames_[i])) return i;
         frames_[i].ref.store(0, std::memory_order_relaxed);

@@ -273,6 +273,7 @@ class PrefetchBuffer {
     std::mutex mu_;
     int fill_bank_ = 0;
     size_t cursor_ = 0;
+    uint64_t picks_ = 0;
     // First reads: a reader that claims one stores (frame << 40 | version)
     // at ring_[its used_ count]; the writer pulls them into consumed_.
     std::unique_ptr<std::atomic<uint64_t>[]> ring_;
