@@ -399,15 +399,16 @@ void bench_prefetch(int repeats) {
                 "median over %d seeds. hit = share of reads served from L2 (docs/design.md §6), prec = share of\n"
                 "prefetched pages read before eviction, waste = the rest, hidden = 1 - stall / stall(none),\n"
                 "link = pages over the L3->L2 link per page read (prefetched + fetched on demand).\n"
-                "oracle: the next pages in order, one bank ahead, bank FIFO eviction; belady: Belady eviction and\n"
-                "perfect next access (docs/tiers.md §11); min: the fewest link pages any policy needs (MIN)\n",
+                "oracle: the next pages in order, one bank ahead, the buffer's own eviction; belady: Belady eviction\n"
+                "and perfect next access (docs/tiers.md §11); lru: the link pages of an LRU buffer of this size that\n"
+                "fetches on demand; min: the fewest link pages any policy needs (MIN)\n",
                 repeats);
     std::printf("%-38s %-8s %7s %7s %7s %8s %6s %6s %6s\n", "stream", "policy", "hit", "prec", "waste", "hidden",
                 "link", "depth", "beta");
     constexpr int kPolicies = 4;
     for (auto &s : sc) {
         std::vector<double> hit[kPolicies], prec[kPolicies], waste[kPolicies], hidden[kPolicies], link[kPolicies];
-        std::vector<double> depth, beta, min_link;
+        std::vector<double> depth, beta, min_link, lru_link;
         for (int r = 0; r < repeats; r++) {
             sim::SimConfig c = s.cfg;
             c.seed = uint32_t(r + 1);
@@ -425,6 +426,7 @@ void bench_prefetch(int repeats) {
             depth.push_back(res[1].mean_depth);
             beta.push_back(res[1].beta_min);
             min_link.push_back(double(sim::min_link_pages(c, trace)) / double(res[0].accesses));
+            lru_link.push_back(double(oracle::lru(sim::page_reads(trace), c.l2_pages).misses()) / double(res[0].accesses));
         }
         const char *names[kPolicies] = {"none", "learned", "oracle", "belady"};
         for (int p = 0; p < kPolicies; p++) {
@@ -437,6 +439,7 @@ void bench_prefetch(int repeats) {
             if (p == 1) std::printf(" %6.2f %6.2f", median(depth), median(beta));
             std::printf("\n");
         }
+        std::printf("%-38s %-8s %7s %7s %7s %8s %6.3f\n", "", "lru", "", "", "", "", median(lru_link));
         std::printf("%-38s %-8s %7s %7s %7s %8s %6.3f\n", "", "min", "", "", "", "", median(min_link));
     }
     std::printf("(depth: mean effective depth in units of (request, layer); beta: its minimum over the run)\n");

@@ -45,7 +45,7 @@ const std::vector<KeySpec> &config_keys() {
          "cannot gets room for this many more after it (`docs/tiers.md` §10; 0 = off)"},
         {"cache.bytes", 0, int64_t(1) << 36, 64 << 20, "per-process cache of verified pages (0: checksum every read)"},
         {"cache.associative", 0, 1, 1,
-         "L1 frames fully associative (the tier manager's `HotBuffer`: any page in any frame, CLOCK eviction); 0: "
+         "L1 frames fully associative (the tier manager's `HotBuffer`: any page in any frame, scan-resistant eviction, `docs/tiers.md` §2); 0: "
          "direct-mapped frames (no hash probe; conflict misses) (`docs/tiers.md` §8)"},
         {"pool.prefault", 0, int64_t(1) << 46, 0,
          "a `file:` pool up to this size gets its page tables populated at attach (`MADV_POPULATE_WRITE`: no page "

@@ -383,8 +383,16 @@ int Pool::free(uint64_t handle) {
         unlock();
         return rc;
     }
+    const uint64_t first = v.first_page, np = v.packed || v.cold() ? 0 : v.npages;
     release_block_locked(const_cast<BlockRecord &>(*v.rec), handle);
     unlock();
+    // This process's L1 and L2 copies of its pages can never be read again:
+    // their frames go first (a scan-resistant buffer would otherwise keep
+    // them until its CLOCK hand passed them twice; docs/tiers.md §2).
+    for (uint64_t p = first; p < first + np; p++) {
+        cache_->forget(p);
+        if (l2_) l2_->invalidate(p);
+    }
     bump(kFrees);
     return SPECKV_OK;
 }

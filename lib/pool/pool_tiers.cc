@@ -215,7 +215,13 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         uint32_t fl = pe.flags.load(std::memory_order_acquire);
         if (fl & (kPageZero | kPageQuarantined)) continue;  // zeros cost nothing; a bad page is the reader's to report
         uint64_t tag = l2_tag(s1, epoch);
-        if (cache_->contains(p, s1, epoch) || l2_->contains(p, tag)) continue;
+        if (cache_->contains(p, s1, epoch)) {
+            // L1 serves it (a unit this far ahead is not the one just read:
+            // L1 keeps it), so an L2 copy is a duplicate: its frame goes first.
+            if (l2_->contains(p, tag)) l2_->invalidate(p);
+            continue;
+        }
+        if (l2_->contains(p, tag)) continue;
         // L2 holds decoded pages: a coded page is copied (the record is what
         // crosses the link), checked, then decoded on this thread.
         // The fill gets the page's bytes, its entry and the decoder: no Pool.

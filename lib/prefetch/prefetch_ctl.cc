@@ -3,38 +3,53 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <unordered_set>
 
+#include "config/config.h"
 #include "util/status.h"
 
 namespace speckv {
 
+// A parameter that a config key sets takes its bounds from the key table
+// (lib/config/config.cc), scaled to its unit: one definition per setting.
+// The others have no key and are bounded here only.
 int validate(const PrefetchParams &p) {
-    auto in = [](double v, double lo, double hi) { return v >= lo && v <= hi; };  // false for NaN
-    struct {
+    struct Check {
         const char *name;
         double v, lo, hi;
+        const char *key = nullptr;  // the config key whose [min, max] * mul / div bounds it
+        double mul = 1, div = 1;    // as the pool converts the key (lib/pool/pool_tiers.cc init_tiers)
     } checks[] = {
-        {"prefetch.k_min", double(p.k_min), 1, 64},
-        {"prefetch.k_max", double(p.k_max), 1, 64},
-        {"prefetch.ucb_c", p.ucb_c, 0, 10},
+        {"prefetch.k_min", double(p.k_min), 0, 0, "prefetch.k_min"},
+        {"prefetch.k_max", double(p.k_max), 0, 0, "prefetch.k_max"},
+        {"prefetch.ucb_c", p.ucb_c, 0, 0, "prefetch.ucb_c_milli", 1, 1000},
         {"prefetch.prior_weight", p.prior_weight, 0, 1000},
         {"prefetch.waste_penalty", p.waste_penalty, 0, 10},
-        {"prefetch.kappa", p.kappa, 1e-9, 1},
-        {"prefetch.theta_target", p.theta_target, 0.05, 1},
-        {"prefetch.beta_min", p.beta_min, 0, 1},
+        {"prefetch.kappa", p.kappa, 0, 0, "prefetch.kappa_milli", 1, 1000},
+        {"prefetch.theta_target", p.theta_target, 0, 0, "prefetch.theta_milli", 1, 1000},
+        {"prefetch.beta_min", p.beta_min, 0, 0, "prefetch.beta_min_milli", 1, 1000},
         {"prefetch.beta_max", p.beta_max, 1e-9, 1},
         {"prefetch.beta_recover", p.beta_recover, 0, 1},
         {"prefetch.util_smoothing", p.util_smoothing, 0.01, 1},
-        {"prefetch.bandwidth", p.bandwidth, 1e6, 1e13},
-        {"prefetch.tick_ns", double(p.tick_ns), 1e4, 1e10},
+        {"prefetch.bandwidth", p.bandwidth, 0, 0, "prefetch.bandwidth"},
+        {"prefetch.tick_ns", double(p.tick_ns), 0, 0, "prefetch.tick_us", 1000},
         {"prefetch.max_requests", double(p.max_requests), 1, double(1u << 20)},
         {"prefetch.prefix_batch", double(p.prefix_batch), 0, 4096},
         {"prefetch.history", double(p.history), 1, 4096},
     };
-    for (auto &c : checks)
-        if (!in(c.v, c.lo, c.hi)) return fail(SPECKV_EINVAL, "%s = %g is out of [%g, %g]", c.name, c.v, c.lo, c.hi);
+    for (Check &c : checks) {
+        if (c.key) {
+            const KeySpec *k = find_key(c.key);
+            if (!k) return fail(SPECKV_EINTERNAL, "config key %s is missing from the key table", c.key);
+            c.lo = double(k->min) * c.mul / c.div, c.hi = double(k->max) * c.mul / c.div;
+        }
+        if (!(c.v >= c.lo && c.v <= c.hi))  // false for NaN
+            return c.key && std::strcmp(c.key, c.name) != 0
+                       ? fail(SPECKV_EINVAL, "%s = %g is out of [%g, %g] (config key %s)", c.name, c.v, c.lo, c.hi, c.key)
+                       : fail(SPECKV_EINVAL, "%s = %g is out of [%g, %g]", c.name, c.v, c.lo, c.hi);
+    }
     if (p.k_min > p.k_max) return fail(SPECKV_EINVAL, "prefetch.k_min %u > k_max %u", p.k_min, p.k_max);
     if (p.beta_min > p.beta_max)
         return fail(SPECKV_EINVAL, "prefetch.beta_min %g > beta_max %g", p.beta_min, p.beta_max);

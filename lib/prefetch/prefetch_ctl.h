@@ -29,21 +29,25 @@
 
 namespace speckv {
 
+// Bounds: a parameter that a config key sets (k_min, k_max, ucb_c, kappa,
+// theta_target, beta_min, bandwidth, tick_ns) is bounded by that key's
+// [min, max] in the key table (lib/config/config.cc), in the parameter's unit;
+// validate() reads them there. The others are bounded in validate().
 struct PrefetchParams {
-    uint32_t k_min = 1, k_max = 8;        // depth range in units: [1, 64], k_min <= k_max
-    double ucb_c = 0.3;                   // exploration: [0, 10]
-    double prior_weight = 1;              // pulls per arm a new request borrows from the global bandit: [0, 1000]
-    double waste_penalty = 1.0;           // payoff cost of a wasted page vs. a used one: [0, 10]
-    double kappa = 0.5;                   // beta decrease gain: (0, 1]
-    double theta_target = 0.8;            // target link utilisation: [0.05, 1]
-    double beta_min = 0.05, beta_max = 1; // [0, 1], beta_min <= beta_max, beta_max > 0
-    double beta_recover = 0.1;            // recovery per tick at an idle link: [0, 1]
-    double util_smoothing = 0.5;          // EWMA weight of the newest utilisation sample: [0.01, 1]
-    double bandwidth = 8e9;               // configured L3->L2 bytes/s: [1e6, 1e13]
-    uint64_t tick_ns = 1000000;           // controller period: [10 us, 10 s]
-    uint32_t max_requests = 4096;         // requests tracked at once: [1, 2^20]
-    uint32_t prefix_batch = 64;           // prefix blocks handed out per plan at beta = 1: [0, 4096]
-    uint32_t history = 64;                // (beta, U, k) samples kept: [1, 4096]
+    uint32_t k_min = 1, k_max = 8;        // depth range in units; k_min <= k_max
+    double ucb_c = 0.3;                   // exploration
+    double prior_weight = 1;              // pulls per arm a new request borrows from the global bandit
+    double waste_penalty = 1.0;           // payoff cost of a wasted page vs. a used one
+    double kappa = 0.5;                   // beta decrease gain
+    double theta_target = 0.8;            // target link utilisation
+    double beta_min = 0.05, beta_max = 1; // beta_min <= beta_max, beta_max > 0
+    double beta_recover = 0.1;            // recovery per tick at an idle link
+    double util_smoothing = 0.5;          // EWMA weight of the newest utilisation sample
+    double bandwidth = 8e9;               // configured L3->L2 bytes/s
+    uint64_t tick_ns = 1000000;           // controller period
+    uint32_t max_requests = 4096;         // requests tracked at once
+    uint32_t prefix_batch = 64;           // prefix blocks handed out per plan at beta = 1
+    uint32_t history = 64;                // (beta, U, k) samples kept
 };
 
 // SPECKV_OK or SPECKV_EINVAL naming the first parameter out of bounds.

@@ -40,9 +40,9 @@ PageCache::~PageCache() {
     if (data_) munmap(data_, nframes_ * page_size_);
 }
 
-void PageCache::put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
+void PageCache::store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed) {
     if (hot_) {  // as a direct-mapped frame found busy: skip rather than wait
-        hot_->try_put(page, tag_of(seq, epoch), src);
+        hot_->try_put(page, tag_of(seq, epoch), src, consumed);
         return;
     }
     if (!nframes_) return;

@@ -5,7 +5,7 @@
 // to the page (seq grows) or recovery/reset of the pool (epoch grows) makes
 // them miss. With `associative` (config cache.associative, the default) the
 // frames are the tier manager's fully associative HotBuffer (any page in any
-// frame, CLOCK eviction, docs/tiers.md §2): no conflict misses, a hash probe
+// frame, scan-resistant eviction, docs/tiers.md §2): no conflict misses, a hash probe
 // more per hit, inserts serialised by its mutex. Without, direct-mapped: each
 // frame is a sequence lock, readers copy optimistically and never write
 // shared state, a writer that finds the frame busy skips the insert (a busy
@@ -46,12 +46,14 @@ class PageCache {
     // Copies bytes [off, off+len) of the page into dst if the frame holds
     // exactly (page, seq, epoch).
     bool get(uint64_t page, uint64_t seq, uint64_t epoch, size_t off, size_t len, void *dst);
-    // Stores a verified copy of a whole page (no admission check).
-    void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src);
+    // Stores a verified copy of a whole page (no admission check) that a
+    // read has just consumed (the associative L1 reuses such a frame first
+    // unless it is read again: tier_buffers.h).
+    void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) { store(page, seq, epoch, src, true); }
     // This process wrote the page (version seq): stored or only marked, per
     // the admission policy.
     void put_written(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
-        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) put(page, seq, epoch, src);
+        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) store(page, seq, epoch, src, false);
     }
     // A read missed the page: whether its verified copy should be put() (the
     // admission policy; a first touch under policy 2 is marked and refused).
@@ -64,6 +66,11 @@ class PageCache {
         return false;
     }
     int admit() const { return admit_; }
+    // The page was freed: a copy of it can never be read again, its frame is
+    // the first to reuse (associative frames; direct-mapped ones are left).
+    void forget(uint64_t page) {
+        if (hot_) hot_->invalidate(page);
+    }
     // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
     bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
         if (hot_) return hot_->contains(page, tag_of(seq, epoch));
@@ -80,6 +87,7 @@ class PageCache {
         std::atomic<uint64_t> page{0}, seq{0}, epoch{0};
     };
     static uint64_t tag_of(uint64_t seq, uint64_t epoch) { return seq ^ (epoch << 44); }
+    void store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed);
     size_t ghost_slot(uint64_t page) const {
         uint64_t h = page * 0x9E3779B97F4A7C15ull;
         return size_t(h >> 20) & ghost_mask_;

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -10,6 +11,16 @@
 #include "util/seqlock.h"
 
 namespace speckv {
+
+namespace {
+// L1's hand moves one frame every kL1HandEvery picks: a page read once per
+// decode step stays as long as a step stores fewer than frames * 16 pages
+// (L1 is small beside a step's pages); L2's moves one frame per pick.
+constexpr uint64_t kL1HandEvery = 16;
+constexpr uint64_t kL2HandEvery = 1;
+// Stored frames looked at (the newest first) for one consumed frame.
+constexpr int kConsumedLook = 8;
+}  // namespace
 
 // ---- SlotIndex
 
@@ -117,7 +128,10 @@ HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
       page_shift_(unsigned(__builtin_ctz(page_size))),
       data_(data),
       frames_(new Frame[nframes]),
-      index_(nframes) {}
+      index_(nframes) {
+    free_.reserve(nframes);
+    for (size_t i = nframes; i-- > 0;) free_.push_back(uint32_t(i));  // frame 0 first
+}
 
 HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
 
@@ -162,7 +176,51 @@ bool HotBuffer::lock_unpinned(Frame &f, uint64_t *v) {
     return true;
 }
 
+// Under mu_: the frame to reuse (the order is in the header), -1 if every
+// frame is pinned.
 int HotBuffer::pick_victim() {
+    while (!free_.empty()) {
+        const uint32_t i = free_.back();
+        free_.pop_back();
+        const Frame &f = frames_[i];
+        if (f.key.load(std::memory_order_relaxed) == ~0ull && !f.pins.load(std::memory_order_relaxed)) return int(i);
+    }
+    if (++picks_ % kL1HandEvery == 0) {
+        const size_t i = hand_;
+        hand_ = hand_ + 1 == nframes_ ? 0 : hand_ + 1;
+        Frame &f = frames_[i];
+        if (!f.pins.load(std::memory_order_relaxed)) {
+            if (!f.ref.load(std::memory_order_relaxed)) return int(i);  // unread for a sweep
+            f.ref.store(0, std::memory_order_relaxed);
+        }
+    }
+    if (int i = pop_consumed(); i >= 0) return i;
+    return clock_victim();
+}
+
+// The newest consumed frame: stored by a read and not read since, or
+// written and read once since. A frame read more than that is hot: it
+// leaves the list (CLOCK judges it); one written and not read yet stays.
+int HotBuffer::pop_consumed() {
+    int looked = 0;
+    for (size_t j = stored_.size(); j-- > 0 && looked < kConsumedLook;) {
+        const Stored e = stored_[j];
+        const Frame &f = frames_[e.frame];
+        if (f.version.load(std::memory_order_relaxed) != e.version) {  // rewritten or dropped since
+            stored_.erase(stored_.begin() + std::ptrdiff_t(j));
+            continue;
+        }
+        looked++;
+        if (f.pins.load(std::memory_order_relaxed)) continue;
+        const uint8_t reads = f.ref.load(std::memory_order_relaxed);
+        const bool take = e.consumed ? reads == 0 : reads == 1, hot = reads > (e.consumed ? 0 : 1);
+        if (take || hot) stored_.erase(stored_.begin() + std::ptrdiff_t(j));
+        if (take) return int(e.frame);
+    }
+    return -1;
+}
+
+int HotBuffer::clock_victim() {
     for (size_t step = 0; step < 2 * nframes_ + 1; step++) {
         size_t i = hand_;
         hand_ = hand_ + 1 == nframes_ ? 0 : hand_ + 1;
@@ -177,23 +235,23 @@ int HotBuffer::pick_victim() {
     return -1;
 }
 
-bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src) {
+bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src, bool consumed) {
     if (key > kMaxBufferKey) return false;
     std::lock_guard lk(mu_);
-    return put_locked(key, tag, src);
+    return put_locked(key, tag, src, consumed);
 }
 
-bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src) {
+bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src, bool consumed) {
     if (key > kMaxBufferKey) return false;
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) {
         busy_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    return put_locked(key, tag, src);
+    return put_locked(key, tag, src, consumed);
 }
 
-bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src) {
+bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed) {
     int i = index_.find(key);  // exact under mu_
     uint64_t v;
     if (i >= 0) {
@@ -207,6 +265,7 @@ bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src) {
             f.key.store(~0ull, std::memory_order_relaxed);
             f.version.store(w + 2, std::memory_order_release);
             index_.erase(key);
+            free_.push_back(uint32_t(i));  // once its readers unpin
             i = -1;
         }
     }
@@ -236,6 +295,11 @@ bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src) {
     f.version.store(v + 2, std::memory_order_release);
     index_.put(key, uint32_t(i));
     inserts_.fetch_add(1, std::memory_order_relaxed);
+    stored_.push_back({uint32_t(i), consumed, v + 2});
+    if (stored_.size() > 2 * nframes_ + 16)  // at most one entry per frame is current
+        std::erase_if(stored_, [this](const Stored &e) {
+            return frames_[e.frame].version.load(std::memory_order_relaxed) != e.version;
+        });
     return true;
 }
 
@@ -251,6 +315,9 @@ void HotBuffer::invalidate(uint64_t key) {
     f.ref.store(0, std::memory_order_relaxed);
     f.version.store(w + 2, std::memory_order_release);
     index_.erase(key);
+    free_.push_back(uint32_t(i));
+    if (free_.size() > 2 * nframes_)  // a frame refilled since it was listed: drop such entries
+        std::erase_if(free_, [this](uint32_t j) { return frames_[j].key.load(std::memory_order_relaxed) != ~0ull; });
 }
 
 bool HotBuffer::contains(uint64_t key, uint64_t tag) const {
@@ -286,6 +353,13 @@ PrefetchBuffer::PrefetchBuffer(size_t nframes, uint32_t page_size, unsigned char
     : nframes_(nframes), bank_(nframes / 2), page_size_(page_size), data_(data), frames_(new Frame[nframes]),
       gens_(new std::atomic<uint32_t>[4096]), index_(nframes) {
     for (size_t i = 0; i < 4096; i++) gens_[i].store(1, std::memory_order_relaxed);
+    size_t ring = 64;
+    while (ring < nframes && ring < (size_t(1) << 16)) ring <<= 1;
+    ring_.reset(new std::atomic<uint64_t>[ring]);
+    for (size_t i = 0; i < ring; i++) ring_[i].store(0, std::memory_order_relaxed);
+    ring_mask_ = ring - 1;
+    free_.reserve(nframes);
+    for (size_t i = nframes; i-- > 0;) free_.push_back(uint32_t(i));  // frame 0 first
 }
 
 PrefetchBuffer::~PrefetchBuffer() { munmap(data_, nframes_ * page_size_); }
@@ -297,6 +371,53 @@ int PrefetchBuffer::next_frame() {
         flips_.fetch_add(1, std::memory_order_relaxed);
     }
     return int(size_t(fill_bank_) * bank_ + cursor_++);
+}
+
+// Under mu_: the frame a new entry takes (the order is in the header).
+size_t PrefetchBuffer::pick_frame() {
+    while (!free_.empty()) {
+        const size_t i = free_.back();
+        free_.pop_back();
+        if (frames_[i].key.load(std::memory_order_relaxed) == ~0ull) return i;
+    }
+    auto idle = [this](Frame &f) {  // nothing read it since the hand's last visit, or it went stale
+        return !f.ref.load(std::memory_order_relaxed) ||
+               f.gen.load(std::memory_order_relaxed) != generation(f.owner.load(std::memory_order_relaxed));
+    };
+    if (++picks_ % kL2HandEvery == 0) {
+        const size_t i = size_t(next_frame());
+        if (idle(frames_[i])) return i;
+        frames_[i].ref.store(0, std::memory_order_relaxed);
+    }
+    // The first reads since the last pick, then the newest consumed frame still as it was.
+    const uint64_t h = used_.load(std::memory_order_acquire), ring = ring_mask_ + 1;
+    for (uint64_t n = std::max(pulled_, h > ring ? h - ring : 0); n < h; n++)
+        if (uint64_t e = ring_[n & ring_mask_].load(std::memory_order_acquire)) consumed_.push_back(e);
+    pulled_ = h;
+    if (consumed_.size() > 2 * nframes_ + 16) consumed_.erase(consumed_.begin(), consumed_.begin() + std::ptrdiff_t(nframes_));
+    while (!consumed_.empty()) {
+        const uint64_t e = consumed_.back();
+        consumed_.pop_back();
+        const size_t i = size_t(e >> 40);
+        if (i >= nframes_) continue;
+        const Frame &f = frames_[i];
+        const uint64_t v = f.version.load(std::memory_order_relaxed);
+        if ((v & kVersionMask) == (e & kVersionMask) && f.key.load(std::memory_order_relaxed) != ~0ull &&
+            f.state.load(std::memory_order_relaxed) == ((v << 1) | 1))
+            return i;
+    }
+    for (size_t step = 0; step < 2 * nframes_; step++) {  // CLOCK
+        const size_t i = size_t(next_frame());
+        if (idle(frames_[i])) return i;
+        frames_[i].ref.store(0, std::memory_order_relaxed);
+    }
+    return size_t(next_frame());
+}
+
+void PrefetchBuffer::release(size_t i) {
+    free_.push_back(uint32_t(i));
+    if (free_.size() > 2 * nframes_)  // a frame refilled since it was listed: drop such entries
+        std::erase_if(free_, [this](uint32_t j) { return frames_[j].key.load(std::memory_order_relaxed) != ~0ull; });
 }
 
 // Under mu_, the frame locked (odd).
@@ -341,8 +462,9 @@ bool PrefetchBuffer::stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t 
         uint64_t v = lock(f);
         retire(f);
         f.version.store(v + 2, std::memory_order_release);
+        release(size_t(i));
     }
-    size_t j = size_t(next_frame());
+    size_t j = pick_frame();
     Frame &f = frames_[j];
     uint64_t v = lock(f);
     retire(f);
@@ -350,6 +472,7 @@ bool PrefetchBuffer::stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t 
     f.tag.store(tag, std::memory_order_relaxed);
     f.owner.store(owner, std::memory_order_relaxed);
     f.gen.store(gen, std::memory_order_relaxed);
+    f.ref.store(1, std::memory_order_relaxed);  // unread, it survives one visit of the hand
     *out = &f;
     *idx = j;
     *ver = v;
@@ -386,6 +509,7 @@ bool PrefetchBuffer::insert_with(uint64_t key, uint64_t tag, uint64_t owner, uin
         f->key.store(~0ull, std::memory_order_relaxed);
         f->version.store(v + 2, std::memory_order_release);
         failures_.fetch_add(1, std::memory_order_relaxed);
+        release(i);
         return false;
     }
     f->state.store((v + 2) << 1, std::memory_order_relaxed);
@@ -413,10 +537,13 @@ bool PrefetchBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, voi
                 SEQLOCK_IGNORE_END();
                 std::atomic_thread_fence(std::memory_order_acquire);
                 if (f.version.load(std::memory_order_relaxed) == v) {
+                    if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
                     uint64_t unread = v << 1;
                     if (f.state.load(std::memory_order_relaxed) == unread &&
                         f.state.compare_exchange_strong(unread, unread | 1, std::memory_order_acq_rel)) {
-                        used_.fetch_add(1, std::memory_order_relaxed);
+                        // Consumed: its frame is the next to reuse (pick_frame).
+                        const uint64_t n = used_.fetch_add(1, std::memory_order_relaxed);
+                        ring_[n & ring_mask_].store(uint64_t(i) << 40 | (v & kVersionMask), std::memory_order_release);
                         if (first_read) *first_read = true;
                         if (resolve_) resolve_(resolve_user_, owner, key, true);
                     }
@@ -440,6 +567,7 @@ void PrefetchBuffer::invalidate(uint64_t key) {
     std::atomic_thread_fence(std::memory_order_release);
     retire(f);
     f.version.store(v + 2, std::memory_order_release);
+    release(size_t(i));
 }
 
 bool PrefetchBuffer::contains(uint64_t key, uint64_t tag) const {

@@ -5,9 +5,24 @@
 // lock-free open-addressing index (key -> frame). The index is only a hint:
 // a reader always checks the frame's own (key, tag) under its sequence lock,
 // so a stale or half-rebuilt index can cause a miss, never wrong bytes.
-// Readers never block and never write shared state except a CLOCK reference
-// bit (L1) or a first-read flag (L2), each set once. Writers (put, insert,
-// invalidate) serialise on a mutex per buffer.
+// Readers never block and never write shared state except a frame's read
+// mark (set at most twice between two visits of the CLOCK hand) and, on an
+// L2 entry's first read, a slot of a ring that tells the writer which frame
+// was just consumed. Writers (put, insert, invalidate) serialise on a mutex
+// per buffer.
+//
+// Replacement (both buffers, docs/tiers.md §2): a decode step reads every
+// (request, layer) of the batch once, in the same order every step: a cyclic
+// scan, longer than the buffer whenever it matters. A recency rule (LRU,
+// CLOCK, FIFO) then evicts exactly the pages read next and keeps nothing
+// across steps, where MIN keeps a fixed part of the cycle. So a frame to
+// reuse is, in order: one that holds nothing; the one the CLOCK hand points
+// at if nothing has read it since the hand's last visit (the hand moves one
+// frame per pick in L2, per 16 picks in L1, so what is read at least once
+// per sweep stays; dead pages age out); the most recently *consumed* frame (L1: stored by a read that
+// has its bytes already and not read since, or written and then read once;
+// L2: the latest first read), whose next read is a whole step away; and
+// failing those, CLOCK.
 //
 // Keys are 64-bit page ids below kMaxKey; tags are the page's content version
 // (a write to the page bumps it), so a rewritten page misses by itself.
@@ -18,6 +33,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -85,13 +101,16 @@ class HotBuffer {
     bool pin(uint64_t key, uint64_t tag, Pin *out);
     void unpin(const Pin &p);
     // Stores a decoded page (page_size bytes). False when every frame is pinned
-    // or the key is out of range. Any thread (serialised).
-    bool put(uint64_t key, uint64_t tag, const void *src);
+    // or the key is out of range. Any thread (serialised). `consumed`: the
+    // caller has read the page already (a read miss that fills L1); such a
+    // frame is the first to go unless it is read again. Otherwise (a write)
+    // the frame counts as consumed after its first read.
+    bool put(uint64_t key, uint64_t tag, const void *src, bool consumed = false);
     // put(), unless another thread is storing or invalidating: then nothing
     // is stored (counted in stats().busy) and it returns false at once. For
     // a cache whose reads and writes must never wait on each other (the
     // pool's L1: a skipped insert only costs a later miss).
-    bool try_put(uint64_t key, uint64_t tag, const void *src);
+    bool try_put(uint64_t key, uint64_t tag, const void *src, bool consumed = false);
     // Forgets the key (any tag). Pinned readers keep their bytes.
     void invalidate(uint64_t key);
     bool contains(uint64_t key, uint64_t tag) const;
@@ -108,12 +127,20 @@ class HotBuffer {
         std::atomic<uint64_t> version{0};  // odd while written
         std::atomic<uint64_t> key{~0ull}, tag{0};
         std::atomic<uint32_t> pins{0};
-        std::atomic<uint8_t> ref{0};
+        std::atomic<uint8_t> ref{0};  // reads since stored or since the hand's visit, up to 2
+    };
+    // A frame stored, as it was then (under mu_): consumed, or written.
+    struct Stored {
+        uint32_t frame;
+        bool consumed;
+        uint64_t version;
     };
     HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data);
     bool lock_unpinned(Frame &f, uint64_t *v);
     int pick_victim();
-    bool put_locked(uint64_t key, uint64_t tag, const void *src);
+    int pop_consumed();
+    int clock_victim();
+    bool put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed);
 
     size_t nframes_;
     uint32_t page_size_;
@@ -123,6 +150,9 @@ class HotBuffer {
     SlotIndex index_;
     std::mutex mu_;
     size_t hand_ = 0;
+    uint64_t picks_ = 0;
+    std::vector<Stored> stored_;  // oldest first
+    std::vector<uint32_t> free_;  // frames holding nothing
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0}, busy_{0};
     bool count_ = true;
 };
@@ -156,7 +186,7 @@ inline bool HotBuffer::copy_resident(uint64_t key, uint64_t tag, size_t off, siz
     SEQLOCK_IGNORE_END();
     std::atomic_thread_fence(std::memory_order_acquire);
     if (f.version.load(std::memory_order_relaxed) != v) return false;  // refilled meanwhile: a miss
-    if (!f.ref.load(std::memory_order_relaxed)) f.ref.store(1, std::memory_order_relaxed);
+    if (uint8_t r = f.ref.load(std::memory_order_relaxed); r < 2) f.ref.store(uint8_t(r + 1), std::memory_order_relaxed);
     return true;
 }
 
@@ -170,10 +200,11 @@ inline bool HotBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, v
 // or wasted (evicted, overwritten or invalidated without a read).
 using PrefetchResolveFn = void (*)(void *user, uint64_t owner, uint64_t key, bool used);
 
-// The L2 prefetch buffer: two banks. The prefetcher fills one bank while
-// the consumer reads both; when the fill bank is full the banks swap and the
-// older bank's frames are reused in order (FIFO by bank), so a prefetched
-// page survives at least one bank's worth of later prefetches.
+// The L2 prefetch buffer. Frames are reused as the header says: empty ones,
+// the hand's if unread since its last visit (the hand walks the frames bank
+// by bank, two banks, counted in stats().flips), the latest consumed (first
+// read), else CLOCK. A prefetched page not read yet is never taken as
+// consumed: it survives at least one sweep of the hand.
 // Wrong prefetches are invalidated lazily: each entry carries its owner
 // request's generation; invalidate_request() bumps the generation (O(1)) and
 // the entries simply stop matching, counted as wasted when their frame is reused.
@@ -222,11 +253,15 @@ class PrefetchBuffer {
         // resolves an entry it retires with an exchange: exactly one of them
         // wins, so used + wasted == inserted.
         std::atomic<uint64_t> state{0};
+        std::atomic<uint8_t> ref{0};  // read (or stored) since the hand's last visit
     };
     static size_t gen_slot(uint64_t owner) { return (owner * 0x9E3779B97F4A7C15ull) >> 52; }
+    static constexpr uint64_t kVersionMask = (uint64_t(1) << 40) - 1;
     PrefetchBuffer(size_t nframes, uint32_t page_size, unsigned char *data);
-    int next_frame();          // the fill bank's next frame, flipping banks when full
+    int next_frame();          // the hand's next frame, flipping banks at a bank's end
+    size_t pick_frame();       // the frame a new entry takes (under mu_)
     void retire(Frame &f);     // resolves the frame's current entry before reuse
+    void release(size_t i);    // the frame holds nothing now: first to be reused
     bool stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, Frame **f, size_t *i, uint64_t *v);
 
     size_t nframes_, bank_;
@@ -238,6 +273,14 @@ class PrefetchBuffer {
     std::mutex mu_;
     int fill_bank_ = 0;
     size_t cursor_ = 0;
+    uint64_t picks_ = 0;
+    // First reads: a reader that claims one stores (frame << 40 | version)
+    // at ring_[its used_ count]; the writer pulls them into consumed_.
+    std::unique_ptr<std::atomic<uint64_t>[]> ring_;
+    size_t ring_mask_ = 0;
+    uint64_t pulled_ = 0;
+    std::vector<uint64_t> consumed_;  // under mu_, oldest first
+    std::vector<uint32_t> free_;      // under mu_
     PrefetchResolveFn resolve_ = nullptr;
     void *resolve_user_ = nullptr;
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};

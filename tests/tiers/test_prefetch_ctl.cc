@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "config/config.h"
 #include "decode_sim.h"
 #include "prefetch/prefetch_ctl.h"
 
@@ -39,6 +40,27 @@ TEST_CASE("prefetch: parameters out of bounds are refused at create") {
     CHECK(bad([](PrefetchParams &p) { p.tick_ns = 10; }) == SPECKV_EINVAL);
     CHECK(std::string(last_error()).find("prefetch.tick_ns") != std::string::npos);
     CHECK(bad([](PrefetchParams &) {}) == SPECKV_OK);
+}
+
+TEST_CASE("prefetch: the bounds of keyed parameters are the config key table's") {
+    std::unique_ptr<PrefetchController> c;
+    auto rc = [&](auto set) {
+        PrefetchParams p;
+        set(p);
+        return PrefetchController::create(p, nullptr, &c);
+    };
+    const KeySpec *kmax = find_key("prefetch.k_max"), *kappa = find_key("prefetch.kappa_milli"),
+                  *tick = find_key("prefetch.tick_us"), *bw = find_key("prefetch.bandwidth");
+    REQUIRE((kmax && kappa && tick && bw));
+    CHECK(rc([&](PrefetchParams &p) { p.k_max = uint32_t(kmax->max); }) == SPECKV_OK);
+    CHECK(rc([&](PrefetchParams &p) { p.k_max = uint32_t(kmax->max) + 1; }) == SPECKV_EINVAL);
+    CHECK(rc([&](PrefetchParams &p) { p.kappa = double(kappa->min) / 1000; }) == SPECKV_OK);
+    CHECK(rc([&](PrefetchParams &p) { p.kappa = double(kappa->min) / 1000 / 2; }) == SPECKV_EINVAL);
+    CHECK(std::string(last_error()).find("prefetch.kappa_milli") != std::string::npos);
+    CHECK(rc([&](PrefetchParams &p) { p.tick_ns = uint64_t(tick->min) * 1000; }) == SPECKV_OK);
+    CHECK(rc([&](PrefetchParams &p) { p.tick_ns = uint64_t(tick->min) * 1000 - 1; }) == SPECKV_EINVAL);
+    CHECK(rc([&](PrefetchParams &p) { p.bandwidth = double(bw->max); }) == SPECKV_OK);
+    CHECK(rc([&](PrefetchParams &p) { p.bandwidth = double(bw->max) * 2; }) == SPECKV_EINVAL);
 }
 
 TEST_CASE("UCB converges to the best arm on a synthetic payoff") {
