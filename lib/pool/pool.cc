@@ -26,6 +26,7 @@
 #include "events/publisher.h"
 #include "util/crc32c.h"
 #include "backend/prefault.h"
+#include "backend/registry.h"
 #include "share/index_key.h"
 #include "util/flush.h"
 #include "util/log_env.h"
@@ -88,67 +89,41 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (access.owner >= 0) uri.params["owner"] = access.owner;
     if (access.group >= 0) uri.params["group"] = access.group;
     uri.params["mode"] = access.mode;
-    auto init = [&](unsigned char *b, size_t n) {
-        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true, sumb);
-    };
+    // What the backend is given to make a pool: the geometry check, the format
+    // of fresh memory, and the adoption of a device mapped whole.
+    struct Make {
+        int64_t size, page_size, max_blocks;
+        uint32_t sumb;
+    } mk{size, page_size, max_blocks, sumb};
+    const PoolMaker make{
+        &mk,
+        [](void *c) {
+            auto &m = *static_cast<Make *>(c);
+            Superblock plan;
+            return plan_geometry(uint64_t(m.size), uint32_t(m.page_size), uint64_t(m.max_blocks), &plan, m.sumb);
+        },
+        [](void *c, unsigned char *b, size_t n) {
+            auto &m = *static_cast<Make *>(c);
+            return format_pool(b, n, static_cast<uint32_t>(m.page_size), static_cast<uint64_t>(m.max_blocks),
+                               /*zeroed=*/true, m.sumb);
+        },
+        [](void *c, const Mapping &map, bool create) {
+            auto &m = *static_cast<Make *>(c);
+            bool formatted;
+            return format_if_blank(map, static_cast<uint32_t>(m.page_size), static_cast<uint64_t>(m.max_blocks), create,
+                                   &formatted, m.sumb);
+        }};
 
     std::unique_ptr<Pool> p(new Pool);
     p->cfg_ = cfg;
-    switch (uri.scheme) {
-        case Scheme::File: {
-            if (uri.named) {
-                std::string dir = uri.target.substr(0, uri.target.find_last_of('/'));
-                if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-                    return fail(SPECKV_EIO, "cannot create pool directory '%s': %s", dir.c_str(), strerror(errno));
-            }
-            int rc = Mapping::open_file(uri.target, true, &p->map_, access);
-            if (rc == SPECKV_ENOENT) {
-                if (!create)
-                    return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
-                Superblock plan;
-                if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); prc)
-                    return prc;
-                rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_, true, access);
-                if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_, access);
-            }
-            if (rc != SPECKV_OK) return rc;
-            break;
-        }
-        case Scheme::Anon: {
-            Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
-            if (int rc = Mapping::open_anon(static_cast<size_t>(size), &p->map_); rc) return rc;
-            if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
-            break;
-        }
-        case Scheme::Dax: {
-            if (int rc = Mapping::open_dax(uri.target, true, &p->map_); rc) return rc;
-            // A device without a pool gets one over its whole size (its own
-            // size wins over pool.size), unless create=0.
-            bool formatted;
-            if (int rc = format_if_blank(p->map_, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks),
-                                         create != 0, &formatted, sumb);
-                rc)
-                return rc;
-            break;
-        }
-        case Scheme::Numa: {
-            Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
-            // Unnamed: private memory on the node, formatted by init. Named
-            // (name=): the shared tmpfs file, attached if it exists (init not
-            // called) or created bound to the node (lib/backend/backend_numa.cc).
-            if (int rc = Mapping::open_numa_uri(uri, static_cast<size_t>(size), create != 0, init, &p->map_); rc)
-                return rc;
-            break;
-        }
-    }
-    const char *where = uri.scheme == Scheme::Anon ? "anonymous pool"
-                        : uri.scheme == Scheme::Numa && !uri.named ? "NUMA pool"
-                                                     : uri.target.c_str();
+    const Backend &backend = backend_of(uri);
+    if (int rc = backend.open(uri, OpenArgs{static_cast<size_t>(size), create != 0, access, make}, &p->map_); rc)
+        return rc;
+    const char *label = backend.label ? backend.label(uri) : nullptr;
+    const char *where = label ? label : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
     // No page-fault storm on the first pass after attaching (issue 27).
-    if (uri.scheme == Scheme::File)
+    if (backend.prefault)
         prefault_mapping(p->map_.base(), p->map_.size(), p->map_.writable(), static_cast<size_t>(cfg.get("pool.prefault")));
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
@@ -185,23 +160,14 @@ int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out, con
 int Pool::open_readonly_uri(const std::string &uri_text, std::unique_ptr<Pool> *out) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
-    switch (uri.scheme) {
-        case Scheme::File:
-            return open_readonly(uri.target, out, file_access(uri, nullptr));
-        case Scheme::Dax: {
-            Mapping m;
-            if (int rc = Mapping::open_dax(uri.target, false, &m); rc != SPECKV_OK) return rc;
-            return open_image(std::move(m), out);
-        }
-        case Scheme::Numa: {  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
-            Mapping m;
-            if (int rc = Mapping::attach_numa_uri(uri, false, &m); rc != SPECKV_OK) return rc;
-            return open_image(std::move(m), out);
-        }
-        case Scheme::Anon:
-            break;
-    }
-    return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: there is nothing to open from outside it");
+    const Backend &backend = backend_of(uri);
+    if (!backend.attach)
+        return fail(SPECKV_ENOTSUP,
+                    "%s: pools live in one process's private memory: there is nothing to open from outside it",
+                    backend.scheme);
+    Mapping m;
+    if (int rc = backend.attach(uri, false, &m); rc != SPECKV_OK) return rc;
+    return open_image(std::move(m), out);
 }
 
 int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
@@ -540,20 +506,12 @@ int Pool::repair() {
 int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
+    const Backend &backend = backend_of(uri);
+    if (!backend.attach)
+        return fail(SPECKV_ENOTSUP, "%s: pools live in one process's private memory: nothing to reset from outside",
+                    backend.scheme);
     Mapping m;
-    switch (uri.scheme) {
-        case Scheme::File:
-            if (int rc = Mapping::open_file(uri.target, true, &m, file_access(uri, nullptr)); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Dax:
-            if (int rc = Mapping::open_dax(uri.target, true, &m); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Numa:  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
-            if (int rc = Mapping::attach_numa_uri(uri, true, &m); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Anon:
-            return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: nothing to reset from outside");
-    }
+    if (int rc = backend.attach(uri, true, &m); rc != SPECKV_OK) return rc;
     return reset_pool_mapping(std::move(m), uri.target, even_if_attached);
 }
 
