@@ -26,7 +26,8 @@ namespace speckv::codec {
 // AMD (Zen 4), where vpmultishiftqb and vpsrlw issue at the same rate and
 // the shift form measured faster (94 vs 99 ns per 2048 values), so the VBMI
 // index of the quantiser is an Intel choice (port 5 vs port 0, round 3).
-extern bool g_has_vbmi, g_has_fp16, g_amd;
+// Hidden, as their definition is: read directly, not through the GOT.
+extern __attribute__((visibility("hidden"))) bool g_has_vbmi, g_has_fp16, g_amd;
 
 // codec_quant_avx512.cc
 bool canon_avx512(int dtype, const void *src, size_t n, uint32_t *u);
