@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The llama2.c forward pass (run.c semantics, FP32) with the K/V cache in a
-// speckv pool. The arithmetic is run.c's, in the same order as
-// tools/llama2's Runner, so with exact K/V the logits are bit-identical; the
+// speckv pool. The arithmetic is llama2::Pass's, as tools/llama2's Runner's
+// is, so with exact K/V the logits are bit-identical; the
 // difference is where K and V live: every layer's attention reads them back
 // through PagedKv (speckv_translate + speckv_access / speckv_pin), and the
 // pass hints the prefetcher before each layer.
@@ -38,7 +38,7 @@ struct AttnStats {
     double select_ns = 0, attend_ns = 0;
 };
 
-class PooledForward {
+class PooledForward : private llama2::Layers {
 public:
     PooledForward(const llama2::Model &m, PagedKv &kv);
 
@@ -56,11 +56,16 @@ public:
     int forward(uint64_t request, int token, int pos, const NextUnit &next, const float **logits);
 
 private:
-    void attention(int npos);
-    int sparse_attention(uint64_t request, int layer, int npos);
+    int begin(int l, int pos) override;
+    void kv_rows(int l, int pos, float **k, float **v) override;
+    int attend(int l, int pos, const float *q, float *out) override;
+    int sparse_attention(uint64_t request, int layer, int npos, const float *q, float *out);
     const llama2::Model &m_;
     PagedKv &kv_;
-    std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_, kc_, vc_;
+    llama2::Pass pass_;
+    uint64_t request_ = 0;  // the unit forward() runs
+    NextUnit next_;
+    std::vector<float> k_, v_, att_, kc_, vc_;
     Attn mode_ = Attn::full;
     double frac_ = 1.0;
     uint64_t tenant_ = 0;

@@ -138,6 +138,9 @@ int nearest_distance(const std::vector<std::vector<int>> &table, const std::vect
 // (libnuma) to `node`. node < 0: local memory. device: a dax device whose
 // node has no known distance: docs/design.md's CXL direct figure (250 ns).
 Placement placement_for_node(int node, bool device);
+// Of a dax character device: its target node (libdaxctl); a device whose
+// node or distance is unknown: the CXL direct-attached figure.
+Placement dax_placement(const std::string &path);
 // Of an open mapping: numa: its node; a dax character device its target
 // node (libdaxctl); anything else local memory.
 Placement placement_for_mapping(const Mapping &m);

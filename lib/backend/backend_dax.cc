@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/devices.h"
+#include "backend/registry.h"
 #include "pool/pool_format.h"
 #include "speckv.h"
 #include "util/status.h"
@@ -295,5 +296,31 @@ int Mapping::open_dax(const std::string &path, bool writable, Mapping *out) {
     }
     return map_dax_fd(fd, d.size, d.align, writable, path, out);
 }
+
+// ------------------------------------------------------ the backend's row
+
+namespace {
+
+int parse_dax_target(std::string_view rest, Uri *u) {
+    if (rest.empty() || rest[0] != '/') return fail(SPECKV_EURI, "dax: URI needs a device path like dax:/dev/dax0.0");
+    u->target = std::string(rest);
+    return SPECKV_OK;
+}
+
+// A device without a pool gets one over its whole size (its own size wins
+// over pool.size), unless create=0.
+int open_dax_pool(const Uri &uri, const OpenArgs &a, Mapping *out) {
+    if (int rc = Mapping::open_dax(uri.target, true, out); rc) return rc;
+    return a.make.adopt(a.make.ctx, *out, a.create);
+}
+
+int attach_dax_pool(const Uri &uri, bool writable, Mapping *out) { return Mapping::open_dax(uri.target, writable, out); }
+
+Placement dax_uri_placement(const Uri &uri) { return dax_placement(uri.target); }
+
+}  // namespace
+
+extern const Backend kDaxBackend = {"dax", Scheme::Dax, parse_dax_target, /*file_params=*/false, /*numa_params=*/false,
+                                    open_dax_pool, attach_dax_pool, nullptr, /*prefault=*/false, dax_uri_placement};
 
 }  // namespace speckv

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "util/file_access.h"
 #include "util/status.h"
 
@@ -175,5 +176,67 @@ int Mapping::open_anon(size_t size, Mapping *out) {
     out->path_ = "";
     return SPECKV_OK;
 }
+
+// ------------------------------------------------------ the backends' rows
+
+namespace {
+
+int parse_file_target(std::string_view rest, Uri *u) {
+    if (rest.empty()) return fail(SPECKV_EURI, "file: URI needs a path or a pool name");
+    if (rest.find('/') == std::string_view::npos) {
+        if (!valid_pool_name(rest))
+            return fail(SPECKV_EURI, "pool name '%.*s' must be 1-200 characters of [A-Za-z0-9._-], not starting with '.'",
+                        static_cast<int>(rest.size()), rest.data());
+        u->named = true;
+        u->target = named_pool_path(rest, ".pool");
+    } else {
+        u->target = std::string(rest);
+    }
+    return SPECKV_OK;
+}
+
+// Attaches the file, or creates it (a.create) when it does not exist; a
+// creator that loses the race attaches the winner's pool.
+int open_file_pool(const Uri &uri, const OpenArgs &a, Mapping *out) {
+    if (uri.named) {
+        std::string dir = uri.target.substr(0, uri.target.find_last_of('/'));
+        if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            return fail(SPECKV_EIO, "cannot create pool directory '%s': %s", dir.c_str(), strerror(errno));
+    }
+    int rc = Mapping::open_file(uri.target, true, out, a.access);
+    if (rc == SPECKV_ENOENT) {
+        if (!a.create) return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
+        if (int prc = a.make.plan(a.make.ctx); prc) return prc;
+        auto init = [&a](unsigned char *b, size_t n) { return a.make.init(a.make.ctx, b, n); };
+        rc = Mapping::create_file(uri.target, a.size, init, out, true, a.access);
+        if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, out, a.access);
+    }
+    return rc;
+}
+
+int attach_file_pool(const Uri &uri, bool writable, Mapping *out) {
+    return Mapping::open_file(uri.target, writable, out, file_access(uri, nullptr));
+}
+
+int parse_anon_target(std::string_view rest, Uri *) {
+    if (!rest.empty()) return fail(SPECKV_EURI, "anon: URI takes no path (use anon:?size=1G)");
+    return SPECKV_OK;
+}
+
+int open_anon_pool(const Uri &, const OpenArgs &a, Mapping *out) {
+    if (int rc = a.make.plan(a.make.ctx); rc) return rc;
+    if (int rc = Mapping::open_anon(a.size, out); rc) return rc;
+    return a.make.init(a.make.ctx, out->base(), out->size());
+}
+
+const char *anon_label(const Uri &) { return "anonymous pool"; }
+
+}  // namespace
+
+extern const Backend kFileBackend = {"file", Scheme::File, parse_file_target, /*file_params=*/true,
+                                     /*numa_params=*/false, open_file_pool, attach_file_pool, nullptr,
+                                     /*prefault=*/true, nullptr};
+extern const Backend kAnonBackend = {"anon", Scheme::Anon, parse_anon_target, false, false, open_anon_pool,
+                                     /*attach: private memory*/ nullptr, anon_label, false, nullptr};
 
 }  // namespace speckv

@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -24,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "backend/devices.h"
+#include "backend/registry.h"
 #include "speckv.h"
 #include "util/status.h"
 
@@ -311,5 +314,41 @@ int Mapping::attach_numa_uri(const Uri &uri, bool writable, Mapping *out) {
     if (rc == SPECKV_OK) out->node_ = uri.node;
     return rc;
 }
+
+// ------------------------------------------------------ the backend's row
+
+namespace {
+
+int parse_numa_target(std::string_view rest, Uri *u) {
+    if (rest.empty() || rest.size() > 4) return fail(SPECKV_EURI, "numa: URI needs a node number like numa:2?size=64G");
+    for (char c : rest)
+        if (!std::isdigit(static_cast<unsigned char>(c)))
+            return fail(SPECKV_EURI, "numa: node '%.*s' is not a number", static_cast<int>(rest.size()), rest.data());
+    u->target = std::string(rest);
+    u->node = std::atoi(u->target.c_str());
+    return SPECKV_OK;
+}
+
+// Unnamed: private memory on the node, formatted by init. Named (name=): the
+// shared tmpfs file, attached if it exists (init not called) or created
+// bound to the node.
+int open_numa_pool(const Uri &uri, const OpenArgs &a, Mapping *out) {
+    if (int rc = a.make.plan(a.make.ctx); rc) return rc;
+    auto init = [&a](unsigned char *b, size_t n) { return a.make.init(a.make.ctx, b, n); };
+    return Mapping::open_numa_uri(uri, a.size, a.create, init, out);
+}
+
+// Named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it.
+int attach_numa_pool(const Uri &uri, bool writable, Mapping *out) { return Mapping::attach_numa_uri(uri, writable, out); }
+
+const char *numa_label(const Uri &uri) { return uri.named ? nullptr : "NUMA pool"; }
+
+Placement numa_uri_placement(const Uri &uri) { return placement_for_node(uri.node, false); }
+
+}  // namespace
+
+extern const Backend kNumaBackend = {"numa", Scheme::Numa, parse_numa_target, /*file_params=*/true,
+                                     /*numa_params=*/true, open_numa_pool, attach_numa_pool, numa_label,
+                                     /*prefault=*/false, numa_uri_placement};
 
 }  // namespace speckv

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "backend/registry.h"
 #include "config/config.h"
 #include "util/status.h"
 
@@ -105,7 +106,6 @@ Placement placement_for_node(int node, bool device) {
     return p;
 }
 
-namespace {
 Placement dax_placement(const std::string &path) {
     DaxDevice d;
     if (find_dax_device(path, &d) != SPECKV_OK) {
@@ -114,7 +114,6 @@ Placement dax_placement(const std::string &path) {
     }
     return placement_for_node(d.target_node, true);
 }
-}  // namespace
 
 Placement placement_for_mapping(const Mapping &m) {
     if (m.numa_node() >= 0) return placement_for_node(m.numa_node(), false);
@@ -124,13 +123,8 @@ Placement placement_for_mapping(const Mapping &m) {
 }
 
 Placement placement_for_uri(const Uri &u) {
-    switch (u.scheme) {
-        case Scheme::Numa: return placement_for_node(u.node, false);
-        case Scheme::Dax: return dax_placement(u.target);
-        case Scheme::File:
-        case Scheme::Anon: break;
-    }
-    return placement_for_node(-1, false);
+    const Backend &b = backend_of(u);
+    return b.placement ? b.placement(u) : placement_for_node(-1, false);
 }
 
 void apply_placement_config(const Config &cfg, Placement *p) {

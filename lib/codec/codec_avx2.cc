@@ -174,7 +174,7 @@ inline void store8(__m256 f, int dtype, uint8_t *o) {
 
 inline __m256 scale_ps(uint16_t s) { return _mm256_castsi256_ps(_mm256_set1_epi32(int(uint32_t(s) << 16))); }
 
-// FP16 output, one scale: the exact FP32 route of codec_avx512.cc (q * S is
+// FP16 output, one scale: the exact FP32 route of codec_dequant_avx512.cc (q * S is
 // exact in FP32; vcvtps2ph with an immediate RNE is IEEE binary32 ->
 // binary16, subnormals included, MXCSR's rounding, FTZ and DAZ not
 // involved). Only the overflow differs from §3.4 (Inf instead of +-65504,

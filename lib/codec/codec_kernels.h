@@ -143,6 +143,17 @@ const RiceKernels *srice_avx512_kernels();
 // encoders are the reference's); null when not built for x86-64 or the CPU
 // lacks them.
 const RiceKernels *srice_avx2_kernels();
+// The AVX-512 table's one-pass int8 records (lib/codec/codec_int8_avx512.cc:
+// Kernels::int8_decode_fp16 / int8_encode_fp16); null when not built for
+// x86-64, on a CPU that lacks AVX-512 F/BW/VL/VBMI, VPCLMULQDQ, PCLMUL or
+// SSE4.2, or on one that is not AMD's (where they measured no gain).
+struct Int8Kernels {
+    uint32_t (*decode_fp16)(uint32_t crc, const uint8_t *payload, size_t n, uint32_t Q, uint32_t want, void *dst,
+                            bool *written);
+    uint32_t (*encode_fp16)(const void *h, size_t n, uint32_t es, uint32_t r, uint32_t Q, uint16_t field, int8_t *q,
+                            uint32_t crc);
+};
+const Int8Kernels *int8_avx512_kernels();
 // 16-byte SSE2 prefix sum used by both SIMD tables (codec_avx2.cc).
 bool undelta_sse(const uint8_t *b, size_t n, bool delta, uint32_t Q, int8_t *s);
 

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "backend/registry.h"
 #include "util/status.h"
 
 namespace speckv {
@@ -89,7 +90,7 @@ static bool parse_id(std::string_view t, bool user, int64_t *out) {
     return true;
 }
 
-static bool valid_name(std::string_view n) {
+bool valid_pool_name(std::string_view n) {
     if (n.empty() || n.size() > 200 || n[0] == '.') return false;
     for (char c : n)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
@@ -100,8 +101,8 @@ int parse_uri(std::string_view text, Uri *out) {
     Uri u;
     size_t colon = text.find(':');
     if (colon == std::string_view::npos)
-        return fail(SPECKV_EURI, "URI '%.*s' has no scheme (expected file:, anon:, dax: or numa:)",
-                    static_cast<int>(text.size()), text.data());
+        return fail(SPECKV_EURI, "URI '%.*s' has no scheme (expected %s)", static_cast<int>(text.size()), text.data(),
+                    backend_schemes(true).c_str());
     std::string_view scheme = text.substr(0, colon);
     std::string_view rest = text.substr(colon + 1);
     std::string_view query;
@@ -111,43 +112,12 @@ int parse_uri(std::string_view text, Uri *out) {
         rest = rest.substr(0, q);
         has_query = true;
     }
-    if (scheme == "file") u.scheme = Scheme::File;
-    else if (scheme == "anon") u.scheme = Scheme::Anon;
-    else if (scheme == "dax") u.scheme = Scheme::Dax;
-    else if (scheme == "numa") u.scheme = Scheme::Numa;
-    else
-        return fail(SPECKV_EURI, "unknown URI scheme '%.*s' (expected file, anon, dax or numa)",
-                    static_cast<int>(scheme.size()), scheme.data());
-
-    switch (u.scheme) {
-        case Scheme::File:
-            if (rest.empty()) return fail(SPECKV_EURI, "file: URI needs a path or a pool name");
-            if (rest.find('/') == std::string_view::npos) {
-                if (!valid_name(rest))
-                    return fail(SPECKV_EURI, "pool name '%.*s' must be 1-200 characters of [A-Za-z0-9._-], not starting with '.'",
-                                static_cast<int>(rest.size()), rest.data());
-                u.named = true;
-                u.target = named_pool_path(rest, ".pool");
-            } else {
-                u.target = std::string(rest);
-            }
-            break;
-        case Scheme::Anon:
-            if (!rest.empty()) return fail(SPECKV_EURI, "anon: URI takes no path (use anon:?size=1G)");
-            break;
-        case Scheme::Dax:
-            if (rest.empty() || rest[0] != '/') return fail(SPECKV_EURI, "dax: URI needs a device path like dax:/dev/dax0.0");
-            u.target = std::string(rest);
-            break;
-        case Scheme::Numa:
-            if (rest.empty() || rest.size() > 4) return fail(SPECKV_EURI, "numa: URI needs a node number like numa:2?size=64G");
-            for (char c : rest)
-                if (!std::isdigit(static_cast<unsigned char>(c)))
-                    return fail(SPECKV_EURI, "numa: node '%.*s' is not a number", static_cast<int>(rest.size()), rest.data());
-            u.target = std::string(rest);
-            u.node = std::atoi(u.target.c_str());
-            break;
-    }
+    const Backend *backend = find_backend(scheme);
+    if (!backend)
+        return fail(SPECKV_EURI, "unknown URI scheme '%.*s' (expected %s)", static_cast<int>(scheme.size()),
+                    scheme.data(), backend_schemes(false).c_str());
+    u.scheme = backend->id;
+    if (int rc = backend->parse_target(rest, &u); rc != SPECKV_OK) return rc;
 
     if (has_query && query.empty())
         return fail(SPECKV_EURI, "URI '%.*s' ends in '?' with no parameter after it", static_cast<int>(text.size()),
@@ -161,20 +131,19 @@ int parse_uri(std::string_view text, Uri *out) {
             return fail(SPECKV_EURI, "URI '%.*s' has an empty parameter (a stray or trailing '&')",
                         static_cast<int>(text.size()), text.data());
         size_t eq = kv.find('=');
-        if (u.scheme == Scheme::Numa && kv == "name=")
+        if (backend->numa_params && kv == "name=")
             return fail(SPECKV_EURI, "numa: name= is empty: give the pool a name (numa:%s?name=kv0) or leave name= out "
                                      "for a process-private pool", u.target.c_str());
         if (eq == std::string_view::npos || eq == 0 || eq + 1 == kv.size())
             return fail(SPECKV_EURI, "URI parameter '%.*s' is not key=value", static_cast<int>(kv.size()), kv.data());
         std::string key(kv.substr(0, eq));
         std::string_view val = kv.substr(eq + 1);
-        const bool numa_key = u.scheme == Scheme::Numa && (key == "policy" || key == "name");
-        const bool file_key = (u.scheme == Scheme::File || u.scheme == Scheme::Numa) &&
-                              (key == "owner" || key == "group" || key == "mode");
+        const bool numa_key = backend->numa_params && (key == "policy" || key == "name");
+        const bool file_key = backend->file_params && (key == "owner" || key == "group" || key == "mode");
         if (key != "size" && key != "page_size" && key != "max_blocks" && key != "create" && !numa_key && !file_key)
             return fail(SPECKV_EURI, "unknown URI parameter '%s' (known: size, page_size, max_blocks, create%s%s)",
-                        key.c_str(), u.scheme == Scheme::File || u.scheme == Scheme::Numa ? ", owner, group, mode" : "",
-                        u.scheme == Scheme::Numa ? ", policy, name" : "");
+                        key.c_str(), backend->file_params ? ", owner, group, mode" : "",
+                        backend->numa_params ? ", policy, name" : "");
         if (file_key) {
             if (u.params.count(key)) return fail(SPECKV_EURI, "URI parameter '%s' given twice", key.c_str());
             int64_t v = -1;
@@ -194,7 +163,7 @@ int parse_uri(std::string_view text, Uri *out) {
         }
         if (key == "name") {
             if (!u.name.empty()) return fail(SPECKV_EURI, "URI parameter 'name' given twice");
-            if (!valid_name(val))
+            if (!valid_pool_name(val))
                 return fail(SPECKV_EURI,
                             "numa: pool name '%.*s' must be 1-200 characters of [A-Za-z0-9._-], not starting with '.' "
                             "(it names a file in %s)",

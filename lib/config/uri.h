@@ -8,6 +8,7 @@
 
 namespace speckv {
 
+// One per backend (backend/registry.h: each backend's row says which).
 enum class Scheme { File, Anon, Dax, Numa };
 
 struct Uri {
@@ -37,6 +38,10 @@ bool parse_file_mode(std::string_view text, int64_t *out);
 // Parses "4096", "8G", "64MiB", "1k" (binary multiples) into bytes.
 // Returns false on anything else, including overflow.
 bool parse_size(std::string_view text, int64_t *out);
+
+// A pool name (file:NAME, numa:N?name=NAME): 1-200 characters of
+// [A-Za-z0-9._-], not starting with '.'.
+bool valid_pool_name(std::string_view name);
 
 // The directory named pools live in: $XDG_RUNTIME_DIR/speckv, else /dev/shm,
 // else /tmp.

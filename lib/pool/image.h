@@ -62,6 +62,19 @@ uint32_t superblock_crc(const fmt::Superblock &s);
 uint64_t proc_start_time(pid_t pid);
 bool process_alive(uint32_t pid, uint64_t start_time);
 uint32_t record_crc(const fmt::BlockRecord &r);
+// The one check of a block record's placement and size, the record's
+// validating accessor (docs/pool-format.md "Validation"): resolve() (so
+// every live access), recovery, check, the L4 demotion's view and the
+// lookup's cache flush all use it (Pool::geometry_ok), so no record one of
+// them accepts is refused by another. Fields as read from the record; cold
+// = in L4 (first_page is then stale and not checked).
+inline bool record_geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages,
+                               uint64_t bytes, uint8_t dtype, bool cold) {
+    const uint64_t stored = packed ? packed : npages;
+    return npages >= 1 && dtype < 4 && bytes > uint64_t(npages - 1) * s.page_size &&
+           bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
+           (cold || (first < s.n_pages && stored <= s.n_pages - first));
+}
 
 // Live processes (other than this one) attached to the pool in `m`.
 std::vector<uint32_t> pool_live_pids(const Mapping &m);

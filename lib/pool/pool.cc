@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pool coordinator: open, attach and close, the pool lock, recovery
-// (docs/pool-format.md "Recovery"), repair and reset. The operations live
+// The pool coordinator: open, attach and close, the pool lock, repair and
+// reset; recovery itself is pool/recovery.cc's. The operations live
 // in the other pool_*.cc files (docs/architecture.md says which).
 #include "pool/pool.h"
 #include "pool/resolve.h"
@@ -26,6 +26,7 @@
 #include "events/publisher.h"
 #include "util/crc32c.h"
 #include "backend/prefault.h"
+#include "backend/registry.h"
 #include "share/index_key.h"
 #include "util/flush.h"
 #include "util/log_env.h"
@@ -36,6 +37,7 @@
 #include "util/seqlock.h"
 
 #include "pool/pool_internal.h"
+#include "pool/recovery.h"
 
 namespace speckv {
 
@@ -88,67 +90,41 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (access.owner >= 0) uri.params["owner"] = access.owner;
     if (access.group >= 0) uri.params["group"] = access.group;
     uri.params["mode"] = access.mode;
-    auto init = [&](unsigned char *b, size_t n) {
-        return format_pool(b, n, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks), /*zeroed=*/true, sumb);
-    };
+    // What the backend is given to make a pool: the geometry check, the format
+    // of fresh memory, and the adoption of a device mapped whole.
+    struct Make {
+        int64_t size, page_size, max_blocks;
+        uint32_t sumb;
+    } mk{size, page_size, max_blocks, sumb};
+    const PoolMaker make{
+        &mk,
+        [](void *c) {
+            auto &m = *static_cast<Make *>(c);
+            Superblock plan;
+            return plan_geometry(uint64_t(m.size), uint32_t(m.page_size), uint64_t(m.max_blocks), &plan, m.sumb);
+        },
+        [](void *c, unsigned char *b, size_t n) {
+            auto &m = *static_cast<Make *>(c);
+            return format_pool(b, n, static_cast<uint32_t>(m.page_size), static_cast<uint64_t>(m.max_blocks),
+                               /*zeroed=*/true, m.sumb);
+        },
+        [](void *c, const Mapping &map, bool create) {
+            auto &m = *static_cast<Make *>(c);
+            bool formatted;
+            return format_if_blank(map, static_cast<uint32_t>(m.page_size), static_cast<uint64_t>(m.max_blocks), create,
+                                   &formatted, m.sumb);
+        }};
 
     std::unique_ptr<Pool> p(new Pool);
     p->cfg_ = cfg;
-    switch (uri.scheme) {
-        case Scheme::File: {
-            if (uri.named) {
-                std::string dir = uri.target.substr(0, uri.target.find_last_of('/'));
-                if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-                    return fail(SPECKV_EIO, "cannot create pool directory '%s': %s", dir.c_str(), strerror(errno));
-            }
-            int rc = Mapping::open_file(uri.target, true, &p->map_, access);
-            if (rc == SPECKV_ENOENT) {
-                if (!create)
-                    return fail(SPECKV_ENOENT, "pool '%s' does not exist (and create=0)", uri.target.c_str());
-                Superblock plan;
-                if (int prc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); prc)
-                    return prc;
-                rc = Mapping::create_file(uri.target, static_cast<size_t>(size), init, &p->map_, true, access);
-                if (rc == SPECKV_EEXIST) rc = Mapping::open_file(uri.target, true, &p->map_, access);
-            }
-            if (rc != SPECKV_OK) return rc;
-            break;
-        }
-        case Scheme::Anon: {
-            Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
-            if (int rc = Mapping::open_anon(static_cast<size_t>(size), &p->map_); rc) return rc;
-            if (int rc = init(p->map_.base(), p->map_.size()); rc) return rc;
-            break;
-        }
-        case Scheme::Dax: {
-            if (int rc = Mapping::open_dax(uri.target, true, &p->map_); rc) return rc;
-            // A device without a pool gets one over its whole size (its own
-            // size wins over pool.size), unless create=0.
-            bool formatted;
-            if (int rc = format_if_blank(p->map_, static_cast<uint32_t>(page_size), static_cast<uint64_t>(max_blocks),
-                                         create != 0, &formatted, sumb);
-                rc)
-                return rc;
-            break;
-        }
-        case Scheme::Numa: {
-            Superblock plan;
-            if (int rc = plan_geometry(uint64_t(size), uint32_t(page_size), uint64_t(max_blocks), &plan, sumb); rc) return rc;
-            // Unnamed: private memory on the node, formatted by init. Named
-            // (name=): the shared tmpfs file, attached if it exists (init not
-            // called) or created bound to the node (lib/backend/backend_numa.cc).
-            if (int rc = Mapping::open_numa_uri(uri, static_cast<size_t>(size), create != 0, init, &p->map_); rc)
-                return rc;
-            break;
-        }
-    }
-    const char *where = uri.scheme == Scheme::Anon ? "anonymous pool"
-                        : uri.scheme == Scheme::Numa && !uri.named ? "NUMA pool"
-                                                     : uri.target.c_str();
+    const Backend &backend = backend_of(uri);
+    if (int rc = backend.open(uri, OpenArgs{static_cast<size_t>(size), create != 0, access, make}, &p->map_); rc)
+        return rc;
+    const char *label = backend.label ? backend.label(uri) : nullptr;
+    const char *where = label ? label : uri.target.c_str();
     if (int rc = validate_superblock(p->map_, where); rc != SPECKV_OK) return rc;
     // No page-fault storm on the first pass after attaching (issue 27).
-    if (uri.scheme == Scheme::File)
+    if (backend.prefault)
         prefault_mapping(p->map_.base(), p->map_.size(), p->map_.writable(), static_cast<size_t>(cfg.get("pool.prefault")));
     p->bind_layout();
     p->lock_timeout_ms_ = static_cast<int>(cfg.get("lock.timeout_ms"));
@@ -185,23 +161,14 @@ int Pool::open_readonly(const std::string &path, std::unique_ptr<Pool> *out, con
 int Pool::open_readonly_uri(const std::string &uri_text, std::unique_ptr<Pool> *out) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
-    switch (uri.scheme) {
-        case Scheme::File:
-            return open_readonly(uri.target, out, file_access(uri, nullptr));
-        case Scheme::Dax: {
-            Mapping m;
-            if (int rc = Mapping::open_dax(uri.target, false, &m); rc != SPECKV_OK) return rc;
-            return open_image(std::move(m), out);
-        }
-        case Scheme::Numa: {  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
-            Mapping m;
-            if (int rc = Mapping::attach_numa_uri(uri, false, &m); rc != SPECKV_OK) return rc;
-            return open_image(std::move(m), out);
-        }
-        case Scheme::Anon:
-            break;
-    }
-    return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: there is nothing to open from outside it");
+    const Backend &backend = backend_of(uri);
+    if (!backend.attach)
+        return fail(SPECKV_ENOTSUP,
+                    "%s: pools live in one process's private memory: there is nothing to open from outside it",
+                    backend.scheme);
+    Mapping m;
+    if (int rc = backend.attach(uri, false, &m); rc != SPECKV_OK) return rc;
+    return open_image(std::move(m), out);
 }
 
 int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
@@ -348,185 +315,9 @@ int Pool::attach() {
 }
 
 void Pool::recover_locked(const char *why) {
-    log(SPECKV_LOG_WARN, "recovering pool: %s", why);
-    // 1. Attach records: a dead process's record is freed and its counters
-    //    kept; what it held is dropped below.
-    std::vector<uint64_t> live_ids;
-    const uint64_t live_mask = recover_attach_locked(&live_ids);
-    // 2. Blocks: validate each record, rebuild the page bitmap and counters
-    //    from the ones that stand.
-    RecoveredTotals t;
-    recover_blocks_locked(live_mask, live_ids, &t);
-    // 3. Torn page writes.
-    recover_pages_locked(live_mask);
-    store_recovered_totals_locked(t);
-    // 4. The hash and translation indexes are derived from the records.
-    share_.rebuild_locked();
-    xlate_index_.rebuild_locked();
-    SharedHeader *h = sh();
-    h->epoch.fetch_add(1);
-    h->recoveries.fetch_add(1);
+    Recovery(PoolLayout::bind(map_.base()), share_, xlate_index_, PageDecoder(page_size_, &counters_), log_)
+        .run_locked(why);
 }
-
-uint64_t Pool::recover_attach_locked(std::vector<uint64_t> *live_ids) {
-    SharedHeader *h = sh();
-    uint64_t live_mask = 0;
-    for (uint32_t i = 0; i < kMaxAttach; i++) {
-        AttachRecord &a = h->attach[i];
-        uint32_t pid = a.pid.load();
-        if (!pid) continue;
-        if (process_alive(pid, a.start_time)) {
-            live_mask |= uint64_t(1) << i;
-            live_ids->push_back(a.id);
-            continue;
-        }
-        log(SPECKV_LOG_WARN, "process %u attached to the pool is gone: its references and unpublished blocks are reclaimed",
-            pid);
-        h->lookups.fetch_add(a.lookups.exchange(0));
-        h->lookup_hits.fetch_add(a.lookup_hits.exchange(0));
-        h->dedup_bytes.fetch_add(a.dedup_bytes.exchange(0));
-        fold_tier_counters(h, a);
-        a.pid.store(0);
-    }
-    h->attached = static_cast<uint32_t>(__builtin_popcountll(live_mask));
-    return live_mask;
-}
-
-void Pool::finish_cut_move_locked(uint64_t hwm) {
-    SharedHeader *h = sh();
-    // A block move cut short between its record's stores: finish it (its new
-    // pages were written before the move was recorded).
-    if (const uint64_t ms = h->move_slot.load(); ms && ms <= hwm) {
-        BlockRecord &r = blocks()[ms - 1];
-        if (r.handle.load()) {
-            r.first_page = h->move_first_page;
-            r.packed_pages = h->move_packed_pages;
-            r.crc = record_crc(r);
-            // The mover may have died before it bumped tier_seq: readers'
-            // views of the old placement must see a move (parity kept).
-            r.tier_seq.fetch_add(2);
-            log(SPECKV_LOG_WARN, "recovery: finished the move of block slot %" PRIu64 " cut short by a crash", ms - 1);
-        }
-        h->move_slot.store(0);
-    }
-}
-
-void Pool::recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t) {
-    const Superblock &s = *sb();
-    SharedHeader *h = sh();
-    uint64_t *bm = bitmap();
-    std::memset(bm, 0, (s.n_pages + 63) / 64 * 8);
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks);
-    h->slot_hwm = hwm;
-    uint32_t nt = std::min<uint32_t>(h->tenants_used, kMaxTenants);
-    h->tenants_used = nt;
-    for (uint32_t i = 0; i < nt; i++) tenants()[i].used_pages.store(0);
-    finish_cut_move_locked(hwm);
-    for (uint64_t i = 0; i < hwm; i++) {
-        BlockRecord &r = blocks()[i];
-        uint64_t hd = r.handle.load();
-        if (!hd) continue;
-        const bool cold = r.tier_seq.load() & 1;  // in L4: no pages to check or mark
-        // A packed block's pages are its image's (fewer than npages; format 6 only).
-        const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
-        bool ok = (hd & ((1u << kSlotBits) - 1)) == i + 1 && (hd >> kSlotBits) == r.generation &&
-                  r.generation <= kMaxGeneration &&
-                  geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold) && record_crc(r) == r.crc;
-        for (uint64_t p = r.first_page; ok && !cold && p < r.first_page + np; p++)
-            if (bm[p / 64] >> (p % 64) & 1) ok = false;  // overlaps an earlier block
-        if (!ok) {
-            log(SPECKV_LOG_ERROR, "recovery: block slot %" PRIu64 " is corrupt; dropped", i);
-            r.handle.store(0);
-            continue;
-        }
-        bool pub = r.state & kBlockPublished;
-        uint64_t holders = r.holders.load();
-        bool orphan = !pub && r.owner != 0 &&
-                      std::find(live_ids.begin(), live_ids.end(), r.owner) == live_ids.end();
-        if (orphan && (holders & live_mask)) {  // a live process has it pinned: it becomes the pool's, not freed
-            r.owner = 0;
-            orphan = false;
-        }
-        if (orphan || (holders & kHoldersDying)) {
-            // An unpublished block of a dead process (nothing says its
-            // contents were complete), or an eviction cut short by a crash.
-            r.handle.store(0);
-            t->reclaimed += orphan;
-            continue;
-        }
-        r.holders.fetch_and(live_mask);  // references (and, on unpublished blocks, pins) of live processes
-        t->live++;
-        if (pub) {
-            t->published++;
-            t->shared += r.bytes;
-        }
-        t->by_dtype[r.dtype] += r.bytes;
-        if (cold) {
-            t->cold_n++;
-            t->cold_b += r.bytes;
-            continue;
-        }
-        for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] |= uint64_t(1) << (p % 64);
-        t->used += np;
-        if (TenantEntry *te = share_.tenant_row(r.tenant)) te->used_pages.fetch_add(np);
-    }
-    // Free-slot list, lowest slot first.
-    h->slot_free_head = 0;
-    for (uint64_t i = hwm; i-- > 0;) {
-        BlockRecord &r = blocks()[i];
-        if (r.handle.load() || r.generation >= kMaxGeneration) continue;
-        r.next_free = h->slot_free_head;
-        h->slot_free_head = i + 1;
-    }
-}
-
-void Pool::recover_pages_locked(uint64_t live_mask) {
-    const Superblock &s = *sb();
-    // Torn page writes: the writer died between locking and unlocking.
-    // The writer's attach slot is in the page flags; a live writer's page
-    // is left alone (it is mid-copy). An untagged odd page (the writer was
-    // between taking the lock and tagging it) is repaired only when no
-    // process is attached; otherwise it is fixed when its pages are reused.
-    for (uint64_t p = 0; p < s.n_pages; p++) {
-        PageEntry &pe = pages()[p];
-        uint64_t q = pe.seq.load();
-        if (!(q & 1)) continue;
-        uint32_t fl = pe.flags.load();
-        uint32_t tag = (fl & kPageWriterMask) >> kPageWriterShift;
-        if (tag ? (live_mask >> (tag - 1) & 1) : live_mask != 0) continue;
-        // A page still flagged zero never finished its first write: it
-        // keeps reading as zeros (its media bytes may be a freed block's,
-        // which must never leak). Otherwise the bytes are this block's own,
-        // old and new mixed: re-seal them.
-        if (!(fl & kPageZero)) pe.crc.store(crc32c(0, page_data(p), page_size_));
-        // A coded page cut short holds no valid record: it is quarantined
-        // (reads fail naming it) rather than decoded into garbage.
-        if ((fl & (kPageZero | kPageCoded)) == kPageCoded) {
-            unsigned char *dec = decoded_page_scratch(page_size_);
-            if (decode_page(p, page_data(p), dec) != SPECKV_OK) {
-                clear_error();
-                fl |= kPageQuarantined;
-            }
-        }
-        pe.flags.store(fl & ~(kPageWriterMask | kPageSummary));  // the summary may be of other bytes
-        pe.seq.store(q + 1);
-    }
-}
-
-void Pool::store_recovered_totals_locked(const RecoveredTotals &t) {
-    SharedHeader *h = sh();
-    h->blocks_live.store(t.live);
-    h->pages_used.store(t.used);
-    h->cold_blocks.store(t.cold_n);
-    h->cold_bytes.store(t.cold_b);
-    if (!process_alive(h->cold_pid.load(), h->cold_start_time)) h->cold_pid.store(0);
-    for (int d = 0; d < 4; d++) h->bytes_by_dtype[d].store(t.by_dtype[d]);
-    h->blocks_published.store(t.published);
-    h->shared_bytes.store(t.shared);
-    h->reclaimed.fetch_add(t.reclaimed);
-    h->alloc_cursor = 0;
-}
-
 
 int Pool::repair() {
     if (read_only() || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
@@ -540,20 +331,12 @@ int Pool::repair() {
 int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
     Uri uri;
     if (int rc = parse_uri(uri_text, &uri); rc != SPECKV_OK) return rc;
+    const Backend &backend = backend_of(uri);
+    if (!backend.attach)
+        return fail(SPECKV_ENOTSUP, "%s: pools live in one process's private memory: nothing to reset from outside",
+                    backend.scheme);
     Mapping m;
-    switch (uri.scheme) {
-        case Scheme::File:
-            if (int rc = Mapping::open_file(uri.target, true, &m, file_access(uri, nullptr)); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Dax:
-            if (int rc = Mapping::open_dax(uri.target, true, &m); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Numa:  // named: its shared file; unnamed: SPECKV_ENOTSUP saying how to name it
-            if (int rc = Mapping::attach_numa_uri(uri, true, &m); rc != SPECKV_OK) return rc;
-            break;
-        case Scheme::Anon:
-            return fail(SPECKV_ENOTSUP, "anon: pools live in one process's private memory: nothing to reset from outside");
-    }
+    if (int rc = backend.attach(uri, true, &m); rc != SPECKV_OK) return rc;
     return reset_pool_mapping(std::move(m), uri.target, even_if_attached);
 }
 

@@ -29,6 +29,7 @@
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/pool_format.h"
+#include "pool/pool_report.h"
 #include "pool/refs.h"
 #include "prefetch/aliases.h"
 #include "prefetch/hint_queue.h"
@@ -43,62 +44,6 @@ namespace speckv {
 namespace events {
 class Publisher;  // events/publisher.h: KV events for routers (docs/events.md)
 }
-
-struct BlockInfo {
-    uint64_t handle, slot, first_page, npages, bytes;
-    int dtype;
-    uint64_t tenant, request, token_pos, token_count;
-    uint32_t layer, hint_flags;
-    uint8_t content_hash[32];
-    bool published;
-    bool cold;              // in the L4 cold tier (its pages are not in the pool)
-    uint64_t packed_pages;  // 0, or the pool pages of its packed image (format 6)
-    uint32_t holders;       // processes holding references
-    uint64_t owner;         // attach id owning it while unpublished (0 = the pool)
-};
-
-struct AttachInfo {
-    uint32_t pid;
-    bool alive;
-    uint64_t id, attach_ns, lookups, lookup_hits;
-    uint64_t tier[fmt::kTierCounters];  // as it last published them (fmt::TierCounter)
-};
-
-struct TenantInfo {
-    uint64_t tenant, quota_pages, used_pages;
-};
-
-struct PoolInfo {
-    std::string location;     // path, or "anonymous memory"
-    uint32_t format_version;
-    uint8_t uuid[16];
-    uint64_t created_ns, pool_bytes, page_size, n_pages, max_blocks, data_off;
-    uint64_t pages_used, blocks_live, bytes_by_dtype[4];
-    uint64_t epoch, recoveries;
-    uint32_t attached;
-    bool clean;
-    uint64_t pages_quarantined, pages_in_write;
-    uint64_t pages_coded, coded_raw_bytes, coded_stored_bytes;  // pages stored as codec records
-    uint64_t blocks_packed, packed_pages, packed_saved;  // packed blocks, their image pages, pages they gave back
-    // Packed blocks whose image head or directory fails its checks (not in
-    // the figures above; `speckv pool check` says which and why).
-    uint64_t packed_damaged;
-    uint64_t blocks_published, shared_bytes, lookups, lookup_hits, dedup_bytes, evictions, reclaimed;
-    uint64_t cold_blocks, cold_bytes, demotions, promotions, demote_failures;  // the L4 tier
-    uint32_t cold_pid;        // the live process holding the L4 tier (0 = none)
-    std::vector<AttachInfo> attach;
-    uint64_t tier_detached[fmt::kTcSummed];  // tier counters of processes that detached or died
-    std::vector<TenantInfo> tenants;
-};
-
-struct CheckReport {
-    std::vector<std::string> problems;  // empty = clean
-    // A process died holding the pool lock (perhaps inside recovery): the
-    // problems may be what it left half-done, which the next open (or check
-    // --repair) recovers; `speckv pool check` exits 3 then.
-    bool recovery_pending = false;
-    uint64_t blocks_checked = 0, pages_verified = 0;
-};
 
 class Pool {
   public:
@@ -178,17 +123,8 @@ class Pool {
     int attach();
     int lock(bool *recovered);
     void unlock();
+    // Recovery (pool/recovery.h) under the lock; why: for the log.
     void recover_locked(const char *why);
-    // recover_locked's steps, in order (docs/pool-format.md "Recovery").
-    struct RecoveredTotals {
-        uint64_t live = 0, used = 0, by_dtype[4] = {0, 0, 0, 0}, published = 0, shared = 0, reclaimed = 0;
-        uint64_t cold_n = 0, cold_b = 0;
-    };
-    uint64_t recover_attach_locked(std::vector<uint64_t> *live_ids);  // returns the live attach slots' mask
-    void finish_cut_move_locked(uint64_t hwm);
-    void recover_blocks_locked(uint64_t live_mask, const std::vector<uint64_t> &live_ids, RecoveredTotals *t);
-    void recover_pages_locked(uint64_t live_mask);
-    void store_recovered_totals_locked(const RecoveredTotals &t);
     bool any_dead_locked() const;
     // Sharing internals, all under the lock unless said otherwise.
     uint64_t *buckets() const { return buckets_; }
@@ -254,18 +190,10 @@ class Pool {
         bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
     };
     int resolve(uint64_t handle, BlockView *out) const;  // inline: pool/resolve.h
-    // The one check of a block record's placement and size, the record's
-    // validating accessor (docs/pool-format.md "Validation"): resolve() (so
-    // every live access), recovery, check, the L4 demotion's view and the
-    // lookup's cache flush all use it, so no record one of them accepts is
-    // refused by another. Fields as read from the record; cold = in L4
-    // (first_page is then stale and not checked).
+    // The record's validating accessor (record_geometry_ok, pool/image.h).
     static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
                             uint8_t dtype, bool cold) {
-        const uint64_t stored = packed ? packed : npages;
-        return npages >= 1 && dtype < 4 && bytes > uint64_t(npages - 1) * s.page_size &&
-               bytes <= uint64_t(npages) * s.page_size && (packed == 0 || (packed < npages && s.format_version >= 6)) &&
-               (cold || (first < s.n_pages && stored <= s.n_pages - first));
+        return record_geometry_ok(s, first, packed, npages, bytes, dtype, cold);
     }
     // resolve() found the block's placement mid-change: spin, then yield;
     // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).

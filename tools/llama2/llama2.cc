@@ -73,6 +73,62 @@ void attn_out_and_ffn(const Model &m, int l, float *x, float *xb, float *xb2, fl
     for (int i = 0; i < dim; i++) x[i] += xb[i];
 }
 
+void attention(const Config &c, const float *q, const float *kc, const float *vc, int npos, float *att_all,
+               float *out) {
+    const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+    for (int h = 0; h < c.n_heads; h++) {
+        const float *qh = q + h * hs;
+        float *att = att_all + size_t(h) * c.seq_len;
+        for (int t = 0; t < npos; t++) {
+            const float *k = kc + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            float score = 0;
+            for (int i = 0; i < hs; i++) score += qh[i] * k[i];
+            att[t] = score / std::sqrt(float(hs));
+        }
+        softmax(att, npos);
+        float *xb = out + h * hs;
+        std::fill(xb, xb + hs, 0.f);
+        for (int t = 0; t < npos; t++) {
+            const float *v = vc + size_t(t) * kv_dim + (h / kv_mul) * hs;
+            for (int i = 0; i < hs; i++) xb[i] += att[t] * v[i];
+        }
+    }
+}
+
+Pass::Pass(const Model &m) : m_(m) {
+    const Config &c = m.c;
+    x_.resize(size_t(c.dim));
+    xb_.resize(size_t(c.dim));
+    xb2_.resize(size_t(c.dim));
+    hb_.resize(size_t(c.hidden_dim));
+    hb2_.resize(size_t(c.hidden_dim));
+    q_.resize(size_t(c.dim));
+    logits_.resize(size_t(c.vocab_size));
+}
+
+int Pass::run(int token, int pos, Layers &layers, const float **logits) {
+    const Config &c = m_.c;
+    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
+    float *x = x_.data(), *xb = xb_.data(), *q = q_.data();
+    std::memcpy(x, m_.tok_emb + size_t(token) * dim, size_t(dim) * sizeof(float));
+    for (int l = 0; l < c.n_layers; l++) {
+        if (int rc = layers.begin(l, pos)) return rc;
+        rmsnorm(xb, x, m_.rms_att + size_t(l) * dim, dim);
+        float *k, *v;
+        layers.kv_rows(l, pos, &k, &v);
+        matmul(q, xb, m_.wq + size_t(l) * dim * dim, dim, dim);
+        matmul(k, xb, m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
+        matmul(v, xb, m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
+        rope(q, k, pos, dim, kv_dim, hs);
+        if (int rc = layers.attend(l, pos, q, xb)) return rc;
+        attn_out_and_ffn(m_, l, x, xb, xb2_.data(), hb_.data(), hb2_.data());
+    }
+    rmsnorm(x, x, m_.rms_final, dim);
+    matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);
+    *logits = logits_.data();
+    return 0;
+}
+
 namespace {
 
 bool read_file(const std::string &path, std::vector<char> *out, std::string *err) {
@@ -218,91 +274,61 @@ std::string Tokenizer::piece(int prev, int tok) const {
     return s;
 }
 
-Runner::Runner(const Model &m) : m_(m) {
+Runner::Runner(const Model &m) : m_(m), pass_(m) {
     const Config &c = m.c;
     const size_t cache = size_t(c.n_layers) * c.seq_len * c.kv_dim();
     key_cache.assign(cache, 0.f);
     value_cache.assign(cache, 0.f);
     k_read.assign(cache, 0.f);
     v_read.assign(cache, 0.f);
-    x_.resize(size_t(c.dim));
-    xb_.resize(size_t(c.dim));
     xbx_.resize(size_t(c.dim));
-    xb2_.resize(size_t(c.dim));
-    hb_.resize(size_t(c.hidden_dim));
-    hb2_.resize(size_t(c.hidden_dim));
-    q_.resize(size_t(c.dim));
     att_.resize(size_t(c.n_heads) * c.seq_len);
-    logits_.resize(size_t(c.vocab_size));
 }
 
-void Runner::attention(int l, int pos, const float *kc, const float *vc, float *out) {
+void Runner::kv_rows(int l, int pos, float **k, float **v) {
+    const size_t row = (size_t(l) * m_.c.seq_len + size_t(pos)) * m_.c.kv_dim();
+    *k = key_cache.data() + row;
+    *v = value_cache.data() + row;
+}
+
+int Runner::attend(int l, int pos, const float *q, float *out) {
     const Config &c = m_.c;
-    const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+    const int dim = c.dim, kv_dim = c.kv_dim();
     const size_t loff = size_t(l) * c.seq_len * kv_dim;
-    for (int h = 0; h < c.n_heads; h++) {
-        const float *q = q_.data() + h * hs;
-        float *att = att_.data() + size_t(h) * c.seq_len;
-        for (int t = 0; t <= pos; t++) {
-            const float *k = kc + loff + size_t(t) * kv_dim + (h / kv_mul) * hs;
-            float score = 0;
-            for (int i = 0; i < hs; i++) score += q[i] * k[i];
-            att[t] = score / std::sqrt(float(hs));
-        }
-        softmax(att, pos + 1);
-        float *xb = out + h * hs;
-        std::fill(xb, xb + hs, 0.f);
-        for (int t = 0; t <= pos; t++) {
-            const float *v = vc + loff + size_t(t) * kv_dim + (h / kv_mul) * hs;
-            for (int i = 0; i < hs; i++) xb[i] += att[t] * v[i];
-        }
+    if (use_read_cache) {
+        std::memcpy(k_read.data() + loff + size_t(pos) * kv_dim, key_cache.data() + loff + size_t(pos) * kv_dim,
+                    size_t(kv_dim) * 4);
+        std::memcpy(v_read.data() + loff + size_t(pos) * kv_dim, value_cache.data() + loff + size_t(pos) * kv_dim,
+                    size_t(kv_dim) * 4);
     }
+    if (on_kv_write) on_kv_write(l, pos);
+    if (!use_read_cache) {
+        attention(c, q, key_cache.data() + loff, value_cache.data() + loff, pos + 1, att_.data(), out);
+        return 0;
+    }
+    attention(c, q, k_read.data() + loff, v_read.data() + loff, pos + 1, att_.data(), out);
+    if (measure_attention) {
+        attention(c, q, key_cache.data() + loff, value_cache.data() + loff, pos + 1, att_.data(), xbx_.data());
+        double e2 = 0, r2 = 0, a2 = 0, dot = 0;
+        for (int i = 0; i < dim; i++) {
+            double a = out[i], b = xbx_[size_t(i)];
+            e2 += (a - b) * (a - b);
+            r2 += b * b;
+            a2 += a * a;
+            dot += a * b;
+        }
+        attn_err2 += e2;
+        attn_ref2 += r2;
+        attn_cos_sum += (a2 > 0 && r2 > 0) ? dot / std::sqrt(a2 * r2) : 1.0;
+        attn_count++;
+    }
+    return 0;
 }
 
 const float *Runner::forward(int token, int pos) {
-    const Config &c = m_.c;
-    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
-    float *x = x_.data();
-    std::memcpy(x, m_.tok_emb + size_t(token) * dim, size_t(dim) * 4);
-    for (int l = 0; l < c.n_layers; l++) {
-        rmsnorm(xb_.data(), x, m_.rms_att + size_t(l) * dim, dim);
-        const size_t loff = size_t(l) * c.seq_len * kv_dim;
-        float *k = key_cache.data() + loff + size_t(pos) * kv_dim;
-        float *v = value_cache.data() + loff + size_t(pos) * kv_dim;
-        matmul(q_.data(), xb_.data(), m_.wq + size_t(l) * dim * dim, dim, dim);
-        matmul(k, xb_.data(), m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
-        matmul(v, xb_.data(), m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
-        rope(q_.data(), k, pos, dim, kv_dim, hs);
-        if (use_read_cache) {
-            std::memcpy(k_read.data() + loff + size_t(pos) * kv_dim, k, size_t(kv_dim) * 4);
-            std::memcpy(v_read.data() + loff + size_t(pos) * kv_dim, v, size_t(kv_dim) * 4);
-        }
-        if (on_kv_write) on_kv_write(l, pos);
-        if (use_read_cache) {
-            attention(l, pos, k_read.data(), v_read.data(), xb_.data());
-            if (measure_attention) {
-                attention(l, pos, key_cache.data(), value_cache.data(), xbx_.data());
-                double e2 = 0, r2 = 0, a2 = 0, dot = 0;
-                for (int i = 0; i < dim; i++) {
-                    double a = xb_[size_t(i)], b = xbx_[size_t(i)];
-                    e2 += (a - b) * (a - b);
-                    r2 += b * b;
-                    a2 += a * a;
-                    dot += a * b;
-                }
-                attn_err2 += e2;
-                attn_ref2 += r2;
-                attn_cos_sum += (a2 > 0 && r2 > 0) ? dot / std::sqrt(a2 * r2) : 1.0;
-                attn_count++;
-            }
-        } else {
-            attention(l, pos, key_cache.data(), value_cache.data(), xb_.data());
-        }
-        attn_out_and_ffn(m_, l, x, xb_.data(), xb2_.data(), hb_.data(), hb2_.data());
-    }
-    rmsnorm(x, x, m_.rms_final, dim);
-    matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);
-    return logits_.data();
+    const float *logits = nullptr;
+    pass_.run(token, pos, *this, &logits);
+    return logits;
 }
 
 int argmax(const float *v, int n) {

@@ -2,6 +2,10 @@
 // A small llama2.c ("version 0" checkpoint) forward pass, used to produce real
 // K/V caches for the codec and to measure end-to-end quality with the K/V
 // cache passed through it. Follows run.c exactly (see data/README.md, the llama2.c format).
+// The one forward pass of the project: `Pass` runs run.c's arithmetic and
+// asks a `Layers` where each layer's K/V go and how its attention reads them;
+// the Runner below, tools/nmp_eval's Runner and examples/tinyllm's
+// PooledForward are three such Layers (library target speckv_llama2_forward).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -42,6 +46,39 @@ void rope(float *q, float *k, int pos, int dim, int kv_dim, int hs);
 // projection and residual, then the SwiGLU FFN and its residual, into x.
 // xb2 (dim), hb and hb2 (hidden_dim) are scratch.
 void attn_out_and_ffn(const Model &m, int l, float *x, float *xb, float *xb2, float *hb, float *hb2);
+// run.c's multi-head (grouped-query) attention of q (dim) over positions
+// [0, npos) of kc / vc (rows of kv_dim floats in position order): scores in
+// att (n_heads x seq_len scratch), the result in out (dim).
+void attention(const Config &c, const float *q, const float *kc, const float *vc, int npos, float *att, float *out);
+
+// What a forward pass does in each layer besides run.c's arithmetic.
+class Layers {
+public:
+    virtual ~Layers() = default;
+    // Before layer l's first step (e.g. a prefetch hint). Non-zero stops the pass.
+    virtual int begin(int l, int pos) {
+        (void)l, (void)pos;
+        return 0;
+    }
+    // Where layer l's K and V at pos (kv_dim floats each) are written; K gets RoPE there.
+    virtual void kv_rows(int l, int pos, float **k, float **v) = 0;
+    // Layer l's attention once its K/V at pos are written: q (dim, after
+    // RoPE) -> out (dim). Non-zero stops the pass.
+    virtual int attend(int l, int pos, const float *q, float *out) = 0;
+};
+
+// run.c's forward pass of one token and its buffers.
+class Pass {
+public:
+    explicit Pass(const Model &m);
+    // Runs token at pos; *logits = vocab_size floats, valid until the next
+    // run. Returns 0, or the non-zero a Layers step returned.
+    int run(int token, int pos, Layers &layers, const float **logits);
+
+private:
+    const Model &m_;
+    std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, logits_;
+};
 
 struct Tokenizer {
     std::vector<std::string> vocab;
@@ -56,7 +93,7 @@ struct Tokenizer {
 
 // One sequence's state. The attention reads K/V from `k_read`/`v_read`, which
 // are the exact caches unless a hook replaces what was written.
-class Runner {
+class Runner : private Layers {
 public:
     explicit Runner(const Model &m);
     // Runs token at pos; returns the logits (vocab_size floats).
@@ -79,9 +116,11 @@ public:
     const Model &model() const { return m_; }
 
 private:
-    void attention(int l, int pos, const float *kc, const float *vc, float *out);
+    void kv_rows(int l, int pos, float **k, float **v) override;
+    int attend(int l, int pos, const float *q, float *out) override;
     const Model &m_;
-    std::vector<float> x_, xb_, xb2_, xbx_, hb_, hb2_, q_, k_, v_, att_, logits_;
+    Pass pass_;
+    std::vector<float> xbx_, att_;
 };
 
 int argmax(const float *v, int n);

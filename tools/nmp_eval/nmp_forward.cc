@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // llama2.c forward pass with the attention routed through lib/nmp. The
-// non-attention arithmetic repeats run.c's (as llama2::Runner does) so that
+// non-attention arithmetic is llama2::Pass's, as llama2::Runner's is, so that
 // Mode::full gives bit-identical logits to llama2::Runner (tests/nmp checks).
 #include "nmp_forward.h"
 
@@ -16,15 +16,7 @@ namespace nmp_eval {
 
 namespace nmp = speckv::nmp;
 
-namespace {
-
-using llama2::matmul;
-using llama2::rmsnorm;
-using llama2::softmax;
-
-}  // namespace
-
-Runner::Runner(const llama2::Model &m, const Options &o) : m_(m), o_(o) {
+Runner::Runner(const llama2::Model &m, const Options &o) : m_(m), pass_(m), o_(o) {
     const llama2::Config &c = m.c;
     g_.kv_heads = uint32_t(c.n_kv_heads);
     g_.head_dim = uint32_t(c.head_size());
@@ -36,14 +28,7 @@ Runner::Runner(const llama2::Model &m, const Options &o) : m_(m), o_(o) {
     const size_t max_pages = (size_t(c.seq_len) + o.page_tokens - 1) / o.page_tokens;
     summaries_.assign(size_t(c.n_layers) * max_pages * sum_size_, 0);
     prev_.assign(size_t(c.n_layers), std::vector<std::vector<uint32_t>>(g_.kv_heads));
-    x_.resize(size_t(c.dim));
-    xb_.resize(size_t(c.dim));
-    xb2_.resize(size_t(c.dim));
-    hb_.resize(size_t(c.hidden_dim));
-    hb2_.resize(size_t(c.hidden_dim));
-    q_.resize(size_t(c.dim));
     att_.resize(size_t(c.n_heads) * c.seq_len);
-    logits_.resize(size_t(c.vocab_size));
     pa_out_.resize(size_t(c.dim));
     pb_out_.resize(size_t(c.dim));
     pa_m_.resize(size_t(c.n_heads));
@@ -52,30 +37,7 @@ Runner::Runner(const llama2::Model &m, const Options &o) : m_(m), o_(o) {
     pb_l_.resize(size_t(c.n_heads));
 }
 
-void Runner::full_attention(int l, int pos, float *out) {
-    const llama2::Config &c = m_.c;
-    const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
-    const size_t loff = size_t(l) * c.seq_len * kv_dim;
-    for (int h = 0; h < c.n_heads; h++) {
-        const float *q = q_.data() + h * hs;
-        float *att = att_.data() + size_t(h) * c.seq_len;
-        for (int t = 0; t <= pos; t++) {
-            const float *k = key_cache_.data() + loff + size_t(t) * kv_dim + (h / kv_mul) * hs;
-            float score = 0;
-            for (int i = 0; i < hs; i++) score += q[i] * k[i];
-            att[t] = score / std::sqrt(float(hs));
-        }
-        softmax(att, pos + 1);
-        float *xb = out + h * hs;
-        std::fill(xb, xb + hs, 0.f);
-        for (int t = 0; t <= pos; t++) {
-            const float *v = value_cache_.data() + loff + size_t(t) * kv_dim + (h / kv_mul) * hs;
-            for (int i = 0; i < hs; i++) xb[i] += att[t] * v[i];
-        }
-    }
-}
-
-void Runner::attention(int l, int pos, float *out) {
+void Runner::attention(int l, int pos, const float *q, float *out) {
     const llama2::Config &c = m_.c;
     const uint32_t P = o_.page_tokens, G = g_.kv_heads, kv_dim = uint32_t(c.kv_dim());
     const uint32_t cur = uint32_t(pos) / P, sealed = cur, total = cur + 1;
@@ -87,7 +49,8 @@ void Runner::attention(int l, int pos, float *out) {
     stats.full_bytes += double(sealed) * G * page_kv_bytes;
     if (o_.mode == Mode::full || m >= sealed) {
         stats.recalled_bytes += double(sealed) * G * page_kv_bytes;
-        full_attention(l, pos, out);
+        const size_t loff = size_t(l) * c.seq_len * kv_dim;
+        llama2::attention(c, q, key_cache_.data() + loff, value_cache_.data() + loff, pos + 1, att_.data(), out);
         return;
     }
     stats.dropped_steps++;
@@ -111,7 +74,7 @@ void Runner::attention(int l, int pos, float *out) {
                 for (uint32_t p = 0; p < sealed; p++) {
                     float best = -INFINITY;
                     for (uint32_t j = 0; j < g_.q_per_kv; j++) {
-                        const float *qh = q_.data() + (size_t(g) * g_.q_per_kv + j) * D;
+                        const float *qh = q + (size_t(g) * g_.q_per_kv + j) * D;
                         for (uint32_t t = 0; t < P; t++) {
                             const float *kr = key_cache_.data() + loff + (size_t(p) * P + t) * kv_dim + g * D;
                             float d = 0;
@@ -122,7 +85,7 @@ void Runner::attention(int l, int pos, float *out) {
                     scores_[size_t(g) * sealed + p] = best;
                 }
         } else {
-            rc = nmp::score_pages(g_, q_.data(), q_.size(), sptr_.data(), sealed, scores_.data(), so);
+            rc = nmp::score_pages(g_, q, size_t(c.dim), sptr_.data(), sealed, scores_.data(), so);
         }
         for (uint32_t g = 0; g < G && rc == SPECKV_OK; g++) {
             nmp::SelectParams sp;
@@ -164,7 +127,7 @@ void Runner::attention(int l, int pos, float *out) {
         off_.push_back(uint32_t(ids_.size()));
     }
     nmp::Partial a{pa_out_.data(), pa_m_.data(), pa_l_.data()};
-    int rc = nmp::attend_pages(g_, SPECKV_DTYPE_FP32, q_.data(), q_.size(), pages_.data(), total, ids_.data(),
+    int rc = nmp::attend_pages(g_, SPECKV_DTYPE_FP32, q, size_t(c.dim), pages_.data(), total, ids_.data(),
                                ids_.size(), off_.data(), 0, a);
     if (rc != SPECKV_OK && error.empty()) error = speckv::last_error();
     if (o_.mode == Mode::png) {
@@ -178,7 +141,7 @@ void Runner::attention(int l, int pos, float *out) {
             coff_.push_back(uint32_t(cids_.size()));
         }
         nmp::Partial b{pb_out_.data(), pb_m_.data(), pb_l_.data()};
-        rc = nmp::attend_pages(g_, SPECKV_DTYPE_FP32, q_.data(), q_.size(), pages_.data(), total, cids_.data(),
+        rc = nmp::attend_pages(g_, SPECKV_DTYPE_FP32, q, size_t(c.dim), pages_.data(), total, cids_.data(),
                                cids_.size(), coff_.data(), 0, b);
         if (rc != SPECKV_OK && error.empty()) error = speckv::last_error();
         nmp::merge_partials(g_.q_heads(), g_.head_dim, a, b, a);
@@ -186,36 +149,34 @@ void Runner::attention(int l, int pos, float *out) {
     std::memcpy(out, pa_out_.data(), size_t(c.dim) * 4);
 }
 
-const float *Runner::forward(int token, int pos) {
+void Runner::kv_rows(int l, int pos, float **k, float **v) {
+    const size_t row = (size_t(l) * m_.c.seq_len + size_t(pos)) * m_.c.kv_dim();
+    *k = key_cache_.data() + row;
+    *v = value_cache_.data() + row;
+}
+
+int Runner::attend(int l, int pos, const float *q, float *out) {
     const llama2::Config &c = m_.c;
-    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
+    const int kv_dim = c.kv_dim();
     const uint32_t P = o_.page_tokens;
-    stats.tokens++;
-    float *x = x_.data();
-    std::memcpy(x, m_.tok_emb + size_t(token) * dim, size_t(dim) * 4);
-    for (int l = 0; l < c.n_layers; l++) {
-        rmsnorm(xb_.data(), x, m_.rms_att + size_t(l) * dim, dim);
-        const size_t loff = size_t(l) * c.seq_len * kv_dim;
-        float *k = key_cache_.data() + loff + size_t(pos) * kv_dim;
-        float *v = value_cache_.data() + loff + size_t(pos) * kv_dim;
-        matmul(q_.data(), xb_.data(), m_.wq + size_t(l) * dim * dim, dim, dim);
-        matmul(k, xb_.data(), m_.wk + size_t(l) * dim * kv_dim, dim, kv_dim);
-        matmul(v, xb_.data(), m_.wv + size_t(l) * dim * kv_dim, dim, kv_dim);
-        llama2::rope(q_.data(), k, pos, dim, kv_dim, hs);
-        // A page is sealed when its last token's K is written: summarise it.
-        if ((uint32_t(pos) + 1) % P == 0 && o_.mode != Mode::full) {
-            const uint32_t page = uint32_t(pos) / P;
-            uint8_t *dst = summaries_.data() + (size_t(l) * ((size_t(c.seq_len) + P - 1) / P) + page) * sum_size_;
-            int rc = speckv::nmp::summarize(SPECKV_DTYPE_FP32, key_cache_.data() + loff + size_t(page) * P * kv_dim,
-                                            P, uint32_t(kv_dim), size_t(kv_dim), dst, sum_size_);
-            if (rc != SPECKV_OK && error.empty()) error = speckv::last_error();
-        }
-        attention(l, pos, xb_.data());
-        llama2::attn_out_and_ffn(m_, l, x, xb_.data(), xb2_.data(), hb_.data(), hb2_.data());
+    const size_t loff = size_t(l) * c.seq_len * kv_dim;
+    // A page is sealed when its last token's K is written: summarise it.
+    if ((uint32_t(pos) + 1) % P == 0 && o_.mode != Mode::full) {
+        const uint32_t page = uint32_t(pos) / P;
+        uint8_t *dst = summaries_.data() + (size_t(l) * ((size_t(c.seq_len) + P - 1) / P) + page) * sum_size_;
+        int rc = speckv::nmp::summarize(SPECKV_DTYPE_FP32, key_cache_.data() + loff + size_t(page) * P * kv_dim,
+                                        P, uint32_t(kv_dim), size_t(kv_dim), dst, sum_size_);
+        if (rc != SPECKV_OK && error.empty()) error = speckv::last_error();
     }
-    rmsnorm(x, x, m_.rms_final, dim);
-    matmul(logits_.data(), x, m_.wcls, dim, c.vocab_size);
-    return logits_.data();
+    attention(l, pos, q, out);
+    return 0;
+}
+
+const float *Runner::forward(int token, int pos) {
+    stats.tokens++;
+    const float *logits = nullptr;
+    pass_.run(token, pos, *this, &logits);
+    return logits;
 }
 
 namespace {

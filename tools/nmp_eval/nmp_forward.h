@@ -45,7 +45,7 @@ struct Stats {
     double summary_bytes = 0;     // summaries read next to memory
 };
 
-class Runner {
+class Runner : private llama2::Layers {
 public:
     Runner(const llama2::Model &m, const Options &o);
     const float *forward(int token, int pos);
@@ -54,16 +54,18 @@ public:
     std::string error;
 
 private:
-    void attention(int l, int pos, float *out);
-    void full_attention(int l, int pos, float *out);
+    void kv_rows(int l, int pos, float **k, float **v) override;
+    int attend(int l, int pos, const float *q, float *out) override;
+    void attention(int l, int pos, const float *q, float *out);
     const llama2::Model &m_;
+    llama2::Pass pass_;
     Options o_;
     speckv::nmp::Geometry g_;
     size_t sum_size_;
     std::vector<float> key_cache_, value_cache_;
     std::vector<uint8_t> summaries_;                   // [layer][page] summary_size bytes
     std::vector<std::vector<std::vector<uint32_t>>> prev_;  // [layer][group] previous selection
-    std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
+    std::vector<float> att_;
     // scratch
     std::vector<const uint8_t *> sptr_;
     std::vector<float> scores_, pa_out_, pa_m_, pa_l_, pb_out_, pb_m_, pb_l_;
