@@ -645,6 +645,7 @@ void open_tiered(const std::string &uri, TieredPool *t) {
     CHECK(speckv_config_set_int(cfg, "remote.timeout_ms", 5000) == SPECKV_OK);
     CHECK(speckv_config_set_str(cfg, "cold.path", (t->dir + "/l4").c_str()) == SPECKV_OK);
     CHECK(speckv_config_set_int(cfg, "cold.capacity", 1 << 20) == SPECKV_OK);
+    CHECK(speckv_config_set_int(cfg, "remote.demote", 1) == SPECKV_OK);  // opt-in (docs/remote.md)
     CHECK(speckv_config_set_int(cfg, "prefetch.policy", 1) == SPECKV_OK);  // exactly the unit a hint names
     CHECK(speckv_pool_open(("file:" + t->dir + "/pool?size=4M&max_blocks=1024").c_str(), cfg, &t->p) == SPECKV_OK);
     speckv_config_free(cfg);
