@@ -199,6 +199,12 @@ __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline __m128i fold1
 __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline __m128i load128(const unsigned char *p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
 }
+// Without C nothing is stored, but the kernels still form d + offset: d then
+// points at the source itself (never written), since an offset from a null
+// pointer is undefined behaviour (UBSan under clang, issue 28's campaign).
+inline unsigned char *no_copy_dst(const void *data) {
+    return const_cast<unsigned char *>(static_cast<const unsigned char *>(data));
+}
 // The fused copy: every kernel below is a template on C (copy or not). With
 // C, each vector loaded from the source is also stored to the destination
 // before it is folded, so the CRC is of exactly the bytes copied, and the
@@ -268,7 +274,7 @@ __attribute__((target(SPECKV_CLMUL_TARGET), always_inline)) inline uint32_t pclm
 }
 
 __attribute__((target(SPECKV_CLMUL_TARGET))) uint32_t crc32c_pclmul(uint32_t crc, const void *data, size_t n) {
-    return pclmul_body<false>(crc, data, nullptr, n);
+    return pclmul_body<false>(crc, data, no_copy_dst(data), n);
 }
 __attribute__((target(SPECKV_CLMUL_TARGET))) uint32_t copy_pclmul(uint32_t crc, void *dst, const void *src, size_t n) {
     return pclmul_body<true>(crc, src, dst, n);
@@ -347,7 +353,7 @@ __attribute__((target(SPECKV_VCLMUL256_TARGET), always_inline)) inline uint32_t 
 }
 
 __attribute__((target(SPECKV_VCLMUL256_TARGET))) uint32_t crc32c_vpclmul256(uint32_t crc, const void *data, size_t n) {
-    return vpclmul256_body<false>(crc, data, nullptr, n);
+    return vpclmul256_body<false>(crc, data, no_copy_dst(data), n);
 }
 __attribute__((target(SPECKV_VCLMUL256_TARGET))) uint32_t copy_vpclmul256(uint32_t crc, void *dst, const void *src,
                                                                            size_t n) {
@@ -428,7 +434,7 @@ __attribute__((target(SPECKV_VCLMUL_TARGET), always_inline)) inline uint32_t vpc
 }
 
 __attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t crc32c_vpclmul(uint32_t crc, const void *data, size_t n) {
-    return vpclmul_body<false>(crc, data, nullptr, n);
+    return vpclmul_body<false>(crc, data, no_copy_dst(data), n);
 }
 __attribute__((target(SPECKV_VCLMUL_TARGET))) uint32_t copy_vpclmul(uint32_t crc, void *dst, const void *src, size_t n) {
     return vpclmul_body<true>(crc, src, dst, n);
