@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The data path across processes (issue 27), through the public C ABI only,
 // beside a plain file in /dev/shm and memcpy, in the same run:
-//   ./build/release/bench/bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D]
+//   ./build/release/bench/bench_datapath [--quick] [--bytes N] [--repeats R] [--dir D] [--pool-dir P]
 //                                        [--set KEY=VALUE]... [--index [--index-max N] [--no-copy]]
 // Per block size (4 KiB, 64 KiB, 512 KiB, 2 MiB) and repetition, with the
 // order of the contenders alternated between repetitions:
@@ -156,6 +156,7 @@ void timed_pass(size_t n, size_t bytes_each, std::vector<uint64_t> &lat, Pass *o
 
 struct Setup {
     std::string dir = "/dev/shm";
+    std::string pool_dir;  // where the pools go; empty: dir (e.g. a hugetlbfs mount, which takes no pwrite)
     std::vector<std::pair<std::string, std::string>> keys;  // --set KEY=VALUE: config of every speckv process
     size_t pass_bytes = size_t(256) << 20;
     size_t src_bytes = size_t(64) << 20;  // the writers' source arena
@@ -248,7 +249,7 @@ void run_file(const Setup &s, size_t bs, Pass *out) {
 }
 
 void run_speckv(const Setup &s, size_t bs, uint64_t seed, Pass *out) {
-    const std::string path = s.dir + "/bench_datapath." + std::to_string(getpid()) + ".pool";
+    const std::string path = (s.pool_dir.empty() ? s.dir : s.pool_dir) + "/bench_datapath." + std::to_string(getpid()) + ".pool";
     const size_t n = s.pass_bytes / bs;
     const std::string uri = pool_uri(path, s.pass_bytes, n);
     unlink(path.c_str());
@@ -373,6 +374,7 @@ int main(int argc, char **argv) {
     app.add_option("--bytes", s.pass_bytes, "bytes per pass");
     app.add_option("--repeats", s.repeats, "repeats (medians)")->check(CLI::Range(1, 1 << 20));
     app.add_option("--dir", s.dir, "directory for the file pools and the plain files");
+    app.add_option("--pool-dir", s.pool_dir, "directory for the pools only (default --dir), e.g. a hugetlbfs mount");
     app.add_option("--set", sets, "a config key for speckv's pools, KEY=VALUE (repeatable)")
         ->check([](const std::string &kv) {
             return kv.find('=') == std::string::npos ? "--set wants KEY=VALUE, not '" + kv + "'" : std::string();
@@ -418,6 +420,7 @@ int main(int argc, char **argv) {
                 s.pass_bytes >> 20, s.repeats);
     if (s.keys.empty()) std::printf(" defaults");
     for (const auto &[k, v] : s.keys) std::printf(" %s=%s", k.c_str(), v.c_str());
+    std::printf("; files in %s, pools in %s", s.dir.c_str(), (s.pool_dir.empty() ? s.dir : s.pool_dir).c_str());
     std::printf("\n\n");
     std::printf("%-36s", "path");
     for (size_t bs : sizes) std::printf(" | %6zu KiB: GB/s  p50    p99 ", bs >> 10);

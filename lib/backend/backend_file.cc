@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// file: and anon: backends.
+// file: and anon: backends. A file: pool on a hugetlbfs mount lives on huge
+// pages (docs/devices.md, "Huge pages").
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -57,6 +60,49 @@ static int errno_status(int e) {
     }
 }
 
+// ------------------------------------------------------ hugetlbfs
+// A file on a hugetlbfs mount is backed by huge pages of the mount's size (its
+// statfs block size): its length is rounded up to that size, fallocate takes
+// the pages from the reserved pool (vm.nr_hugepages) or fails with ENOSPC, and
+// mmap fails with ENOMEM when they cannot be reserved. Ordinary writes are
+// not supported there; the pool only maps.
+
+namespace {
+
+constexpr long kHugetlbfsMagic = 0x958458f6;  // HUGETLBFS_MAGIC (linux/magic.h)
+
+// The huge page size of the file system holding fd; 0 when not hugetlbfs.
+size_t hugetlbfs_page_size(int fd) {
+    struct statfs sf;
+    if (fstatfs(fd, &sf) != 0 || static_cast<long>(sf.f_type) != kHugetlbfsMagic || sf.f_bsize <= 0) return 0;
+    return static_cast<size_t>(sf.f_bsize);
+}
+
+// free_hugepages of that size (sysfs), or -1 when unknown.
+long free_huge_pages(size_t page) {
+    char path[96];
+    std::snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages", page >> 10);
+    FILE *f = std::fopen(path, "r");
+    if (!f) return -1;
+    long n = -1;
+    if (std::fscanf(f, "%ld", &n) != 1) n = -1;
+    std::fclose(f);
+    return n;
+}
+
+// SPECKV_ENOMEM naming what to change: huge pages are reserved ahead by the
+// administrator, never taken from ordinary memory.
+int no_huge_pages(const std::string &path, size_t size, size_t page, int e) {
+    const long have = free_huge_pages(page);
+    return fail(SPECKV_ENOMEM,
+                "no huge pages for the %zu-byte pool '%s' on hugetlbfs (%s): it needs %zu pages of %zu KiB, %ld free; "
+                "reserve them with /proc/sys/vm/nr_hugepages (sysctl vm.nr_hugepages%s) or raise the mount's size=",
+                size, path.c_str(), strerror(e), size / page, page >> 10, have,
+                page == (size_t(2) << 20) ? "" : ", or that size's hugepages-NkB/nr_hugepages in /sys/kernel/mm/hugepages");
+}
+
+}  // namespace
+
 int Mapping::open_file(const std::string &path, bool writable, Mapping *out, const FileAccess &access) {
     int fd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | secure_open_flags(path));
     if (fd < 0) return open_failure(errno, path, "pool file");
@@ -78,7 +124,9 @@ int Mapping::open_file(const std::string &path, bool writable, Mapping *out, con
     void *p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
+        const size_t huge = hugetlbfs_page_size(fd);
         close(fd);
+        if (huge && e == ENOMEM) return no_huge_pages(path, size, huge, e);
         return fail(errno_status(e), "cannot map '%s' (%zu bytes): %s", path.c_str(), size, strerror(e));
     }
     out->reset();
@@ -115,7 +163,17 @@ int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(
         unlink(tmp.c_str());
         return rc;
     };
-    if (int e = preallocate ? posix_fallocate(fd, 0, static_cast<off_t>(size)) : EOPNOTSUPP; e != 0) {
+    // On hugetlbfs: whole huge pages (the pool formats what it is given), and
+    // taken now, so that a shortage is this call's error and not a SIGBUS.
+    const size_t huge = hugetlbfs_page_size(fd);
+    if (huge) {
+        size = (size + huge - 1) / huge * huge;
+        if (int e = posix_fallocate(fd, 0, static_cast<off_t>(size)); e != 0) {
+            if (e == ENOSPC || e == ENOMEM) return abandon(no_huge_pages(path, size, huge, e));
+            return abandon(fail(errno_status(e), "cannot allocate huge pages for pool file '%s': %s", tmp.c_str(),
+                                strerror(e)));
+        }
+    } else if (int e = preallocate ? posix_fallocate(fd, 0, static_cast<off_t>(size)) : EOPNOTSUPP; e != 0) {
         // tmpfs and most file systems support it; fall back to a sparse file.
         if (e == ENOSPC) return abandon(fail(SPECKV_ENOSPC, "no room for a %zu-byte pool at '%s'", size, path.c_str()));
         if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -126,6 +184,7 @@ int Mapping::create_file_impl(const std::string &path, size_t size, int (*init)(
     void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
+        if (huge && e == ENOMEM) return abandon(no_huge_pages(path, size, huge, e));
         return abandon(fail(errno_status(e), "cannot map new pool '%s': %s", tmp.c_str(), strerror(e)));
     }
     int rc = init(ctx, static_cast<unsigned char *>(p), size);
