@@ -31,6 +31,9 @@ PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative, int adm
     while (n & (n - 1)) n &= n - 1;  // a power of two: frame index by mask
     void *p = mmap(nullptr, n * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return;  // run uncached rather than fail the open
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, n * page_size, MADV_HUGEPAGE);  // as the associative frames (tier_buffers.cc map_frames)
+#endif
     data_ = static_cast<unsigned char *>(p);
     frames_ = std::make_unique<Frame[]>(n);
     nframes_ = n;
