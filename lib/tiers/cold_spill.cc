@@ -245,6 +245,13 @@ bool ColdTier::in_spill(uint64_t key) const {
     return spilled_.count(key) != 0;
 }
 
+std::vector<uint64_t> ColdTier::take_spill_moves() {
+    std::lock_guard lk(mu_);
+    std::vector<uint64_t> out;
+    out.swap(spill_moved_);
+    return out;
+}
+
 bool ColdTier::spill_listed() const {
     std::lock_guard lk(mu_);
     return !spilled_.empty() || !spill_dead_.empty() || !spill_undeleted_.empty();
@@ -310,6 +317,7 @@ void ColdTier::spill_make_room_locked(std::span<PutItem> items) {
         forgotten_.push_back(f->second);
         index_.erase(f);
         st_.spilled++;
+        spill_moved_.push_back(p.key);
     }
     (void)flush_forgotten_locked();  // their blocks are free from here
     clear_error();
@@ -372,6 +380,7 @@ void ColdTier::spill_get_locked(std::span<GetItem> items, std::vector<int> &stat
         const size_t i = at[j];
         if (gets[j].status == SPECKV_OK) {
             st_.spill_gets++;
+            items[i].spilled = true;
             continue;
         }
         if (gets[j].status == SPECKV_ENOENT) {  // gone for good: later gets miss without asking

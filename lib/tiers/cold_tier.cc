@@ -486,8 +486,10 @@ int ColdTier::put(std::span<PutItem> items) {
     int first_rc = SPECKV_OK;
     for (size_t i = 0; i < items.size(); i++) {
         PutItem &it = items[i];
+        it.spilled = false;
         if (status[i] == kInSpill) {  // its copy is in the spill store; one in the file is stale
             it.status = SPECKV_OK;
+            it.spilled = true;
             if (fresh[i].blocks) alloc_->release(fresh[i].first_block, fresh[i].blocks);
             if (auto f = index_.find(it.key); f != index_.end()) {
                 stale.push_back(f->second.first_block);
@@ -548,6 +550,7 @@ int ColdTier::get_locked(std::span<GetItem> items) {
     st_.gets += items.size();
     for (size_t i = 0; i < items.size(); i++) {
         GetItem &it = items[i];
+        it.spilled = false;
         auto f = index_.find(it.key);
         if (f == index_.end() && spilled_.count(it.key)) {
             in_spill[i] = 1;  // read below, from the spill store

@@ -119,7 +119,8 @@ class ColdTier {
         uint64_t key;
         const void *data;
         size_t len;
-        int status = 0;  // out: SPECKV_OK or the item's failure code
+        int status = 0;        // out: SPECKV_OK or the item's failure code
+        bool spilled = false;  // out, with SPECKV_OK: the copy went to the spill store, not the file
     };
     struct GetItem {
         uint64_t key;
@@ -127,6 +128,7 @@ class ColdTier {
         size_t cap;
         size_t len = 0;  // out: payload length (also set on SPECKV_ERANGE)
         int status = 0;  // out
+        bool spilled = false;  // out, with SPECKV_OK: served from the spill store
     };
 
     // Opens (or creates) the file. Returns SPECKV_OK, SPECKV_EINVAL (option out
@@ -199,6 +201,9 @@ class ColdTier {
     bool in_spill(uint64_t key) const;
     // Whether the directory lists copies in the store (live or to delete).
     bool spill_listed() const;
+    // The keys whose file copies moved to the store (to make room) since the
+    // last call, oldest first (the pool reports them as KV events).
+    std::vector<uint64_t> take_spill_moves();
 
     struct Extent {
         uint64_t first_block, blocks, len, gen;
@@ -260,6 +265,7 @@ class ColdTier {
     std::vector<uint64_t> spill_dead_;              // copies there to delete (flush_forgotten)
     std::unordered_set<uint64_t> spill_undeleted_;  // deletions the store refused: retried at the next open
     bool spill_new_ = true;                         // false: the store takes no new copies
+    std::vector<uint64_t> spill_moved_;             // file -> store since take_spill_moves
     uint64_t spill_id_ = 0;                         // the store id (ColdSpill::bind), kept in the directory
     int dir_fd_ = -1;                               // the directory, open for appends at dir_bytes_
     uint64_t dir_bytes_ = 0, dir_records_ = 0;
