@@ -135,7 +135,7 @@ SPECKV_API int speckv_pool_open(const char *uri, const speckv_config *cfg, speck
         }
         if (l5)
             if (ColdTier *l4 = p->l4_tier())
-                if (auto spill = l5->spill_for_l4()) l4->set_spill(std::move(spill));
+                if (auto spill = l5->spill_for_l4(l4->spill_listed())) l4->set_spill(std::move(spill), l5->demotes());
         *out = new speckv_pool{std::move(p), std::move(l5)};
         return SPECKV_OK;
     });

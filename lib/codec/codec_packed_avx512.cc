@@ -98,6 +98,11 @@ inline __m128i quant16(__m512 x, __m512 z, __m512 inv, __m512i qmax) {
 
 template <unsigned B>
 inline void put16(__m128i q, uint64_t mask, uint8_t *dst) {
+    if constexpr (B == 4) {  // no PEXT: q[2k] + 16 q[2k+1] per 16-bit lane, then narrowed
+        const __m128i p = _mm_maddubs_epi16(q, _mm_set1_epi16(0x1001));
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(dst), _mm_packus_epi16(p, p));
+        return;
+    }
     const uint64_t p0 = _pext_u64(uint64_t(_mm_cvtsi128_si64(q)), mask);
     const uint64_t p1 = _pext_u64(uint64_t(_mm_extract_epi64(q, 1)), mask);
     if constexpr (B == 8) {
@@ -166,19 +171,83 @@ inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z, bool wide) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), s, z);
 }
 
+// b = 4: 32 values from 16 bytes without PDEP. Byte k holds value 2k in its
+// low nibble and 2k+1 in its high nibble (§19.4, LSB first): widened to
+// 16 bits, (byte & 0x0F) | (byte & 0xF0) << 4 puts them in that order.
+inline __m256i nibbles32(const uint8_t *src) {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src)));
+    return _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)),
+                           _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)), 4));
+}
+
+// 16 FP32 results -> 16 FP16 or BF16 fields (round to nearest even).
 template <bool kSat>
-inline void store16(__m512 y, int dtype, uint8_t *o) {
+inline __m256i to16(__m512 y, int dtype) {
     if (dtype == SPECKV_DTYPE_FP16) {
         const __m512 lim = _mm512_set1_ps(65504.0f);
         if (kSat) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    } else if (dtype == SPECKV_DTYPE_BF16) {
-        const __m512i u = _mm512_castps_si512(y);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm512_cvtepi32_epi16(r));
-    } else {
+        return _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    const __m512i u = _mm512_castps_si512(y);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    return _mm512_cvtepi32_epi16(r);
+}
+
+template <bool kSat>
+inline void store16(__m512 y, int dtype, uint8_t *o) {
+    if (dtype == SPECKV_DTYPE_FP32)
         _mm512_storeu_ps(reinterpret_cast<float *>(o), y);
+    else
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), to16<kSat>(y, dtype));
+}
+
+// b = 4, C a multiple of 32, a scale and zero point per channel (K): 32
+// values (16 bytes) a step, so every load stays inside the stream.
+template <bool kSat, int kDtype>
+void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    for (size_t t = 0; t < T; t++) {
+        for (size_t c = 0; c < C; c += 32, src += 16, o += 32 * es) {
+            const __m256i q = nibbles32(src);
+            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))),
+                                              _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c));
+            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))),
+                                              _mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(z + c + 16));
+            store16<kSat>(y0, kDtype, o);
+            store16<kSat>(y1, kDtype, o + 16 * es);
+        }
+    }
+}
+
+// b = 4 with one (s, z) per token or page (V): the 16 possible outputs of a
+// row are computed once (the same fma and conversion as above, so the same
+// bits) and each value is looked up: one VPERMW per 32 values (VPERMPS per 16
+// for FP32) instead of a conversion, an fma and a rounding per 16.
+template <bool kSat, int kDtype>
+void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i tbl = _mm512_setzero_si512();
+    for (size_t t = 0; t < T; t++) {
+        if (t == 0 || group != kGroupPage) {  // the table, in registers (no store-to-load round trip)
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m512 y = _mm512_fmadd_ps(iota, _mm512_set1_ps(s[g]), _mm512_set1_ps(z[g]));
+            if constexpr (kDtype == SPECKV_DTYPE_FP32)
+                tbl = _mm512_castps_si512(y);
+            else
+                tbl = _mm512_castsi256_si512(to16<kSat>(y, kDtype));
+        }
+        for (size_t c = 0; c < C; c += 32, src += 16, o += 32 * es) {
+            const __m256i q = nibbles32(src);
+            if constexpr (kDtype == SPECKV_DTYPE_FP32) {
+                const __m512 tf = _mm512_castsi512_ps(tbl);
+                _mm512_storeu_ps(o, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)), tf));
+                _mm512_storeu_ps(o + 64, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)), tf));
+            } else {
+                _mm512_storeu_si512(o, _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(q), tbl));
+            }
+        }
     }
 }
 
@@ -189,6 +258,19 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     auto o = static_cast<uint8_t *>(out);
     const uint8_t *const base = src;
     const size_t total = T * C * B / 8;  // a 16-byte load at src stays inside while src - base + 16 <= total
+    if constexpr (B == 4) {
+        if (C % 32 == 0) {  // no PDEP; dtype and grouping resolved once, outside the loops
+            const bool ch = group == kGroupChannel;
+            if (dtype == SPECKV_DTYPE_FP16)
+                return ch ? decode4_ch<kSat, SPECKV_DTYPE_FP16>(src, T, C, s, z, o)
+                          : decode4_lut<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+            if (dtype == SPECKV_DTYPE_BF16)
+                return ch ? decode4_ch<kSat, SPECKV_DTYPE_BF16>(src, T, C, s, z, o)
+                          : decode4_lut<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+            return ch ? decode4_ch<kSat, SPECKV_DTYPE_FP32>(src, T, C, s, z, o)
+                      : decode4_lut<kSat, SPECKV_DTYPE_FP32>(src, T, C, group, s, z, o);
+        }
+    }
     for (size_t t = 0; t < T; t++) {
         if (group == kGroupChannel) {
             for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es)

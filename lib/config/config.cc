@@ -151,10 +151,10 @@ const std::vector<KeySpec> &config_keys() {
          "L5: `through` publish waits until its block is in the cluster (batched with concurrent publishes), `back` "
          "queues it for a writer thread (dropped, and counted, past 64 MiB queued), `off` only reads",
          "through|back|off"},
-        {"remote.demote", 0, 1, 0,
+        {"remote.demote", 0, 1, 1,
          "L5 behind L4: when the L4 file (`cold.path`) has no room, its oldest blocks move to the cluster, and a block "
-         "that does not fit goes there itself; they come back to the same handle on use. Off by default: these copies "
-         "do not yet survive the close of the handle holding L4 (`docs/remote.md`)"},
+         "that does not fit goes there itself; they come back to the same handle on use, also after the L4 holder "
+         "closes or dies (listed in `<cold.path>.l5`; `docs/remote.md`)"},
         {"tenant.id", -1, INT64_MAX, -1,
          "bind the pool handle to one tenant: other tenants' blocks are invisible to it (`docs/sharing.md`)", nullptr,
          false, "−1 (unbound)"},

@@ -10,7 +10,9 @@
 
 namespace speckv::events {
 
-const char *medium_name(Medium m) { return m == Medium::kCold ? "NVME" : "CXL"; }
+const char *medium_name(Medium m) {
+    return m == Medium::kCold ? "NVME" : m == Medium::kRemote ? "REMOTE" : "CXL";
+}
 
 uint64_t external_hash(const uint8_t hash[32]) {
     uint64_t v = 0;

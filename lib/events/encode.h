@@ -10,8 +10,8 @@
 namespace speckv::events {
 
 // Where a block is, as the `medium` field says it (docs/events.md "Media").
-enum class Medium : uint8_t { kPool, kCold };
-const char *medium_name(Medium m);  // "CXL", "NVME"
+enum class Medium : uint8_t { kPool, kCold, kRemote };
+const char *medium_name(Medium m);  // "CXL", "NVME", "REMOTE" (L5 behind L4)
 
 enum class Kind : uint8_t { kStored, kRemoved, kCleared };
 

@@ -496,7 +496,8 @@ int Pool::promote(uint64_t handle) {
     h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     h->promotions.fetch_add(1, std::memory_order_relaxed);
     if (events_ && (r.state & kBlockPublished))
-        events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kCold, events::Medium::kPool);
+        events_->moved(r.tenant, r.content_hash, r.token_count,
+                       it.spilled ? events::Medium::kRemote : events::Medium::kCold, events::Medium::kPool);
     h->alloc_cursor = first + np;
     // Drop exactly the copy read above (in memory; its header is cleared
     // later, off the lock): a demoter that saw the even tier_seq may have put

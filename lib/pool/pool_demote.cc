@@ -30,6 +30,7 @@ struct Pool::DemoteVictim {
     uint64_t slot, handle, first, np, tseq;
     std::vector<uint64_t> seqs;
     std::vector<unsigned char> payload;
+    bool remote = false;  // its L4 put sent it to L5 (events: medium REMOTE)
 };
 
 // Why the last block demote_slots skipped was skipped (the error it reports
@@ -198,7 +199,8 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     h->cold_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     h->demotions.fetch_add(1, std::memory_order_relaxed);
     if (events_ && (r.state & kBlockPublished))
-        events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kPool, events::Medium::kCold);
+        events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kPool,
+                       v.remote ? events::Medium::kRemote : events::Medium::kCold);
     return true;
 }
 
@@ -226,6 +228,8 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
     for (auto &v : vs) items.push_back({v.handle, v.payload.data(), v.payload.size()});
     cold_->put(items);
     std::string put_why = last_error();
+    for (size_t k = 0; k < vs.size(); k++) vs[k].remote = items[k].spilled;
+    const std::vector<uint64_t> to_l5 = cold_->take_spill_moves();  // others moved L4 -> L5 to make room
     // 3. Commit, under the lock.
     std::vector<uint64_t> undo;  // written to L4 but not committed: their copies go
     auto finish = [&] {
@@ -266,6 +270,15 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         }
         moved++;
         log(SPECKV_LOG_DEBUG, "demoted block 0x%" PRIx64 " (%" PRIu64 " pages) to L4", v.handle, v.np);
+    }
+    // Blocks the put moved from the L4 file to L5 (their record says L4 for
+    // both): routers see them leave NVME for REMOTE.
+    for (uint64_t hd : to_l5) {
+        const uint64_t s = slot_of(hd);
+        if (!events_ || s < 1 || s > sb()->max_blocks) continue;
+        const BlockRecord &r = blocks()[s - 1];
+        if (r.handle.load() == hd && (r.tier_seq.load() & 1) && (r.state & kBlockPublished))
+            events_->moved(r.tenant, r.content_hash, r.token_count, events::Medium::kCold, events::Medium::kRemote);
     }
     // The forgotten copies are this process's only: forget under the lock or
     // not, nobody else puts them (the claim above).

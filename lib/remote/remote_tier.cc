@@ -222,8 +222,8 @@ int Tier::on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint6
     return SPECKV_OK;
 }
 
-std::shared_ptr<Spill> Tier::spill_for_l4() {
-    if (!demote_) return nullptr;
+std::shared_ptr<Spill> Tier::spill_for_l4(bool listed) {
+    if (!demote_ && !listed) return nullptr;
     std::lock_guard<std::mutex> g(mu_);
     if (!spill_) spill_ = std::make_shared<Spill>(seeds_, timeout_ms_, ttl_s_);
     return spill_;

@@ -55,7 +55,10 @@ class Tier {
     int on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint64_t *out);
     // The store the pool's L4 tier spills to (remote.demote = 1; null: 0).
     // Its blocks keep their handles: docs/remote.md "Demotion to L5".
-    std::shared_ptr<Spill> spill_for_l4();
+    // With `listed` (the L4 file's directory names copies in the cluster) it
+    // is made even with remote.demote = 0, to read and delete those.
+    std::shared_ptr<Spill> spill_for_l4(bool listed = false);
+    bool demotes() const { return demote_; }
     TierStats stats() const;
     // ",\"remote_hits\":N,..." for the pool's stats JSON.
     std::string json_fields() const;

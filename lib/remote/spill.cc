@@ -115,17 +115,25 @@ void Spill::get(std::span<GetItem> items) {
     }
 }
 
-void Spill::del(std::span<const uint64_t> keys) {
-    for (size_t at = 0; at < keys.size(); at += kBatch) {
-        const size_t n = std::min(kBatch, keys.size() - at);
+void Spill::bind(uint64_t store_id) {
+    std::lock_guard g(mu_);
+    id_ = store_id;
+}
+
+void Spill::del(std::span<DelItem> items) {
+    for (size_t at = 0; at < items.size(); at += kBatch) {
+        const size_t n = std::min(kBatch, items.size() - at);
         std::vector<Command> cmds(n);
         for (size_t j = 0; j < n; j++) {
-            cmds[j].key = key(keys[at + j]);
+            cmds[j].key = key(items[at + j].key);
             cmds[j].args = {"DEL", cmds[j].key};
         }
         std::lock_guard g(mu_);
         std::vector<Reply> rs = cluster_.exec(cmds);
-        for (const Reply &r : rs) (r.kind == Reply::kOk ? st_.dels : st_.errors)++;
+        for (size_t j = 0; j < n; j++) {
+            items[at + j].ok = rs[j].kind == Reply::kOk;  // an integer: 1 deleted, 0 was not there
+            (items[at + j].ok ? st_.dels : st_.errors)++;
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 // L5 behind L4 (docs/remote.md "Demotion to L5"): the cold tier's spill
 // store on the Redis Cluster. Blocks the L4 file has no room for live here
 // under their handle and come back to the same handle on use. Keys
-// `skv:l4:{<store id>:<handle>}` (the store id is random per open, so pools
-// on many hosts share one cluster); values in the format of value.h, so every
+// `skv:l4:{<store id>:<handle>}` (the store id is random per L4 file, kept in
+// the file's L5 directory and bound here, so pools on many hosts share one
+// cluster and a later holder of the file finds the same keys); values in the format of value.h, so every
 // fetch is verified (a mismatch is a miss, never data).
 #pragma once
 #include <cstdint>
@@ -30,7 +31,8 @@ class Spill final : public speckv::ColdSpill {
     Spill(std::vector<Endpoint> seeds, int timeout_ms, int64_t ttl_s);
     void put(std::span<PutItem> items) override;
     void get(std::span<GetItem> items) override;
-    void del(std::span<const uint64_t> keys) override;
+    void del(std::span<DelItem> items) override;
+    void bind(uint64_t store_id) override;
     SpillStats stats() const;
     std::string key(uint64_t k) const;  // the cluster key of a tier key (tests)
 
@@ -38,7 +40,7 @@ class Spill final : public speckv::ColdSpill {
     void ident(uint64_t k, uint8_t hash[32]) const;
     mutable std::mutex mu_;  // the connections and the counters
     Cluster cluster_;
-    uint64_t id_;
+    uint64_t id_;  // the store id: random until bind (called once, before any use)
     int64_t ttl_s_;
     SpillStats st_;
 };

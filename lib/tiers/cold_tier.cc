@@ -226,20 +226,19 @@ int ColdTier::init(const ColdTierOptions &opt) {
     alloc_ = std::make_unique<ExtentAllocator>(opt.capacity / opt.block);
     if (opt.recover) {
         file_bytes_ = uint64_t(st.st_size);
-        return recover();
-    }
-    if (st.st_size != 0 && ftruncate(fd_, 0) != 0)
+        if (int rc = recover(); rc != SPECKV_OK) return rc;
+    } else if (st.st_size != 0 && ftruncate(fd_, 0) != 0) {
         return fail(SPECKV_EIO, "cold tier file %s: truncate: %s", opt.path.c_str(), strerror(errno));
-    return SPECKV_OK;
+    }
+    return spill_dir_open();  // the spill store's copies (after recover: the file's copies are known)
 }
 
 ColdTier::~ColdTier() {
-    if (fd_ >= 0 && (!forgotten_.empty() || !spilled_.empty() || !spill_dead_.empty())) {
+    if (fd_ >= 0 && (!forgotten_.empty() || !spill_dead_.empty())) {
         std::lock_guard lk(mu_);
-        for (const auto &kv : spilled_) spill_dead_.push_back(kv.first);  // not recovered from the file: they go
-        spilled_.clear();
-        (void)flush_forgotten_locked();
+        (void)flush_forgotten_locked();  // the spill store's live copies stay: the directory lists them
     }
+    if (dir_fd_ >= 0) ::close(dir_fd_);
     if (ring_) io_uring_queue_exit(&ring_->ring);  // waits for anything in flight
     std::free(staging_);
     if (fd_ >= 0) ::close(fd_);
@@ -403,7 +402,7 @@ int ColdTier::execute(bool write, std::vector<Chunk> &ch, const std::function<vo
 int ColdTier::put(std::span<PutItem> items) {
     std::lock_guard lk(mu_);
     if (!forgotten_.empty() || !spill_dead_.empty()) (void)flush_forgotten_locked();  // their space may be needed now
-    if (spill_) spill_make_room_locked(items);  // the oldest extents go to the spill store (L4 -> L5)
+    if (spill_ && spill_new_) spill_make_room_locked(items);  // the oldest extents go to the spill store (L4 -> L5)
     const uint32_t blk = opt_.block;
     std::vector<Extent> fresh(items.size());
     std::vector<DiskHeader> hdr(items.size());
@@ -480,15 +479,17 @@ int ColdTier::put(std::span<PutItem> items) {
         }
     }
 
-    if (spill_) spill_rest_locked(items, status);  // no room in the file: to the spill store
+    if (spill_ && spill_new_) spill_rest_locked(items, status);  // no room in the file: to the spill store
 
     std::vector<uint64_t> stale;
     std::vector<Extent> stale_ext;
     int first_rc = SPECKV_OK;
     for (size_t i = 0; i < items.size(); i++) {
         PutItem &it = items[i];
+        it.spilled = false;
         if (status[i] == kInSpill) {  // its copy is in the spill store; one in the file is stale
             it.status = SPECKV_OK;
+            it.spilled = true;
             if (fresh[i].blocks) alloc_->release(fresh[i].first_block, fresh[i].blocks);
             if (auto f = index_.find(it.key); f != index_.end()) {
                 stale.push_back(f->second.first_block);
@@ -510,7 +511,7 @@ int ColdTier::put(std::span<PutItem> items) {
             stale_ext.push_back(pos->second);
             pos->second = fresh[i];
         }
-        if (spill_) spill_forget_locked(it.key);  // a copy there is older
+        spill_forget_locked(it.key);  // a copy there is older
         st_.bytes_written += it.len;
     }
     // The replaced copies: their headers are cleared so recovery cannot bring
@@ -549,6 +550,7 @@ int ColdTier::get_locked(std::span<GetItem> items) {
     st_.gets += items.size();
     for (size_t i = 0; i < items.size(); i++) {
         GetItem &it = items[i];
+        it.spilled = false;
         auto f = index_.find(it.key);
         if (f == index_.end() && spilled_.count(it.key)) {
             in_spill[i] = 1;  // read below, from the spill store
@@ -597,7 +599,15 @@ int ColdTier::get_locked(std::span<GetItem> items) {
             std::memcpy(static_cast<unsigned char *>(it.dst) + (s - kHeaderBytes), src + (s - c.stream_off), end - s);
     };
     execute(false, chunks, {}, done);
-    if (spill_) spill_get_locked(items, status, in_spill);
+    if (spill_) {
+        spill_get_locked(items, status, in_spill);
+    } else {
+        for (size_t i = 0; i < items.size(); i++)
+            if (in_spill[i])
+                status[i] = fail(SPECKV_EIO, "cold tier: the copy of key %llu is in the L5 store and this tier has "
+                                             "none (remote.uri unset): not readable here",
+                                 (unsigned long long)items[i].key);
+    }
 
     int first_rc = SPECKV_OK;
     for (size_t i = 0; i < items.size(); i++) {

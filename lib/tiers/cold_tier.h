@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tiers/cold_spill.h"
@@ -97,6 +98,7 @@ struct ColdTierStats {
     // copies found gone (a miss each), copies that could not be read (no answer).
     uint64_t spilled = 0, spilled_direct = 0, spill_gets = 0, spill_lost = 0, spill_failures = 0;
     uint64_t spill_keys = 0;  // keys whose copy is in the spill store (included in `keys`)
+    uint64_t spill_dir_errors = 0;  // writes to the store's directory that failed (no copy sent then)
 };
 
 // What the fault hook sees for each completion before it is acted on.
@@ -117,7 +119,8 @@ class ColdTier {
         uint64_t key;
         const void *data;
         size_t len;
-        int status = 0;  // out: SPECKV_OK or the item's failure code
+        int status = 0;        // out: SPECKV_OK or the item's failure code
+        bool spilled = false;  // out, with SPECKV_OK: the copy went to the spill store, not the file
     };
     struct GetItem {
         uint64_t key;
@@ -125,6 +128,7 @@ class ColdTier {
         size_t cap;
         size_t len = 0;  // out: payload length (also set on SPECKV_ERANGE)
         int status = 0;  // out
+        bool spilled = false;  // out, with SPECKV_OK: served from the spill store
     };
 
     // Opens (or creates) the file. Returns SPECKV_OK, SPECKV_EINVAL (option out
@@ -182,17 +186,30 @@ class ColdTier {
     // (lowest generation) there, and an item that still does not fit goes
     // there itself; get, drop, forget, keys, contains, length and generation
     // cover both places. A copy the store lost (evicted) is SPECKV_ENOENT at
-    // get, counted in spill_lost. The store's copies are deleted when their
-    // keys are dropped or forgotten, and at destruction: they are not
-    // recovered from the file.
-    void set_spill(std::shared_ptr<ColdSpill> spill);
+    // get, counted in spill_lost. Which keys are in the store is kept in a
+    // directory beside the file (`<path>.l5`: the store id and one record
+    // per copy, written before the copy is sent), so the copies outlive the
+    // tier: the next open with recover finds them again (a copy older than
+    // the file's copy of the same key is deleted), and one without recover
+    // deletes them all. A store copy is deleted when its key is dropped or
+    // forgotten (or put into the file again), never at destruction. With
+    // demote = false the store only serves and deletes the copies already
+    // there. Without a store, gets of such keys are SPECKV_EIO and their
+    // deletions wait in the directory until a tier with a store opens it.
+    void set_spill(std::shared_ptr<ColdSpill> spill, bool demote = true);
     // Whether the key's copy is in the spill store now (tests, reports).
     bool in_spill(uint64_t key) const;
+    // Whether the directory lists copies in the store (live or to delete).
+    bool spill_listed() const;
+    // The keys whose file copies moved to the store (to make room) since the
+    // last call, oldest first (the pool reports them as KV events).
+    std::vector<uint64_t> take_spill_moves();
 
     struct Extent {
         uint64_t first_block, blocks, len, gen;
         uint32_t crc;
     };
+    struct SpillRecord;  // one record of the spill store's directory (cold_spill.cc)
 
   private:
     struct Ring;
@@ -220,6 +237,10 @@ class ColdTier {
     bool spill_forget_locked(uint64_t key);
     void spill_flush_locked();
     void unbury(uint64_t key);
+    // The directory of the store's copies (`<path>.l5`, cold_spill.cc).
+    int spill_dir_open();
+    int spill_dir_rewrite_locked();
+    int spill_dir_append_locked(const std::vector<SpillRecord> &recs);
     void preallocate(uint64_t end);
     uint64_t extent_blocks(size_t len) const;
 
@@ -242,6 +263,12 @@ class ColdTier {
     std::shared_ptr<ColdSpill> spill_;
     std::unordered_map<uint64_t, Spilled> spilled_;  // keys whose copy is in the spill store
     std::vector<uint64_t> spill_dead_;              // copies there to delete (flush_forgotten)
+    std::unordered_set<uint64_t> spill_undeleted_;  // deletions the store refused: retried at the next open
+    bool spill_new_ = true;                         // false: the store takes no new copies
+    std::vector<uint64_t> spill_moved_;             // file -> store since take_spill_moves
+    uint64_t spill_id_ = 0;                         // the store id (ColdSpill::bind), kept in the directory
+    int dir_fd_ = -1;                               // the directory, open for appends at dir_bytes_
+    uint64_t dir_bytes_ = 0, dir_records_ = 0;
 };
 
 }  // namespace speckv

@@ -3,8 +3,10 @@
 // one process with a file pool, an L4 tier and events.endpoint set, driven by
 // commands on stdin; every operation goes through the C API. `truth` prints
 // what the pool holds, read from a read-only view of the pool file (not from
-// the event stream): {"blocks":[{"hash":hex,"tenant":t,"medium":"CXL"|"NVME"}..],
-// "stats":{...}} on one line.
+// the event stream): {"blocks":[{"hash":hex,"tenant":t,"medium":"CXL"|"NVME"|"REMOTE"}..],
+// "stats":{...}} on one line. With SPECKV_TEST_REDIS_URI (tests/remote/cluster.sh)
+// L5 stands behind a 1 MiB L4 file and blocks are 256 KiB: demotions past
+// three blocks reach REMOTE.
 //
 //   store N T   N blocks of tenant T, chain-hashed, published, reference released
 //   demote K    speckv_demote on the first K published blocks in the pool
@@ -14,6 +16,7 @@
 //   truth / quit
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -26,7 +29,7 @@
 
 namespace {
 
-constexpr uint64_t kBlockBytes = 16384;
+uint64_t kBlockBytes = 16384;  // 256 KiB with L5 (4 to a 1 MiB L4 file, the smallest)
 constexpr uint32_t kTokens = 16;
 
 struct Published {
@@ -63,6 +66,13 @@ int main(int argc, char **argv) {
         {"cache.bytes", "0"}, {"events.encoding", argc == 6 ? argv[5] : "map"}};
     for (const auto &[k, v] : kv)
         if (speckv_config_set_str(cfg, k, v) != SPECKV_OK) return die(k);
+    const char *redis = std::getenv("SPECKV_TEST_REDIS_URI");
+    if (redis && *redis &&
+        (speckv_config_set_str(cfg, "remote.uri", redis) != SPECKV_OK ||
+         speckv_config_set_str(cfg, "remote.write", "off") != SPECKV_OK ||
+         speckv_config_set_str(cfg, "cold.capacity", "1M") != SPECKV_OK))
+        return die("remote config");
+    if (redis && *redis) kBlockBytes = 256 * 1024;
     speckv_pool *pool = nullptr;
     if (speckv_pool_open(("file:" + path + "?size=4M&max_blocks=1024").c_str(), cfg, &pool) != SPECKV_OK)
         return die("open");
@@ -150,9 +160,10 @@ int main(int argc, char **argv) {
             bool first = true;
             for (const auto &bi : blocks) {
                 if (!bi.published) continue;
+                speckv::ColdTier *l4 = pool->rep->l4_tier();
+                const char *medium = !bi.cold ? "CXL" : l4 && l4->in_spill(bi.handle) ? "REMOTE" : "NVME";
                 out += std::string(first ? "" : ",") + "{\"hash\":\"" + hex(bi.content_hash, 32) +
-                       "\",\"tenant\":" + std::to_string(bi.tenant) + ",\"medium\":\"" + (bi.cold ? "NVME" : "CXL") +
-                       "\"}";
+                       "\",\"tenant\":" + std::to_string(bi.tenant) + ",\"medium\":\"" + medium + "\"}";
                 first = false;
             }
             std::vector<char> js(1 << 16);

@@ -83,6 +83,12 @@ std::vector<std::string> recv_all(void *sock, int timeout_ms) {
 
 }  // namespace
 
+TEST_CASE("media: CXL (L3), NVME (L4), REMOTE (L5 behind L4), each its own string") {
+    CHECK(std::string(medium_name(Medium::kPool)) == "CXL");
+    CHECK(std::string(medium_name(Medium::kCold)) == "NVME");
+    CHECK(std::string(medium_name(Medium::kRemote)) == "REMOTE");
+}
+
 TEST_CASE("external hash: the last 8 bytes, big-endian (vLLM's integer block hash)") {
     uint8_t h[32] = {};
     for (int i = 0; i < 32; i++) h[i] = static_cast<uint8_t>(i);

@@ -634,21 +634,43 @@ struct TieredPool {
     }
 };
 
+// A handle on the tiered pool in `dir`: the L4 holder (cold.path and L5
+// behind it, the defaults of remote.demote) or, with holder = false, a plain
+// handle without either (it asks the holder for blocks in L4 or L5).
+speckv_pool *open_tiered_in(const std::string &uri, const std::string &dir, bool holder) {
+    speckv_config *cfg = nullptr;
+    speckv_config_new(&cfg);
+    if (holder) {
+        CHECK(speckv_config_set_str(cfg, "remote.uri", uri.c_str()) == SPECKV_OK);
+        CHECK(speckv_config_set_str(cfg, "remote.write", "off") == SPECKV_OK);
+        CHECK(speckv_config_set_int(cfg, "remote.timeout_ms", 5000) == SPECKV_OK);
+        CHECK(speckv_config_set_str(cfg, "cold.path", (dir + "/l4").c_str()) == SPECKV_OK);
+        CHECK(speckv_config_set_int(cfg, "cold.capacity", 1 << 20) == SPECKV_OK);
+    }
+    CHECK(speckv_config_set_int(cfg, "prefetch.policy", 1) == SPECKV_OK);  // exactly the unit a hint names
+    speckv_pool *p = nullptr;
+    CHECK(speckv_pool_open(("file:" + dir + "/pool?size=4M&max_blocks=1024").c_str(), cfg, &p) == SPECKV_OK);
+    speckv_config_free(cfg);
+    return p;
+}
+
 void open_tiered(const std::string &uri, TieredPool *t) {
     std::string tmpl = (env("TMPDIR").empty() ? std::string("/tmp") : env("TMPDIR")) + "/speckv-l5.XXXXXX";
     CHECK(mkdtemp(tmpl.data()) != nullptr);
     t->dir = tmpl;
-    speckv_config *cfg = nullptr;
-    speckv_config_new(&cfg);
-    CHECK(speckv_config_set_str(cfg, "remote.uri", uri.c_str()) == SPECKV_OK);
-    CHECK(speckv_config_set_str(cfg, "remote.write", "off") == SPECKV_OK);
-    CHECK(speckv_config_set_int(cfg, "remote.timeout_ms", 5000) == SPECKV_OK);
-    CHECK(speckv_config_set_str(cfg, "cold.path", (t->dir + "/l4").c_str()) == SPECKV_OK);
-    CHECK(speckv_config_set_int(cfg, "cold.capacity", 1 << 20) == SPECKV_OK);
-    CHECK(speckv_config_set_int(cfg, "remote.demote", 1) == SPECKV_OK);  // opt-in (docs/remote.md)
-    CHECK(speckv_config_set_int(cfg, "prefetch.policy", 1) == SPECKV_OK);  // exactly the unit a hint names
-    CHECK(speckv_pool_open(("file:" + t->dir + "/pool?size=4M&max_blocks=1024").c_str(), cfg, &t->p) == SPECKV_OK);
-    speckv_config_free(cfg);
+    t->p = open_tiered_in(uri, t->dir, true);
+}
+
+// Keys in the whole cluster (each test starts its own).
+uint64_t cluster_keys() {
+    Cluster admin(nodes(), 2000);
+    uint64_t n = 0;
+    for (const auto &e : nodes()) {
+        Reply r = admin.exec_on(e, {"DBSIZE"});
+        CHECK(r.kind == Reply::kOk);
+        n += std::strtoull(r.data.c_str(), nullptr, 10);
+    }
+    return n;
 }
 
 speckv_hint unit_hint(int i, uint64_t pos, uint64_t count) {
@@ -735,6 +757,123 @@ int scenario_demote() {
     return g_failures;
 }
 
+// The L5 copies of demoted blocks outlive the handle that holds L4: after it
+// closes, a new holder (this process again, then another process with a
+// plain handle beside it) reads every block back bit-exact under its handle.
+// Freeing the blocks deletes the copies: the cluster ends empty.
+int scenario_demote_reopen() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    constexpr int kBlocks = 36;
+    constexpr size_t kBytes = 256 * 1024;
+    TieredPool t;
+    open_tiered(uri, &t);
+    if (!t.p) return g_failures + 1;
+    std::vector<speckv_handle> hs(kBlocks);
+    for (int i = 0; i < kBlocks; i++) CHECK((hs[i] = put_unit(t.p, i, kBytes)) != 0);
+    std::vector<int> in_l5;
+    for (int i = 0; i < kBlocks; i++)
+        if (t.p->rep->l4_tier()->in_spill(hs[i])) in_l5.push_back(i);
+    CHECK(in_l5.size() >= 10);
+    const uint64_t keys0 = cluster_keys();
+    CHECK(keys0 == in_l5.size());
+    CHECK(speckv_pool_close(t.p) == SPECKV_OK);
+    t.p = nullptr;
+    std::fprintf(stderr, "demote-reopen: %zu blocks in L5 at close, %llu keys in the cluster after it\n", in_l5.size(),
+                 (unsigned long long)cluster_keys());
+    CHECK(cluster_keys() == keys0);  // the close deleted nothing
+    // A new holder in this process: every block still in L5, half of them read back.
+    speckv_pool *p = open_tiered_in(uri, t.dir, true);
+    CHECK(p != nullptr);
+    if (!p) return g_failures;
+    for (int i : in_l5) CHECK(p->rep->l4_tier()->in_spill(hs[i]));
+    for (size_t k = 0; k < in_l5.size(); k += 2) CHECK(read_unit(p, hs[in_l5[k]], in_l5[k], kBytes) == 1);
+    CHECK(stat(p, "remote_lost") == 0 && stat(p, "remote_demote_checksum_failures") == 0);
+    check_pool_clean(p);
+    CHECK(speckv_pool_close(p) == SPECKV_OK);
+    // Another process takes L4; a plain handle beside it (no cold.path, no
+    // L5) reads the rest of the L5 blocks through it, the holder every block.
+    CHECK(in_process([&] {
+        speckv_pool *h = open_tiered_in(uri, t.dir, true);
+        speckv_pool *q = open_tiered_in(uri, t.dir, false);
+        CHECK(h && q);
+        if (!h || !q) return;
+        for (size_t k = 1; k < in_l5.size(); k += 2) CHECK(read_unit(q, hs[in_l5[k]], in_l5[k], kBytes) == 1);
+        for (int i = 0; i < kBlocks; i++) CHECK(read_unit(h, hs[i], i, kBytes) == 1);
+        CHECK(stat(h, "remote_lost") == 0 && stat(h, "remote_demote_checksum_failures") == 0);
+        check_pool_clean(h);
+        CHECK(speckv_pool_close(q) == SPECKV_OK);
+        CHECK(speckv_pool_close(h) == SPECKV_OK);
+    }));
+    // A holder that dies without closing, after demotions of its own, leaves
+    // the copies listed too: the next holder reads every block back. (Its
+    // own blocks, unpublished, are reclaimed by the pool's recovery: their
+    // copies are deleted, which the empty cluster at the end shows.)
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        speckv_pool *h = open_tiered_in(uri, t.dir, true);
+        std::vector<speckv_handle> more(12);
+        for (int i = 0; i < 12; i++) more[i] = h ? put_unit(h, kBlocks + i, kBytes) : 0;
+        const bool ok = write(fds[1], more.data(), more.size() * sizeof more[0]) == ssize_t(more.size() * sizeof more[0]);
+        _exit(ok && h ? 0 : 1);  // no close: as if killed
+    }
+    close(fds[1]);
+    std::vector<speckv_handle> more(12);
+    CHECK(read(fds[0], more.data(), more.size() * sizeof more[0]) == ssize_t(more.size() * sizeof more[0]));
+    close(fds[0]);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    // Freed, the blocks' copies leave the cluster: nothing is left behind.
+    p = open_tiered_in(uri, t.dir, true);
+    CHECK(p != nullptr);
+    if (!p) return g_failures;
+    int after_crash = 0;
+    for (int i = 0; i < kBlocks; i++) after_crash += p->rep->l4_tier()->in_spill(hs[i]);
+    std::fprintf(stderr, "demote-reopen: %d blocks in L5 after a holder died without closing\n", after_crash);
+    CHECK(after_crash >= 10);
+    for (int i = 0; i < 12; i++) CHECK(more[i] != 0);
+    for (int i = 0; i < kBlocks; i++) CHECK(read_unit(p, hs[i], i, kBytes) == 1);
+    CHECK(stat(p, "remote_lost") == 0);
+    CHECK(speckv_pool_close(p) == SPECKV_OK);
+    p = open_tiered_in(uri, t.dir, true);
+    CHECK(p != nullptr);
+    if (!p) return g_failures;
+    for (int i = 0; i < kBlocks; i++) CHECK(speckv_free(p, hs[i]) == SPECKV_OK);
+    check_pool_clean(p);
+    CHECK(speckv_pool_close(p) == SPECKV_OK);
+    std::fprintf(stderr, "demote-reopen: %llu keys in the cluster after every block was freed\n",
+                 (unsigned long long)cluster_keys());
+    CHECK(cluster_keys() == 0);
+    return g_failures;
+}
+
+// A pool reset forgets every block: the next L4 holder deletes the L5 copies
+// that no block names any more (and a handle with cold.path but no L5 in
+// between keeps them listed until one that has L5 comes).
+int scenario_demote_reset() {
+    const std::string uri = env("SPECKV_TEST_REDIS_URI");
+    TieredPool t;
+    open_tiered(uri, &t);
+    if (!t.p) return g_failures + 1;
+    for (int i = 0; i < 36; i++) CHECK(put_unit(t.p, i, 256 * 1024) != 0);
+    CHECK(speckv_pool_close(t.p) == SPECKV_OK);
+    t.p = nullptr;
+    const uint64_t keys0 = cluster_keys();
+    CHECK(keys0 >= 10);
+    CHECK(speckv::Pool::reset_uri("file:" + t.dir + "/pool?size=4M&max_blocks=1024", true) == SPECKV_OK);
+    speckv_pool *p = open_tiered_in(uri, t.dir, true);
+    CHECK(p != nullptr);
+    if (p) CHECK(speckv_pool_close(p) == SPECKV_OK);
+    std::fprintf(stderr, "demote-reset: %llu keys in the cluster before the reset, %llu after the next open\n",
+                 (unsigned long long)keys0, (unsigned long long)cluster_keys());
+    CHECK(cluster_keys() == 0);
+    return g_failures;
+}
+
 int scenario_demote_evict() {
     const std::string uri = env("SPECKV_TEST_REDIS_URI");
     auto eps = nodes();
@@ -780,7 +919,7 @@ int scenario_demote_evict() {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        std::fprintf(stderr, "usage: test_remote slots|share|node-kill|down|migrate|corrupt|evict|demote|demote-evict\n");
+        std::fprintf(stderr, "usage: test_remote slots|share|node-kill|down|migrate|corrupt|evict|demote|demote-evict|demote-reopen|demote-reset\n");
         return 2;
     }
     if (env("SPECKV_TEST_REDIS_URI").empty()) {
@@ -798,6 +937,8 @@ int main(int argc, char **argv) {
             : s == "evict"     ? scenario_evict()
             : s == "demote"    ? scenario_demote()
             : s == "demote-evict" ? scenario_demote_evict()
+            : s == "demote-reopen" ? scenario_demote_reopen()
+            : s == "demote-reset" ? scenario_demote_reset()
                                : -1;
     if (f < 0) {
         std::fprintf(stderr, "unknown scenario %s\n", argv[1]);

@@ -657,9 +657,14 @@ struct MemSpill : ColdSpill {
             if (it.status == SPECKV_OK) std::memcpy(it.dst, f->second.data(), it.len);
         }
     }
-    void del(std::span<const uint64_t> keys) override {
-        for (uint64_t k : keys) kv.erase(k);
+    void del(std::span<DelItem> items) override {
+        for (auto &d : items) {
+            d.ok = answer;
+            if (answer) kv.erase(d.key);
+        }
     }
+    void bind(uint64_t id) override { store_id = id; }
+    uint64_t store_id = 0;
 };
 }  // namespace
 
@@ -719,8 +724,103 @@ TEST_CASE("cold tier: a spill store takes the oldest extents, then what does not
     CHECK(got == pattern(16384, 7));
     CHECK(t->flush_forgotten() == SPECKV_OK);
     CHECK(s->kv.count(2) == 0);
-    // At the end the store's copies are deleted: they are not recovered from the file.
-    CHECK(!s->kv.empty());
+    // At the end the store's copies stay: the directory beside the file lists them.
+    const size_t left = s->kv.size();
+    CHECK(left > 0);
     t.reset();
-    CHECK(s->kv.empty());
+    CHECK(s->kv.size() == left);
+}
+
+TEST_CASE("cold tier: the spill store's copies outlive the tier; the next open finds them, frees delete them") {
+    ColdTierOptions o = small_opts("spill-reopen", ColdEngine::kSync);
+    o.capacity = 64 << 10;  // 16 blocks; a 16 KiB item takes 5
+    auto s = std::make_shared<MemSpill>();
+    uint64_t id = 0;
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        id = s->store_id;
+        for (int k = 1; k <= 6; k++) REQUIRE(put1(*t, uint64_t(k), pattern(16384, k)) == SPECKV_OK);
+        REQUIRE(put1(*t, 7, pattern(100000, 7)) == SPECKV_OK);  // straight to the store
+        CHECK((t->in_spill(1) && t->in_spill(2) && t->in_spill(3) && t->in_spill(7)));
+    }
+    CHECK(s->kv.size() == 4);
+    o.recover = true;
+    std::vector<unsigned char> got;
+    {
+        // Without a store: listed, not readable (EIO, not a loss), not deleted.
+        auto t = open_tier(o);
+        CHECK(t->spill_listed());
+        CHECK((t->contains(1) && t->in_spill(7) && t->length(7) == 100000));
+        CHECK(get1(*t, 1, &got) == SPECKV_EIO);
+        CHECK(t->drop(std::vector<uint64_t>{3}) == SPECKV_OK);  // its deletion waits for a store
+        CHECK(s->kv.count(3) == 1);
+    }
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        CHECK(s->store_id == id);  // the same namespace: the same copies
+        CHECK(s->kv.count(3) == 0);  // the deletion that waited went out
+        CHECK(!t->contains(3));
+        for (int k : {1, 2, 4, 5, 6}) {
+            REQUIRE(get1(*t, uint64_t(k), &got) == SPECKV_OK);
+            CHECK(got == pattern(16384, k));
+        }
+        REQUIRE(get1(*t, 7, &got) == SPECKV_OK);
+        CHECK(got == pattern(100000, 7));
+        // A deletion the store does not confirm stays listed: retried at the next open.
+        s->answer = false;
+        CHECK(t->drop(std::vector<uint64_t>{2}) == SPECKV_OK);
+        CHECK(t->flush_forgotten() == SPECKV_OK);
+        s->answer = true;
+        CHECK(s->kv.count(2) == 1);
+    }
+    CHECK(s->kv.count(2) == 1);
+    {
+        // A store that takes no new copies (remote.demote = 0) still serves and deletes the listed ones.
+        auto t = open_tier(o);
+        t->set_spill(s, false);
+        CHECK(s->kv.count(2) == 0);
+        REQUIRE(get1(*t, 7, &got) == SPECKV_OK);
+        CHECK(got == pattern(100000, 7));
+        CHECK(put1(*t, 8, pattern(100000, 8)) == SPECKV_ENOSPC);
+        CHECK(!t->in_spill(8));
+    }
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        CHECK(t->drop(std::vector<uint64_t>{1, 7}) == SPECKV_OK);
+        CHECK(t->flush_forgotten() == SPECKV_OK);
+        CHECK(s->kv.empty());
+    }
+    // A torn record at the end of the directory is ignored; an open without
+    // recover (the file emptied) deletes whatever is still listed.
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        REQUIRE(put1(*t, 9, pattern(100000, 9)) == SPECKV_OK);
+        CHECK(t->in_spill(9));
+    }
+    {
+        FILE *f = std::fopen((o.path + ".l5").c_str(), "ab");
+        REQUIRE(f != nullptr);
+        const char torn[40] = "a record cut short by a crash";
+        std::fwrite(torn, 1, sizeof torn, f);
+        std::fclose(f);
+    }
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        CHECK(t->in_spill(9));
+        REQUIRE(get1(*t, 9, &got) == SPECKV_OK);
+        CHECK(got == pattern(100000, 9));
+    }
+    CHECK(s->kv.size() == 1);
+    o.recover = false;
+    {
+        auto t = open_tier(o);
+        t->set_spill(s);
+        CHECK(!t->contains(9));
+        CHECK(s->kv.empty());
+    }
 }
