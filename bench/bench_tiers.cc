@@ -126,7 +126,7 @@ void bench_l1(int repeats) {
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; t++)
             ts.emplace_back([&, t] {
-                alignas(64) unsigned char dst[kPage];
+                alignas(64) unsigned char dst[kPage] = {};  // a get that misses leaves it as is
                 per[t].reserve(order.size());
                 for (uint32_t k : order) {
                     auto t0 = Clock::now();
@@ -349,7 +349,7 @@ void bench_cold_pool(int repeats, const std::string &dir, size_t mib) {
         for (size_t i = 0; i < n; i++) {
             src[i % item] = uint8_t(i);
             std::memcpy(buf.data(), src.data(), item);
-            g_sink += buf[i % item];
+            g_sink = g_sink + buf[i % item];
         }
         mc_g.push_back(double(n * item) / (ns_since(t0) * 1e-9) / 1e9);
         const std::string raw = path + ".raw";
