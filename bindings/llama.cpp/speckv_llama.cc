@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -19,7 +20,9 @@ namespace {
 
 constexpr uint32_t kStateMagic = 0xaf143cd8u;  // llama.cpp's io_magic (llama-context.cpp)
 constexpr char kBlockMagic[8] = {'S', 'K', 'V', 'L', 'L', 'A', 'M', '1'};
-constexpr uint32_t kBlockVersion = 1;
+constexpr uint32_t kBlockVersion = 1;       // header, tokens, layout, K rows, V rows: one pool block
+constexpr uint32_t kBlockVersionSplit = 2;  // header, tokens, layout; K and V rows in two typed blocks
+constexpr int32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlBf16 = 30;  // ggml_type values (ggml.h)
 
 // One layer's rows as llama.cpp writes them. v_row: bytes of one V row
 // (v_trans 0) or of one element (v_trans 1); v_embd: V elements per token
@@ -98,6 +101,30 @@ struct Reader {
 
 bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
+// The pool dtype that lets the codec see one ggml cache type, or OPAQUE.
+int32_t pool_dtype(int32_t ggml_type) {
+    switch (ggml_type) {
+    case kGgmlF16: return SPECKV_DTYPE_FP16;
+    case kGgmlBf16: return SPECKV_DTYPE_BF16;
+    case kGgmlF32: return SPECKV_DTYPE_FP32;
+    default: return SPECKV_DTYPE_OPAQUE;
+    }
+}
+
+// The K (or V) dtype of a layout when every layer shares one codec-able type.
+int32_t layout_dtype(const Layout &L, bool keys) {
+    int32_t d = SPECKV_DTYPE_OPAQUE;
+    for (size_t l = 0; l < L.layers.size(); ++l) {
+        int32_t dl = pool_dtype(keys ? L.layers[l].k_type : L.layers[l].v_type);
+        if (dl == SPECKV_DTYPE_OPAQUE || (l && dl != d)) return SPECKV_DTYPE_OPAQUE;
+        d = dl;
+    }
+    return d;
+}
+
+// Where a restore's block stands.
+enum class Got { ok, missing, bad };
+
 }  // namespace
 
 struct speckv_llama {
@@ -106,6 +133,7 @@ struct speckv_llama {
     uint64_t tenant;
     uint32_t block_tokens;
     uint32_t n_layer;
+    uint32_t flags = 0;  // SPECKV_LLAMA_F_*
     std::vector<uint8_t> extra;
     Layout known;  // the context's layout, once a store or restore has seen it
     bool known_set = false;
@@ -200,6 +228,67 @@ struct speckv_llama {
         return SPECKV_LLAMA_OK;
     }
 
+    // The key of a split block's K (which 'K') or V ('V') piece: chained
+    // from the block's key, so it is as private to the tenant and model.
+    int piece_key(const uint8_t *key, char which, uint8_t out[SPECKV_HASH_BYTES]) {
+        const char tag[] = {'s', 'k', 'v', '-', 'l', 'l', 'a', 'm', 'a', '/', which};
+        int rc = speckv_block_hash(SPECKV_HASH_NATIVE, tenant, key, nullptr, 0, tag, sizeof tag, out);
+        return rc == SPECKV_OK ? SPECKV_LLAMA_OK : pool_fail("speckv_block_hash", rc);
+    }
+
+    // Allocates, writes and publishes one pool block; *present when another
+    // writer published it first. Our reference is dropped either way.
+    int put_block(const uint8_t *data, size_t size, int32_t dtype, uint32_t hint_flags, int32_t seq_id, size_t b,
+                  const uint8_t *key, bool *present) {
+        speckv_hint hint{};
+        hint.struct_size = sizeof hint;
+        hint.tenant = tenant;
+        hint.request = (uint64_t)seq_id;
+        hint.flags = SPECKV_HINT_HAS_HASH | hint_flags;
+        hint.token_pos = b * block_tokens;
+        hint.token_count = block_tokens;
+        std::memcpy(hint.content_hash, key, SPECKV_HASH_BYTES);
+        speckv_handle h = 0;
+        int rc = speckv_alloc(pool, size, dtype, &hint, &h);
+        if (rc != SPECKV_OK) return pool_fail("speckv_alloc", rc);
+        rc = speckv_write(pool, h, 0, data, size);
+        if (rc != SPECKV_OK) {
+            speckv_free(pool, h);
+            return pool_fail("speckv_write", rc);
+        }
+        speckv_handle canon = 0;
+        rc = speckv_publish(pool, h, key, &canon);
+        *present = rc == SPECKV_EEXIST;
+        if (rc == SPECKV_EEXIST) speckv_free(pool, canon);  // another process stored it meanwhile
+        speckv_free(pool, h);  // the block stays published, and evictable
+        return rc == SPECKV_OK || rc == SPECKV_EEXIST ? SPECKV_LLAMA_OK : pool_fail("speckv_publish", rc);
+    }
+
+    // Reads the K or V piece of split block b into dst (exactly `size` bytes).
+    Got read_piece(size_t b, const uint8_t *key, char which, uint8_t *dst, uint64_t size) {
+        uint8_t pk[SPECKV_HASH_BYTES];
+        if (piece_key(key, which, pk) != SPECKV_LLAMA_OK) return Got::bad;
+        speckv_handle h = 0;
+        int rc = speckv_lookup(pool, tenant, pk, &h);
+        if (rc == SPECKV_ENOENT) return Got::missing;  // evicted on its own: a miss, not damage
+        if (rc != SPECKV_OK) {
+            err = std::string("block ") + std::to_string(b) + " " + which + ": " + speckv_strerror(rc);
+            return Got::bad;
+        }
+        speckv_block_meta meta{};
+        meta.struct_size = sizeof meta;
+        rc = speckv_block_info(pool, h, &meta);
+        if (rc == SPECKV_OK && meta.bytes != size) rc = SPECKV_ECORRUPT;
+        if (rc == SPECKV_OK) rc = speckv_access(pool, h, 0, dst, size, 0);
+        speckv_free(pool, h);
+        if (rc != SPECKV_OK) {
+            err = std::string("block ") + std::to_string(b) + " " + which + ": " + speckv_strerror(rc) +
+                  (meta.bytes != size ? " (size does not match its layout)" : "");
+            return Got::bad;
+        }
+        return Got::ok;
+    }
+
     int check_seq(int32_t seq_id) {
         if (seq_id < 0 || (uint32_t)seq_id >= llama_n_seq_max(ctx))
             return fail(SPECKV_LLAMA_EINVAL, "sequence id " + std::to_string(seq_id) + " outside [0, " +
@@ -209,37 +298,38 @@ struct speckv_llama {
 
     int restore(int32_t seq_id, const int32_t *tokens, size_t n, size_t *restored);
     int store(int32_t seq_id, const int32_t *tokens, size_t n, size_t *stored);
-    // Reads and checks block b; appends nothing on failure. Returns true if usable.
-    bool read_block(speckv_handle h, size_t b, const uint8_t *key, const int32_t *tokens, std::vector<uint8_t> &buf,
-                    Layout &layout);
+    // Reads and checks block b (and its K and V pieces when split) into buf.
+    Got read_block(speckv_handle h, size_t b, const uint8_t *key, const int32_t *tokens, std::vector<uint8_t> &buf,
+                   Layout &layout);
 };
 
-bool speckv_llama::read_block(speckv_handle h, size_t b, const uint8_t *key, const int32_t *tokens,
-                              std::vector<uint8_t> &buf, Layout &layout) {
+Got speckv_llama::read_block(speckv_handle h, size_t b, const uint8_t *key, const int32_t *tokens,
+                             std::vector<uint8_t> &buf, Layout &layout) {
     speckv_block_meta meta{};
     meta.struct_size = sizeof meta;
     if (speckv_block_info(pool, h, &meta) != SPECKV_OK || meta.bytes < sizeof(BlockHeader) ||
         meta.bytes > (uint64_t)1 << 40)
-        return false;
+        return Got::bad;
     buf.resize(meta.bytes);
     int rc = speckv_access(pool, h, 0, buf.data(), buf.size(), 0);
     if (rc != SPECKV_OK) {
         err = std::string("block ") + std::to_string(b) + ": " + speckv_strerror(rc) + " (" + speckv_errmsg() + ")";
-        return false;
+        return Got::bad;
     }
     BlockHeader hd;
     std::memcpy(&hd, buf.data(), sizeof hd);
     size_t off = sizeof hd;
     size_t tok_bytes = (size_t)block_tokens * 4, lay_bytes = (size_t)n_layer * sizeof(LayerFmt);
-    if (std::memcmp(hd.magic, kBlockMagic, 8) != 0 || hd.version != kBlockVersion ||
+    const bool split = hd.version == kBlockVersionSplit;
+    if (std::memcmp(hd.magic, kBlockMagic, 8) != 0 || (hd.version != kBlockVersion && !split) ||
         hd.block_tokens != block_tokens || hd.n_layer != n_layer || hd.v_trans > 1 || hd.block_index != b ||
         std::memcmp(hd.key, key, SPECKV_HASH_BYTES) != 0 || buf.size() < off + tok_bytes + lay_bytes) {
         err = "block " + std::to_string(b) + ": bad header";
-        return false;
+        return Got::bad;
     }
     if (std::memcmp(buf.data() + off, tokens + b * block_tokens, tok_bytes) != 0) {
         err = "block " + std::to_string(b) + ": tokens differ";
-        return false;
+        return Got::bad;
     }
     off += tok_bytes;
     layout.v_trans = hd.v_trans;
@@ -252,20 +342,28 @@ bool speckv_llama::read_block(speckv_handle h, size_t b, const uint8_t *key, con
         if (f.k_row == 0 || f.v_row == 0 || f.k_row > (1u << 30) || f.v_row > (1u << 30) ||
             (layout.v_trans ? (f.v_embd == 0 || f.v_embd > (1u << 20)) : f.v_embd != 0)) {
             err = "block " + std::to_string(b) + ": bad layout";
-            return false;
+            return Got::bad;
         }
         per += layout.k_bytes(l) + layout.v_bytes(l);
     }
     payload = per * block_tokens;
-    if (hd.payload_bytes != payload || buf.size() != off + payload) {
+    if (hd.payload_bytes != payload || buf.size() != off + (split ? 0 : payload)) {
         err = "block " + std::to_string(b) + ": size does not match its layout";
-        return false;
+        return Got::bad;
     }
     if (known_set && !(layout == known)) {
         err = "block " + std::to_string(b) + ": layout differs from this context's";
-        return false;
+        return Got::bad;
     }
-    return true;
+    if (!split) return Got::ok;
+    // The K and V pieces follow the header in buf, as in a whole block.
+    uint64_t k_total = 0;
+    for (size_t l = 0; l < n_layer; ++l) k_total += layout.k_bytes(l) * block_tokens;
+    buf.resize(off + payload);
+    Got g = read_piece(b, key, 'K', buf.data() + off, k_total);
+    if (g == Got::ok) g = read_piece(b, key, 'V', buf.data() + off + k_total, payload - k_total);
+    if (g != Got::ok) buf.resize(off);
+    return g;
 }
 
 int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_t *restored) {
@@ -295,13 +393,14 @@ int speckv_llama::restore(int32_t seq_id, const int32_t *tokens, size_t n, size_
         if (rc != SPECKV_OK) return pool_fail("speckv_lookup", rc);
         std::vector<uint8_t> &buf = blk_bufs[b];
         Layout lb;
-        bool good = read_block(h, b, &key[b * SPECKV_HASH_BYTES], tokens, buf, lb);
+        Got got = read_block(h, b, &key[b * SPECKV_HASH_BYTES], tokens, buf, lb);
         speckv_free(pool, h);
-        if (good && b > 0 && !(lb == layout)) {
-            good = false;
+        if (got == Got::ok && b > 0 && !(lb == layout)) {
+            got = Got::bad;
             err = "block " + std::to_string(b) + ": layout differs from block 0's";
         }
-        if (!good) {
+        if (got == Got::missing) break;  // a K or V piece was evicted: the prefix ends here
+        if (got == Got::bad) {
             st.bad_blocks++;
             break;
         }
@@ -412,18 +511,31 @@ int speckv_llama::store(int32_t seq_id, const int32_t *tokens, size_t n, size_t 
                                              std::to_string(nb * B - 1));
     std::vector<uint8_t> key;
     if (int rc = keys(tokens, nb, key)) return rc;
+    // Split blocks (SPECKV_LLAMA_F_CODEC) are present only with both pieces:
+    // the pool evicts the three pool blocks independently.
+    const bool want_split = (flags & SPECKV_LLAMA_F_CODEC) &&
+                            (!known_set || (layout_dtype(known, true) != SPECKV_DTYPE_OPAQUE &&
+                                            layout_dtype(known, false) != SPECKV_DTYPE_OPAQUE));
+    auto has = [&](const uint8_t *k, bool *yes) {
+        speckv_handle h = 0;
+        int rc = speckv_lookup(pool, tenant, k, &h);
+        if (rc == SPECKV_OK) speckv_free(pool, h);
+        *yes = rc == SPECKV_OK;
+        return rc == SPECKV_OK || rc == SPECKV_ENOENT ? SPECKV_LLAMA_OK : pool_fail("speckv_lookup", rc);
+    };
     std::vector<size_t> missing;
     for (size_t b = 0; b < nb; ++b) {
-        speckv_handle h = 0;
-        int rc = speckv_lookup(pool, tenant, &key[b * SPECKV_HASH_BYTES], &h);
-        if (rc == SPECKV_OK) {
-            speckv_free(pool, h);
-            st.blocks_present++;
-        } else if (rc == SPECKV_ENOENT) {
-            missing.push_back(b);
-        } else {
-            return pool_fail("speckv_lookup", rc);
+        const uint8_t *k = &key[b * SPECKV_HASH_BYTES];
+        bool yes = false;
+        if (int rc = has(k, &yes)) return rc;
+        for (char which : {'K', 'V'}) {
+            if (!yes || !want_split) break;
+            uint8_t pk[SPECKV_HASH_BYTES];
+            if (int rc = piece_key(k, which, pk)) return rc;
+            if (int rc = has(pk, &yes)) return rc;
         }
+        if (yes) st.blocks_present++;
+        else missing.push_back(b);
     }
     if (missing.empty()) return SPECKV_LLAMA_OK;
 
@@ -456,12 +568,16 @@ int speckv_llama::store(int32_t seq_id, const int32_t *tokens, size_t n, size_t 
     const Layout &L = P.layout;
     const size_t hdr = sizeof(BlockHeader) + B * 4 + n_layer * sizeof(LayerFmt);
     const size_t payload = L.token_bytes() * B;
+    const int32_t k_dtype = layout_dtype(L, true), v_dtype = layout_dtype(L, false);
+    const bool split = (flags & SPECKV_LLAMA_F_CODEC) && k_dtype != SPECKV_DTYPE_OPAQUE && v_dtype != SPECKV_DTYPE_OPAQUE;
+    size_t k_total = 0;
+    for (size_t l = 0; l < n_layer; ++l) k_total += L.k_bytes(l) * B;
     std::vector<uint8_t> blk(hdr + payload);
     for (size_t b : missing) {
         uint8_t *w = blk.data();
         BlockHeader hd{};
         std::memcpy(hd.magic, kBlockMagic, 8);
-        hd.version = kBlockVersion;
+        hd.version = split ? kBlockVersionSplit : kBlockVersion;
         hd.block_tokens = block_tokens;
         hd.n_layer = n_layer;
         hd.v_trans = L.v_trans;
@@ -489,36 +605,26 @@ int speckv_llama::store(int32_t seq_id, const int32_t *tokens, size_t n, size_t 
                         std::memcpy(w, P.v_data[l] + (j * P.cell_count + cell[b * B + t]) * f.v_row, f.v_row);
             }
         }
-        speckv_hint hint{};
-        hint.struct_size = sizeof hint;
-        hint.tenant = tenant;
-        hint.request = (uint64_t)seq_id;
-        hint.flags = SPECKV_HINT_HAS_HASH;
-        hint.token_pos = b * B;
-        hint.token_count = B;
-        std::memcpy(hint.content_hash, hd.key, SPECKV_HASH_BYTES);
-        speckv_handle h = 0;
-        int rc = speckv_alloc(pool, blk.size(), SPECKV_DTYPE_OPAQUE, &hint, &h);
-        if (rc != SPECKV_OK) return pool_fail("speckv_alloc", rc);
-        rc = speckv_write(pool, h, 0, blk.data(), blk.size());
-        if (rc != SPECKV_OK) {
-            speckv_free(pool, h);
-            return pool_fail("speckv_write", rc);
+        // Pieces first, the header block last: a reader that finds the header
+        // finds its pieces unless they were evicted since.
+        bool present = false;
+        if (split) {
+            uint8_t pk[SPECKV_HASH_BYTES], pv[SPECKV_HASH_BYTES];
+            if (int rc = piece_key(hd.key, 'K', pk)) return rc;
+            if (int rc = piece_key(hd.key, 'V', pv)) return rc;
+            if (int rc = put_block(blk.data() + hdr, k_total, k_dtype, SPECKV_HINT_KEYS, seq_id, b, pk, &present))
+                return rc;
+            if (int rc = put_block(blk.data() + hdr + k_total, payload - k_total, v_dtype, SPECKV_HINT_VALUES, seq_id,
+                                   b, pv, &present))
+                return rc;
         }
-        speckv_handle canon = 0;
-        rc = speckv_publish(pool, h, hd.key, &canon);
-        if (rc == SPECKV_EEXIST) {  // another process stored it meanwhile
-            speckv_free(pool, h);
-            speckv_free(pool, canon);
+        if (int rc = put_block(blk.data(), split ? hdr : blk.size(), SPECKV_DTYPE_OPAQUE, 0, seq_id, b, hd.key,
+                               &present))
+            return rc;
+        if (present) {
             st.blocks_present++;
             continue;
         }
-        if (rc != SPECKV_OK) {
-            speckv_free(pool, h);
-            return pool_fail("speckv_publish", rc);
-        }
-        // Drop our reference: the block stays published, and evictable.
-        speckv_free(pool, h);
         st.blocks_stored++;
         st.bytes_stored += blk.size();
         if (stored) ++*stored;
@@ -549,13 +655,19 @@ int speckv_llama_model_id_file(const char *path, uint8_t out[32]) {
 }
 
 int speckv_llama_open(speckv_pool *pool, llama_context *ctx, const speckv_llama_params *params, speckv_llama **out) {
-    if (!pool || !ctx || !params || !out || params->struct_size != sizeof(speckv_llama_params))
+    // Callers built before `flags` existed pass the shorter size.
+    if (!pool || !ctx || !params || !out ||
+        (params->struct_size != sizeof(speckv_llama_params) &&
+         params->struct_size != offsetof(speckv_llama_params, flags)))
         return SPECKV_LLAMA_EINVAL;
+    const uint32_t flags = params->struct_size == sizeof(speckv_llama_params) ? params->flags : 0;
+    if (flags & ~SPECKV_LLAMA_F_CODEC) return SPECKV_LLAMA_EINVAL;
     try {
         auto *a = new speckv_llama();
         a->pool = pool;
         a->ctx = ctx;
         a->tenant = params->tenant;
+        a->flags = flags;
         a->block_tokens = params->block_tokens ? params->block_tokens : 16;
         const llama_model *model = llama_get_model(ctx);
         a->n_layer = (uint32_t)llama_model_n_layer(model);

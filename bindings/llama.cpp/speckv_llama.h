@@ -49,7 +49,18 @@ typedef struct speckv_llama_params {
     uint8_t model_id[32];      /* identity of the model weights (speckv_llama_model_id_file) */
     const char *kv_desc;       /* KV settings that change the cache's bytes, e.g. "f16/f16/fa=0"
                                   (type_k/type_v/flash attention); NULL = "" */
+    uint32_t flags;            /* SPECKV_LLAMA_F_* (0 = none). Callers built before this field
+                                  existed pass the shorter struct_size and get 0. */
 } speckv_llama_params;
+
+/* Store each block as three pool blocks: a small opaque one (header, tokens,
+ * layout; keyed by the block's hash) and its K rows and V rows as typed blocks
+ * hinted SPECKV_HINT_KEYS / SPECKV_HINT_VALUES, so the pool's codec
+ * (codec.key_mode, codec.value_mode) applies to them. Lossy unless those modes
+ * are `raw` (the pool's default). Needs F16, BF16 or F32 K and V caches;
+ * otherwise a block is stored whole, as without the flag. A restore reads
+ * either form, whatever its own flags. docs/llamacpp.md "The codec". */
+#define SPECKV_LLAMA_F_CODEC 0x1u
 
 typedef struct speckv_llama_stats {
     size_t struct_size;

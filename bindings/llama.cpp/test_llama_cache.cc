@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -559,6 +560,92 @@ int case_l4(const std::string &tmp) {
     return g_fail;
 }
 
+// SPECKV_LLAMA_F_CODEC: each block is a header block plus its K and V rows as
+// typed blocks hinted KEYS / VALUES. With the pool's codec at `raw` (its
+// default) the split form restores exactly, also into an adapter without the
+// flag; with lossy presets the pool stores fewer bytes and the prefix is still
+// restored whole, never counted bad.
+speckv_pool *open_codec_pool(const std::string &path, const char *kmode, const char *vmode) {
+    unlink(path.c_str());
+    speckv_config *cfg = nullptr;
+    REQUIRE(speckv_config_new(&cfg) == 0);
+    if (kmode) REQUIRE(speckv_config_set_str(cfg, "codec.key_mode", kmode) == 0);
+    if (vmode) REQUIRE(speckv_config_set_str(cfg, "codec.value_mode", vmode) == 0);
+    // The codec's scales group by channel: one K/V row of the model (docs/llamacpp.md "The codec").
+    const int64_t kv_width =
+        (int64_t)llama_model_n_embd(g_m) / llama_model_n_head(g_m) * llama_model_n_head_kv(g_m);
+    REQUIRE(speckv_config_set_int(cfg, "codec.channels", kv_width) == 0);
+    speckv_pool *p = nullptr;
+    int rc = speckv_pool_open(("file:" + path + "?size=64M").c_str(), cfg, &p);
+    if (rc) std::fprintf(stderr, "pool_open: %s %s\n", speckv_strerror(rc), speckv_errmsg());
+    REQUIRE(rc == 0);
+    speckv_config_free(cfg);
+    return p;
+}
+
+int case_codec(const std::string &tmp) {
+    llama_context *c = new_ctx(), *c2 = new_ctx();
+    const auto prompt = tokenize(kText1);
+    const size_t nb = prompt.size() / kBlock, want = expect_restore(prompt.size());
+    const auto base = run(c, nullptr, 0, prompt, nullptr);
+    speckv_llama_params pc = params();
+    pc.flags = SPECKV_LLAMA_F_CODEC;
+    for (int lossy = 0; lossy < 2; ++lossy) {
+        speckv_pool *p = open_codec_pool(tmp + "/codec.pool", lossy ? "k8" : nullptr, lossy ? "v8" : nullptr);
+        speckv_llama *w = open_adapter(p, c, pc);
+        // The reader: without the flag in the exact case (it reads either form), with it otherwise.
+        speckv_llama *r = open_adapter(p, c2, lossy ? pc : params());
+        size_t got = 1;
+        CHECK(run(c, w, 0, prompt, &got) == base);  // a cold cache: computed, then stored
+        CHECK(got == 0);
+        speckv_pool_stats ps = pstats(p);
+        CHECK(ps.blocks_published == 3 * nb);  // header, K and V per block
+        CHECK(stats(w).blocks_stored == nb);
+        std::vector<int> out = run(c2, r, 0, prompt, &got);
+        CHECK(got == want);
+        CHECK(stats(r).bad_blocks == 0 && stats(r).fallbacks == 0);
+        size_t same = 0;
+        while (same < out.size() && out[same] == base[same]) ++same;
+        std::printf("%s: %zu blocks as %llu pool blocks; %llu pages coded, %llu -> %llu bytes; restored %zu tokens; "
+                    "greedy output equal for %zu of %d tokens\n",
+                    lossy ? "k8/v8" : "raw", nb, (unsigned long long)ps.blocks_published,
+                    (unsigned long long)ps.codec_pages_encoded, (unsigned long long)ps.codec_raw_bytes,
+                    (unsigned long long)ps.codec_stored_bytes, got, same, kGen);
+        if (!lossy) {
+            CHECK(out == base);  // the split form is exact
+            CHECK(ps.codec_stored_bytes == ps.codec_raw_bytes);
+        } else {
+            CHECK(ps.codec_pages_encoded > 0);
+            CHECK(ps.codec_stored_bytes < ps.codec_raw_bytes);
+            CHECK(same >= 1);  // 8-bit K and V keep at least the first greedy token (21 of 24 here)
+        }
+        // A second store of the same prompt finds all three pieces present and adds nothing.
+        decode(c, 0, prompt.data(), prompt.size(), 0);
+        size_t stored = 99;
+        CHECK(speckv_llama_store(w, 0, prompt.data(), prompt.size(), &stored) == 0 && stored == 0);
+        CHECK(pstats(p).blocks_published == 3 * nb);
+        llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1);
+        speckv_llama_close(r);
+        speckv_llama_close(w);
+        speckv_pool_close(p);
+    }
+    // A caller built before `flags` existed passes the shorter struct; an unknown flag is refused.
+    speckv_pool *p = open_pool(tmp + "/codec.pool", true);
+    speckv_llama_params old = params();
+    old.struct_size = offsetof(speckv_llama_params, flags);
+    speckv_llama *a = nullptr;
+    CHECK(speckv_llama_open(p, c, &old, &a) == 0);
+    speckv_llama_close(a);
+    speckv_llama_params bad = params();
+    bad.flags = 0x80;
+    a = nullptr;
+    CHECK(speckv_llama_open(p, c, &bad, &a) == SPECKV_LLAMA_EINVAL && a == nullptr);
+    speckv_pool_close(p);
+    llama_free(c2);
+    llama_free(c);
+    return g_fail;
+}
+
 // A worker: iterations of a new prompt (kText1 + its own suffix: new blocks to
 // store) and, every 4th, kText1 itself, whose greedy output must equal the
 // uncached one. Exit 0 if it always did.
@@ -661,6 +748,7 @@ int main(int argc, char **argv) {
     else if (cs == "identity") rc = case_identity(tmp, argv[0]);
     else if (cs == "evict") rc = case_evict(tmp);
     else if (cs == "l4") rc = case_l4(tmp);
+    else if (cs == "codec") rc = case_codec(tmp);
     else if (cs == "identity_fa") {
         g_fa = true;
         rc = case_identity(tmp, argv[0]);

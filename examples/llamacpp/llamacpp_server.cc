@@ -5,6 +5,7 @@
 // computed is restored from speckv instead of recomputed.
 //   llamacpp_server --model M.gguf --pool URI [--port P] [--workers N]
 //                   [--distinct-ports] [--slots S] [--no-cache]
+//                   [--config POOL.toml] [--codec]
 // POST /v1/completions {"prompt": "...", "max_tokens": N}  (greedy)
 // GET /health, GET /stats
 #include <signal.h>
@@ -36,9 +37,9 @@ namespace {
 constexpr size_t kBlockTokens = 16;  // tokens per speckv block
 
 struct Options {
-    std::string model, pool = "file:llamacpp-example?size=1G", host = "127.0.0.1";
+    std::string model, pool = "file:llamacpp-example?size=1G", host = "127.0.0.1", config;
     int port = 8088, workers = 2, slots = 4, n_ctx_slot = 512;
-    bool distinct_ports = false, cache = true;
+    bool distinct_ports = false, cache = true, codec = false;
 };
 
 struct Result {
@@ -84,7 +85,16 @@ public:
         ctx = llama_init_from_model(model, cp);
         if (!ctx) return false;
         if (opt.cache) {
-            if (speckv_pool_open(opt.pool.c_str(), nullptr, &pool) != SPECKV_OK) {
+            speckv_config *cfg = nullptr;
+            if (!opt.config.empty() &&
+                (speckv_config_new(&cfg) != SPECKV_OK || speckv_config_load_toml(cfg, opt.config.c_str()) != SPECKV_OK)) {
+                std::fprintf(stderr, "speckv config %s: %s\n", opt.config.c_str(), speckv_errmsg());
+                speckv_config_free(cfg);
+                return false;
+            }
+            int rc = speckv_pool_open(opt.pool.c_str(), cfg, &pool);
+            speckv_config_free(cfg);
+            if (rc != SPECKV_OK) {
                 std::fprintf(stderr, "speckv pool %s: %s\n", opt.pool.c_str(), speckv_errmsg());
                 return false;
             }
@@ -93,6 +103,7 @@ public:
             p.tenant = 1;
             p.block_tokens = kBlockTokens;
             p.kv_desc = "f16/f16/fa=0";
+            p.flags = opt.codec ? SPECKV_LLAMA_F_CODEC : 0;
             if (speckv_llama_model_id_file(opt.model.c_str(), p.model_id) != 0 ||
                 speckv_llama_open(pool, ctx, &p, &cache) != 0)
                 return false;
@@ -369,6 +380,10 @@ int main(int argc, char **argv) {
     app.add_option("--slots", o.slots, "sequences per worker's batch, 1..64");
     app.add_flag("--distinct-ports", o.distinct_ports, "one port per worker instead of one shared port");
     app.add_flag("--no-cache", no_cache, "serve without speckv (the baseline)");
+    app.add_option("--config", o.config, "pool settings (TOML, the keys of README's table), e.g. the codec's");
+    app.add_flag("--codec", o.codec,
+                 "store K and V as typed blocks so the pool's codec applies (SPECKV_LLAMA_F_CODEC; lossy unless "
+                 "codec.key_mode/value_mode are raw)");
     CLI11_PARSE(app, argc, argv);
     o.cache = !no_cache;
     if (o.model.empty() || o.workers < 1 || o.workers > 64 || o.slots < 1 || o.slots > 64) {
@@ -392,6 +407,11 @@ int main(int argc, char **argv) {
     int sig = 0;
     sigwait(&ss, &sig);
     for (pid_t p : kids) kill(p, SIGTERM);
-    for (pid_t p : kids) waitpid(p, nullptr, 0);
-    return 0;
+    int failed = 0;
+    for (pid_t p : kids) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed = 1;  // e.g. a worker that could not start
+    }
+    return failed;
 }

@@ -6,7 +6,8 @@
 # after a restart the prompt is still served from the pool; outputs always equal
 # those of a server without the cache; a bad request is a 400; stopped workers
 # close the pool cleanly, `speckv pool inspect` shows their published blocks and
-# `speckv pool check` finds it clean.
+# `speckv pool check` finds it clean. With --codec (and a --config) split blocks restore exactly;
+# a bad --config is refused with a clear error.
 set -u
 server=$1 model=$2 tmp=$3 cli=$4
 mkdir -p "$tmp"
@@ -77,4 +78,22 @@ grep -E "^(shared|attached)" "$tmp/inspect.txt"
 grep -qE "^shared +[1-9][0-9]* published blocks" "$tmp/inspect.txt" || fail "no published blocks in the pool"
 grep -qE "^attached +0 processes" "$tmp/inspect.txt" || fail "workers did not detach cleanly"
 "$cli" pool check --quiet "file:$tmp/server.pool" || fail "pool check"
+
+# --codec with --config: K and V stored as typed blocks (codec presets raw: exact), another worker
+# restores them with the same output.
+rm -f "$tmp/server.pool"
+printf '[codec]\nkey_mode = "raw"\nvalue_mode = "raw"\n' > "$tmp/codec.toml"
+start --codec --config "$tmp/codec.toml"
+r=$(post $port "$P1") || fail "POST with --codec"
+[ "$(echo "$r" | text)" = "$base1" ] || fail "cold output with --codec differs"
+r=$(post $((port + 1)) "$P1") || fail "POST to worker 1 with --codec"
+echo "worker 1 with --codec: $r"
+[ "$(echo "$r" | restored)" -gt 0 ] || fail "worker 1 did not restore the split blocks"
+[ "$(echo "$r" | text)" = "$base1" ] || fail "output restored from split blocks differs"
+stop
+"$cli" pool check --quiet "file:$tmp/server.pool" || fail "pool check after --codec"
+printf '[codec]\nkey_mode = "nonsense"\n' > "$tmp/bad.toml"
+timeout 60 "$server" --model "$model" --pool "$pool" --port $port --workers 1 --config "$tmp/bad.toml" \
+  > "$tmp/bad.out" 2>&1 && fail "a bad --config was accepted"
+grep -q "speckv config" "$tmp/bad.out" || fail "no clear error for a bad --config: $(cat "$tmp/bad.out")"
 echo "PASS"
