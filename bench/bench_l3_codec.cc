@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
         {"raw (in clear)", "raw", "raw", 1},  {"paper", "paper", "paper", 1},     {"int8", "int8", "int8", 1},
         {"int8, unpacked", "int8", "int8", 0}, {"k6 / vp6", "k6", "vp6", 1},       {"k5 / vp5", "k5", "vp5", 1},
         {"k6s / vp6s", "k6s", "vp6s", 1},      {"k5s / vp5s", "k5s", "vp5s", 1},  // split Rice (docs/codec.md §18)
+        {"k5p / v5p", "k5p", "v5p", 1},        {"k4p / v4p", "k4p", "v4p", 1},    // fixed-width packed (§19)
+        {"k3p / v3p", "k3p", "v3p", 1},
     };
     std::printf("L3 pages as codec records on %s, %u CPUs; %s (kv_dim %d, %d-token FP16 pages: %zu real pages\n"
                 "cycled to %zu MiB, blocks of %zu pages); no L1, no L2: every read is an L3 read. `pages` = pages in\n"

@@ -58,6 +58,12 @@ int plan_geometry(uint64_t size, uint32_t page_size, uint64_t max_blocks, fmt::S
                   uint32_t summary_bytes = 0);
 
 uint32_t superblock_crc(const fmt::Superblock &s);
+// The first generation of a never-used slot: 1 + the UUID's first 32 bits
+// (docs/pool-format.md, "Handles").
+inline uint64_t first_generation(const fmt::Superblock &s) {
+    const unsigned char *u = s.uuid;
+    return 1 + (uint64_t(u[0]) | uint64_t(u[1]) << 8 | uint64_t(u[2]) << 16 | uint64_t(u[3]) << 24);
+}
 // Field 22 of /proc/<pid>/stat (0 if unknown), and whether that process still runs.
 uint64_t proc_start_time(pid_t pid);
 bool process_alive(uint32_t pid, uint64_t start_time);

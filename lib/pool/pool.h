@@ -6,11 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,13 +21,19 @@
 #include "config/config.h"
 #include "tiers/heat.h"
 #include "tiers/page_cache.h"
+#include "pool/block_view.h"
 #include "pool/codec_choice.h"
 #include "pool/counters.h"
 #include "pool/image.h"
 #include "pool/log.h"
+#include "pool/packed_image.h"
+#include "pool/pool_lock.h"
+#include "pool/attach_table.h"
 #include "pool/pool_format.h"
 #include "pool/pool_report.h"
 #include "pool/refs.h"
+#include "pool/room.h"
+#include "pool/select_state.h"
 #include "prefetch/aliases.h"
 #include "prefetch/hint_queue.h"
 #include "share/share_table.h"
@@ -119,16 +122,18 @@ class Pool {
     void log(int level, const char *fmt, ...) const __attribute__((format(printf, 3, 4)));
 
   private:
+    using BlockView = speckv::BlockView;  // pool/block_view.h
     Pool() = default;
     int attach();
     int lock(bool *recovered);
-    void unlock();
+    void unlock() { lock_.release(); }
+    PoolLock lock_;  // the pool lock (pool/pool_lock.h)
     // Recovery (pool/recovery.h) under the lock; why: for the log.
     void recover_locked(const char *why);
-    bool any_dead_locked() const;
+    bool any_dead_locked() const { return AttachTable(sh()).any_dead_locked(); }
     // Sharing internals, all under the lock unless said otherwise.
-    uint64_t *buckets() const { return buckets_; }
-    fmt::TenantEntry *tenants() const { return tenants_; }
+    uint64_t *buckets() const { return L_.buckets; }
+    fmt::TenantEntry *tenants() const { return L_.tenants; }
     // Tenant rows and the hash index of published blocks (share/share_table.h).
     ShareTable share_;
     // Frees a live block's slot and pages (the caller checked it may go).
@@ -147,14 +152,6 @@ class Pool {
     // (retries while the index changes), under the lock if it keeps changing.
     XlateIndex xlate_index_;
     void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
-    // check()'s steps, in report order.
-    struct CheckTally;
-    void check_lock_state(CheckReport *rep) const;
-    void check_block(uint64_t slot, CheckTally *t, CheckReport *rep) const;
-    void check_block_page(const fmt::BlockRecord &r, uint64_t hd, uint64_t page, CheckTally *t, CheckReport *rep) const;
-    void check_counters(const CheckTally &t, CheckReport *rep) const;
-    void check_free_list(uint64_t hwm, CheckReport *rep) const;
-    void check_shared_counters(const CheckTally &t, CheckReport *rep) const;
     // Prefetcher (lib/pool/pool_tiers.cc).
     int init_tiers(const Config &cfg);
     // The prefetch engine's thread and queue are pf_queue_ (prefetch/hint_queue.h);
@@ -172,23 +169,6 @@ class Pool {
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
     uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
-    // A consistent snapshot of a live block's placement, taken without the
-    // lock: fields are read atomically and validated, so a slot freed and
-    // reused meanwhile can never send us out of bounds (callers re-check
-    // rec->handle afterwards to detect the reuse).
-    struct BlockView {
-        const fmt::BlockRecord *rec;
-        uint64_t first_page, bytes;
-        uint32_t npages;
-        uint8_t dtype;
-        uint64_t tseq;  // BlockRecord::tier_seq when resolved: odd = in L4 (first_page is then 0)
-        uint64_t packed = 0;  // BlockRecord::packed_pages: 0, or the pages of its packed image
-        bool cold() const { return tseq & 1; }
-        // Pool pages the block occupies (when not in L4).
-        uint64_t stored() const { return packed ? packed : npages; }
-        // Whether the block left the pages this view names (a move since resolve).
-        bool moved() const { return rec->tier_seq.load(std::memory_order_seq_cst) != tseq; }
-    };
     int resolve(uint64_t handle, BlockView *out) const;  // inline: pool/resolve.h
     // The record's validating accessor (record_geometry_ok, pool/image.h).
     static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
@@ -209,34 +189,11 @@ class Pool {
     // a summary area). Returns whether it did.
     bool summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype);
     // The K pages of (tenant, request, layer) in token order (pool_select.cc).
-    struct KPage {
-        uint64_t handle, page, offset, token_pos;
-        uint32_t tokens;
-        uint8_t dtype;
-        const fmt::BlockRecord *rec;
-        uint64_t tseq;  // the block's tier_seq when `page` was read off it
-        // A page of a packed block (page = UINT64_MAX): its summary slot in
-        // the image, or null when it has none.
-        const unsigned char *psum = nullptr;
-    };
     int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
                 std::vector<KPage> *out);
     // Every argument first (EINVAL/ESTRUCT), then what the pool cannot do
     // (ENOTSUP: no summary area). select: the budget must be > 0.
-    // The first generation of a never-used slot: 1 + the UUID's first 32 bits
-    // (docs/pool-format.md, "Handles").
-    uint64_t first_generation() const {
-        const unsigned char *u = sb()->uuid;
-        return 1 + (uint64_t(u[0]) | uint64_t(u[1]) << 8 | uint64_t(u[2]) << 16 | uint64_t(u[3]) << 24);
-    }
     int check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const;
-    // Codec (docs/codec.md §17): pages of FP16/BF16/FP32 blocks stored as
-    // records. The preset for a block: codec.key_mode / value_mode by its
-    // hint flags, else codec.mode; 0 (raw) = in clear.
-    uint8_t codec_mode_for(uint32_t hint_flags, uint8_t dtype) const { return codec_.mode_for(hint_flags, dtype); }
-    uint8_t adaptive_mode(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical, uint8_t dtype) {
-        return codec_.adaptive(layer, hint_flags, page, logical, page_size_, dtype, log_);
-    }
     // With page `page` locked and its slot holding `logical` bytes in clear:
     // replaces them by the record (zero tail) if the codec shrinks them, and
     // puts the values a read will return in `decoded` (page_size bytes).
@@ -270,44 +227,17 @@ class Pool {
     // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
     int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
                          int *src);
-    // The validating accessors of a packed image (lib/pool/pool_pack.cc), the only
-    // way any caller reads one: its head, copied and checked against the view
-    // (magic, the block's handle, pages and bytes, page size, summary slots,
-    // image_bytes); entry i of its directory, copied and checked against that
-    // head (a zero page is flag kPageZero alone with no bytes; others lie
-    // inside the image). false: damaged; a moved block gives any answer,
-    // callers re-check the view before they call it damage.
-    bool pack_head(const BlockView &v, fmt::PackHead *ph) const;
-    bool pack_entry(const BlockView &v, uint32_t i, fmt::PackEntry *e) const;
-    // L1/L2 key of logical page i of the packed block in `slot`: never a pool
-    // page number, unique per (slot, i); the tag is the block's tier_seq,
-    // which every pack, unpack and move changes.
-    static uint64_t packed_key(uint64_t slot, uint32_t i) {
-        return (uint64_t(1) << 62) | (slot << 32) | ((uint32_t(i) ^ uint32_t(slot * 0x9E3779B1u)) & 0xFFFFFFFFull);
-    }
+    PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
     // Pages into L2 from a packed block (the prefetcher).
     uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
-    // pool check of a packed block's image.
-    void check_packed(const fmt::BlockRecord &r, uint64_t hd, CheckReport *rep) const;
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle);
-    // A free slot and a run of np free pages (*first), under the lock. With
-    // slack > 0 a run of np + slack is preferred (*reserved = slack then,
-    // else 0): room for the block's unit to grow in place.
-    bool find_room_locked(uint64_t np, uint64_t *first, uint64_t slack = 0, uint64_t *reserved = nullptr) const;
-    // A run of np free pages (first fit from the allocation cursor), no slot
-    // needed: for a block that moves (pack, unpack). Under the lock.
-    bool find_pages_locked(uint64_t np, uint64_t *first) const;
+    RoomFinder room_;  // where a block's pages go (pool/room.h)
+    bool find_room_locked(uint64_t np, uint64_t *first) const { return room_.find_room_locked(np, first); }
     // alloc()'s steps. The _locked ones that fail unlock first.
-    struct AllocPlace {
-        uint64_t np = 0, first = UINT64_MAX, reserved = 0;
-        uint64_t after = UINT64_MAX;  // the unit's end (layer-aware placement), or UINT64_MAX
-        bool unit = false, follows = false;
-    };
     static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
     int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
     int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
-    bool alloc_room_locked(AllocPlace *pl) const;
     int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
     uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
 
@@ -366,11 +296,12 @@ class Pool {
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
     fmt::Superblock *sb() const { return reinterpret_cast<fmt::Superblock *>(map_.base()); }
-    fmt::SharedHeader *sh() const { return sh_; }
-    fmt::PageEntry *pages() const { return pages_; }
-    fmt::BlockRecord *blocks() const { return blocks_; }
-    uint64_t *bitmap() const { return bitmap_; }
-    unsigned char *page_data(uint64_t p) const { return data_ + (p << page_shift_); }
+    fmt::SharedHeader *sh() const { return L_.sh; }
+    fmt::PageEntry *pages() const { return L_.pages; }
+    fmt::BlockRecord *blocks() const { return L_.blocks; }
+    uint64_t *bitmap() const { return L_.bitmap; }
+    unsigned char *page_data(uint64_t p) const { return L_.data + (p << page_shift_); }
+    PoolLayout L_;  // where the areas of the image are (pool/image.h)
 
     Mapping map_;
     Config cfg_;
@@ -382,22 +313,10 @@ class Pool {
     pid_t attach_pid_ = 0;  // the process that attached (a fork() child is not it)
     uint32_t page_size_ = 0;
     uint32_t page_shift_ = 12;  // log2(page_size_)
-    fmt::SharedHeader *sh_ = nullptr;
-    fmt::PageEntry *pages_ = nullptr;
-    fmt::BlockRecord *blocks_ = nullptr;
-    uint64_t *bitmap_ = nullptr;
-    uint64_t *buckets_ = nullptr;
     unsigned char *summaries_ = nullptr;  // page summary slots (summary_bytes_ each), or none
     uint32_t summary_bytes_ = 0;
-    uint32_t select_channels_ = 0;  // config select.channels: K rows summarised at write (0 = off)
-    uint32_t select_recent_ = 1;    // config select.recent / select.band_milli: defaults of speckv_select
-    float select_band_ = 0;
-    fmt::TenantEntry *tenants_ = nullptr;
-    uint64_t bucket_mask_ = 0;
-    unsigned char *data_ = nullptr;
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
     CodecChoice codec_;  // which preset a page is stored with (pool/codec_choice.h)
-    uint32_t unit_slack_ = 8;  // config alloc.unit_slack: blocks of room kept after a unit's first block
     bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References and pins this process holds (pool/refs.h).
@@ -422,21 +341,15 @@ class Pool {
     ReaderClocks pf_clocks_;
     // request -> (tenant, last hinted token position), from hints (worker thread only)
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
-    // shared-block attribution (process-local; lib/pool/pool_tiers.cc, docs/tiers.md
-    // "Shared blocks"). Each thread's reads are cut into unit steps (one
-    // tenant, one layer, rising token positions); a step's reads count for
-    // its reader (the request of its last private block, else of its last
-    // block), and a published block of another request read in it becomes an
-    // alias (tenant, reader, layer) -> block, which plans and translation for
-    // the reader use. Aliases are hints, re-resolved (generation-checked) at
-    // every use and dropped when stale; at most kMaxAliases of them.
+    // Shared-block attribution: each thread's reads cut into unit steps, and
+    // aliases of shared blocks for their readers (pool_tiers.cc explains it;
+    // docs/tiers.md "Shared blocks"; prefetch/aliases.h).
     struct ReadStep;
     static uint64_t next_attr_serial();
     void flush_step(ReadStep &s, PrefetchController *c);
     bool alias_valid(const AliasKey &k, const Alias &a) const;
     uint64_t attr_serial_ = next_attr_serial();  // tells this pool's per-thread steps from another's
     AliasTable aliases_{[this](const AliasKey &k, const Alias &a) { return alias_valid(k, a); }};
-    int lock_timeout_ms_ = 5000;
     PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
     // The L4 tier, when this process holds it, and the heat that picks what goes there.
     std::unique_ptr<ColdTier> cold_;
@@ -449,9 +362,7 @@ class Pool {
     std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
-    // speckv_select's previous selection per (tenant, request, layer): the steady rule.
-    std::mutex sel_mu_;
-    std::unordered_map<std::string, std::vector<uint32_t>> sel_prev_;
+    SelectState sel_;  // selection's settings and previous selections (pool/select_state.h)
     // Process-local counters (pool/counters.h).
     PoolCounters counters_;
     using Counter = PoolCounters::Counter;

@@ -43,61 +43,6 @@ using namespace fmt;
 
 // ---------------------------------------------------------- alloc / free
 
-namespace {
-// First run of n clear bits in [from, to), or UINT64_MAX.
-uint64_t find_run(const uint64_t *bm, uint64_t from, uint64_t to, uint64_t n) {
-    uint64_t run = 0, start = 0;
-    for (uint64_t i = from; i < to;) {
-        uint64_t w = bm[i / 64];
-        if ((i % 64) == 0 && w == ~uint64_t(0)) {
-            run = 0;
-            i += 64;
-            continue;
-        }
-        if ((i % 64) == 0 && w == 0 && i + 64 <= to) {
-            if (run == 0) start = i;
-            run += 64;
-            i += 64;
-            if (run >= n) return start;
-            continue;
-        }
-        if (w >> (i % 64) & 1) {
-            run = 0;
-        } else {
-            if (run == 0) start = i;
-            if (++run >= n) return start;
-        }
-        i++;
-    }
-    return UINT64_MAX;
-}
-}  // namespace
-
-bool Pool::find_room_locked(uint64_t np, uint64_t *first, uint64_t slack, uint64_t *reserved) const {
-    const Superblock &s = *sb();
-    const SharedHeader *h = sh();
-    *first = UINT64_MAX;
-    if (reserved) *reserved = 0;
-    if (!h->slot_free_head && h->slot_hwm >= s.max_blocks) return false;
-    uint64_t cur = h->alloc_cursor < s.n_pages ? h->alloc_cursor : 0;
-    if (slack && np + slack <= s.n_pages) {  // ahead of the cursor only: behind it lie other units' slack
-        *first = find_run(bitmap(), cur, s.n_pages, np + slack);
-        if (*first != UINT64_MAX) {
-            if (reserved) *reserved = slack;
-            return true;
-        }
-    }
-    return find_pages_locked(np, first);
-}
-
-bool Pool::find_pages_locked(uint64_t np, uint64_t *first) const {
-    const Superblock &s = *sb();
-    const uint64_t cur = sh()->alloc_cursor < s.n_pages ? sh()->alloc_cursor : 0;
-    *first = find_run(bitmap(), cur, s.n_pages, np);
-    if (*first == UINT64_MAX) *first = find_run(bitmap(), 0, std::min(s.n_pages, cur + np - 1), np);
-    return *first != UINT64_MAX;
-}
-
 int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     if (bytes == 0) return fail(SPECKV_EINVAL, "cannot allocate a zero-byte block");
@@ -137,28 +82,10 @@ int Pool::alloc_quota_locked(TenantEntry *trow, uint64_t tenant, uint64_t np) {
     return SPECKV_OK;
 }
 
-bool Pool::alloc_room_locked(AllocPlace *pl) const {
-    const Superblock &s = *sb();
-    const SharedHeader *h = sh();
-    const uint64_t *bm = bitmap();
-    const uint64_t after = pl->after, np = pl->np;
-    pl->follows = false;
-    if (after != UINT64_MAX && after + np <= s.n_pages && (h->slot_free_head || h->slot_hwm < s.max_blocks)) {
-        uint64_t p = after;
-        while (p < after + np && !(bm[p / 64] >> (p % 64) & 1)) p++;
-        if (p == after + np) {
-            pl->first = after;
-            pl->follows = true;
-            return true;
-        }
-    }
-    return find_room_locked(np, &pl->first, pl->unit ? uint64_t(unit_slack_) * np : 0, &pl->reserved);
-}
-
 int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
     const Superblock &s = *sb();
     SharedHeader *h = sh();
-    auto room = [&] { return alloc_room_locked(pl); };
+    auto room = [&] { return room_.place_locked(pl); };
     if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held for an alloc");
     // The L4 holder moves the coldest blocks out before anything is evicted:
     // a demoted block keeps its handle and its bytes. The victims are chosen
@@ -219,7 +146,7 @@ uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dty
     // (32 random bits): a handle of another pool, or of this pool before it
     // was re-created, names a live block here only by a 1-in-2^32 chance
     // instead of always (every pool's first handle was 0x1000001).
-    uint64_t gen = r.generation ? r.generation + 1 : first_generation();
+    uint64_t gen = r.generation ? r.generation + 1 : first_generation(*sb());
     relaxed_store(r.first_page, first);
     relaxed_store(r.bytes, bytes);
     relaxed_store(r.npages, static_cast<uint32_t>(np));
@@ -274,7 +201,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         // block is placed with room for alloc.unit_slack more after it.
         pl = AllocPlace{};
         pl.np = np;
-        pl.unit = hint && hint->token_count && unit_slack_;
+        pl.unit = hint && hint->token_count && room_.unit_slack();
         pl.after = pl.unit ? xlate_index_.unit_end_locked(tenant, hint->request, hint->layer) : UINT64_MAX;
         const int rc = alloc_make_room_locked(&pl, &offlock_rounds);
         if (rc == kAllocRetry) continue;  // unlocked: start over
@@ -304,12 +231,12 @@ int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
     sched_yield();
     // A move holds the pool lock: it lasts as long as the lock may be held.
     const uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
-    if (!*deadline) *deadline = now + uint64_t(lock_timeout_ms_) * 1000000u;
+    if (!*deadline) *deadline = now + uint64_t(lock_.timeout_ms()) * 1000000u;
     else if (now > *deadline)
         return fail(SPECKV_EBUSY,
                     "block 0x%" PRIx64 " stayed in the middle of a move for %d ms (lock.timeout_ms): a process died "
                     "moving it? (the next recovery finishes the move)",
-                    handle, lock_timeout_ms_);
+                    handle, lock_.timeout_ms());
     return SPECKV_OK;
 }
 

@@ -153,15 +153,15 @@ restart:
         bool coded = false, summarized = false;
         if (poff + plen == logical) {
             const uint32_t hf = relaxed_load(r.rec->hint_flags);
-            uint8_t mode = codec_mode_for(hf, r.dtype);
+            uint8_t mode = codec_.mode_for(hf, r.dtype);
             if (mode == codec::kModeCount) [[unlikely]]
-                mode = adaptive_mode(relaxed_load(r.rec->layer), hf, d, logical, r.dtype);
+                mode = codec_.adaptive(relaxed_load(r.rec->layer), hf, d, logical, page_size_, r.dtype, log_);
             if (mode) {
                 unsigned char *dec = scratch_of(t_decoded, page_size_);
                 if ((coded = encode_page_locked(page, logical, mode, r.dtype, dec))) l1 = dec;
             }
             // A completed K page gets its summary, of the values reads return.
-            if ((hf & SPECKV_HINT_KEYS) && summaries_ && select_channels_)
+            if ((hf & SPECKV_HINT_KEYS) && summaries_ && sel_.channels)
                 summarized = summarize_page_locked(page, l1, logical, r.dtype);
         }
         pe.crc.store(fused && !coded ? fused_crc : crc32c(0, d, page_size_), std::memory_order_relaxed);
@@ -184,7 +184,7 @@ restart:
     // The write that completes the block seals it: its coded pages are
     // packed into fewer pages (format 6, codec.pack).
     if (off + len == r.bytes && len && pack_ && r.npages > 1 && sb()->format_version >= 6 &&
-        codec_mode_for(relaxed_load(r.rec->hint_flags), r.dtype) != 0)
+        codec_.mode_for(relaxed_load(r.rec->hint_flags), r.dtype) != 0)
         pack_block(handle);
     return SPECKV_OK;
 }

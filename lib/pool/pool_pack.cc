@@ -63,63 +63,9 @@ bool record_crc_ok(const unsigned char *rec, size_t len) {
     return crc32c(crc32c(0, rec, 20), rec + codec::kHeaderSize, len - codec::kHeaderSize) == get32(rec + 20);
 }
 
-size_t dir_bytes(uint32_t npages) { return sizeof(PackHead) + size_t(npages) * sizeof(PackEntry); }
-
 uint64_t slot_of(uint64_t handle) { return (handle & ((uint64_t(1) << kSlotBits) - 1)) - 1; }
 
 }  // namespace
-
-// ---------------------------------------------------------------- accessors
-//
-// The only way into an image: every reader of a packed block (info, reads,
-// prefetch, select, unpack, check) takes its head and its directory entries
-// through these checks, so a combination of fields that one of them refuses
-// no other accepts (docs/pool-format.md "Packed blocks", "Validation").
-namespace {
-
-// Where records may start: past the head, the directory and the summary slots.
-size_t meta_bytes(const PackHead &ph) { return dir_bytes(ph.npages) + size_t(ph.npages) * ph.summary_bytes; }
-
-// The head of an image in `cap` bytes (its block record's packed_pages) of
-// block `handle` (npages pages, `bytes` bytes), in a pool of page size ps and
-// summary slots of pool_sb bytes: it names that block, fills its last page,
-// and its directory and summary slots fit before image_bytes.
-bool head_ok(const PackHead &ph, uint64_t handle, uint32_t npages, uint64_t bytes, size_t cap, uint32_t ps,
-             uint32_t pool_sb) {
-    return ph.magic == kPackMagic && ph.npages == npages && ph.handle == handle && ph.bytes == bytes &&
-           ph.page_size == ps && (ph.summary_bytes == 0 || ph.summary_bytes == pool_sb) && ph.image_bytes <= cap &&
-           ph.image_bytes + ps > cap && meta_bytes(ph) <= ph.image_bytes;
-}
-
-// Entry e of an image whose head passed head_ok. A zero page is exactly what
-// pack_block writes (flag kPageZero alone, offset and length 0: a zero entry
-// that also says coded, or names bytes, is damage, not zeros); any other is a
-// codec record (kPageCoded) or a page in clear, 8-byte aligned, past the
-// summary slots, inside image_bytes, with no flag but kPageCoded and
-// kPageSummary.
-bool entry_ok(const PackEntry &e, const PackHead &ph) {
-    if (e.flags & kPageZero) return e.flags == kPageZero && e.off == 0 && e.len == 0;
-    if (e.flags & ~(kPageCoded | kPageSummary)) return false;
-    if (e.off % 8 || e.off < meta_bytes(ph) || e.off > ph.image_bytes || e.len > ph.image_bytes - e.off) return false;
-    if (e.flags & kPageCoded) return e.len >= codec::kHeaderSize && e.len <= codec::max_record_size(ph.page_size);
-    return e.len == ph.page_size;
-}
-
-}  // namespace
-
-bool Pool::pack_head(const BlockView &v, PackHead *ph) const {
-    if (!v.packed || v.cold()) return false;
-    const size_t cap = size_t(v.packed) << page_shift_;
-    pool_copy(ph, page_data(v.first_page), sizeof *ph);  // cap >= one page > sizeof *ph
-    return head_ok(*ph, v.rec->handle.load(std::memory_order_acquire), v.npages, v.bytes, cap, page_size_, summary_bytes_);
-}
-
-bool Pool::pack_entry(const BlockView &v, uint32_t i, PackEntry *e) const {
-    PackHead ph;
-    if (i >= v.npages || !pack_head(v, &ph)) return false;
-    pool_copy(e, page_data(v.first_page) + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof *e);
-    return entry_ok(*e, ph);  // head_ok: the directory lies inside the image
-}
 
 // ---------------------------------------------------------------- pack
 
@@ -133,7 +79,7 @@ void Pool::pack_block(uint64_t handle) {
     const uint32_t np = v.npages;
     const size_t ps = page_size_;
     const size_t sb = summaries_ ? summary_bytes_ : 0;
-    const size_t meta = dir_bytes(np) + size_t(np) * sb;
+    const size_t meta = PackedImage::dir_bytes(np) + size_t(np) * sb;
     // Worth it only in at most np - 1 pages; image offsets are 32-bit.
     const size_t limit = (size_t(np) - 1) * ps;
     auto skip = [&](const char *why) {
@@ -189,7 +135,7 @@ void Pool::pack_block(uint64_t handle) {
                 next = off + len;
             }
             if (sb && (e.flags & kPageSummary))
-                pool_copy(img + dir_bytes(np) + size_t(i) * sb, summaries_ + p * sb, sb);
+                pool_copy(img + PackedImage::dir_bytes(np) + size_t(i) * sb, summaries_ + p * sb, sb);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: copy it again
             dir[i] = e;
@@ -203,7 +149,7 @@ void Pool::pack_block(uint64_t handle) {
     std::memset(img + at, 0, P * ps - at);
     PackHead ph{kPackMagic, np, handle, v.bytes, at, uint32_t(ps), uint32_t(sb), 0, 0};
     std::memcpy(img, &ph, sizeof ph);
-    ph.dir_crc = crc32c(0, img, dir_bytes(np));
+    ph.dir_crc = crc32c(0, img, PackedImage::dir_bytes(np));
     std::memcpy(img, &ph, sizeof ph);
     std::vector<uint32_t> crcs(P);
     for (uint64_t j = 0; j < P; j++) crcs[j] = crc32c(0, img + j * ps, ps);
@@ -227,7 +173,7 @@ void Pool::pack_block(uint64_t handle) {
         why = "it is pinned";
     else if (r.holders.load(std::memory_order_seq_cst) & ~mine)
         why = "other processes hold references to it (maybe pins)";
-    else if (!find_pages_locked(P, &first))
+    else if (!room_.find_pages_locked(P, &first))
         why = "no run of free pages for its image";
     uint32_t locked = 0;
     for (; !why && locked < np; locked++) {
@@ -281,7 +227,7 @@ void Pool::pack_block(uint64_t handle) {
     unsigned char *tmp = grow(t_ppage, ps);
     for (uint32_t i = 0; i < np; i++)
         if (!(dir[i].flags & kPageZero) && cache_->get(old_first + i, seqs[i], epoch, 0, ps, tmp))
-            cache_->put(packed_key(slot, i), v.tseq + 2, epoch, tmp);
+            cache_->put(PackedImage::key(slot, i), v.tseq + 2, epoch, tmp);
     bump(kPacks);
     bump(kPackSaved, np - P);
     log(SPECKV_LOG_DEBUG, "packed block 0x%" PRIx64 ": %u pages into %" PRIu64, handle, np, P);
@@ -302,11 +248,11 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         std::vector<unsigned char> sums(size_t(np) * sbytes);
         const unsigned char *src = page_data(v->first_page);
         PackHead ph{};
-        int bad = pack_head(*v, &ph) ? -1 : 0;
+        int bad = packed_.head(*v, &ph) ? -1 : 0;
         for (uint32_t i = 0; i < np && bad < 0; i++) {
             PackEntry e;
             unsigned char *d = img + size_t(i) * ps;
-            if (!pack_entry(*v, i, &e)) {
+            if (!packed_.entry(*v, i, &e)) {
                 bad = int(i);
                 break;
             }
@@ -317,7 +263,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             if ((e.flags & kPageCoded) ? !record_crc_ok(d, e.len) : crc32c(0, d, ps) != e.crc) bad = int(i);
             crcs[i] = crc32c(0, d, ps);
             if (sbytes && ph.summary_bytes == sbytes && (e.flags & kPageSummary)) {
-                pool_copy(&sums[size_t(i) * sbytes], src + dir_bytes(np) + size_t(i) * sbytes, sbytes);
+                pool_copy(&sums[size_t(i) * sbytes], src + PackedImage::dir_bytes(np) + size_t(i) * sbytes, sbytes);
                 flags[i] |= kPageSummary;
             }
         }
@@ -357,7 +303,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             }
         }
         uint64_t first = UINT64_MAX;
-        auto room = [&] { return find_pages_locked(np, &first); };
+        auto room = [&] { return room_.find_pages_locked(np, &first); };
         if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held to unpack a block");
         if (first == UINT64_MAX && !room() && cold_) demote_locked(room, slot);
         if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_until_locked(room, nullptr);
@@ -410,7 +356,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
         unsigned char *tmp = grow(t_ppage, ps);
         for (uint32_t i = 0; i < np; i++)
-            if (!(flags[i] & kPageZero) && cache_->get(packed_key(slot, i), v->tseq, epoch, 0, ps, tmp))
+            if (!(flags[i] & kPageZero) && cache_->get(PackedImage::key(slot, i), v->tseq, epoch, 0, ps, tmp))
                 cache_->put(first + i, seqs[i], epoch, tmp);
         bump(kUnpacks);
         log(SPECKV_LOG_DEBUG, "unpacked block 0x%" PRIx64 ": %" PRIu64 " pages back to %u", handle, P, np);
@@ -425,7 +371,7 @@ int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size
                            int *src) {
     *src = 2;
     const size_t ps = page_size_;
-    const uint64_t key = packed_key(slot_of(handle), i);
+    const uint64_t key = PackedImage::key(slot_of(handle), i);
     const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
     if (cache_->get(key, v.tseq, epoch, poff, plen, dst)) {
         *src = 0;
@@ -439,7 +385,7 @@ int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size
         return SPECKV_OK;
     }
     PackEntry e{};
-    const bool ok = pack_entry(v, i, &e);
+    const bool ok = packed_.entry(v, i, &e);
     // Decoded (or checked) straight from the image, no copy first: if the
     // block moves meanwhile the bytes may change under the decoder, which
     // reads only [off, off+len) and fails or yields garbage we then discard.
@@ -500,8 +446,8 @@ uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t own
     uint64_t n = 0;
     for (uint32_t i = 0; i < v.npages; i++) {
         PackEntry e;
-        if (!pack_entry(v, i, &e) || (e.flags & kPageZero)) continue;  // zeros cost nothing; damage is the reader's to report
-        const uint64_t key = packed_key(slot, i);
+        if (!packed_.entry(v, i, &e) || (e.flags & kPageZero)) continue;  // zeros cost nothing; damage is the reader's to report
+        const uint64_t key = PackedImage::key(slot, i);
         if (cache_->contains(key, v.tseq, epoch) || l2_->contains(key, tag)) continue;
         // L2 holds decoded pages: the record is what crosses the link.
         // The fill gets the image, the view, the entry and the decoder: no Pool.
@@ -533,65 +479,5 @@ uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t own
 }
 
 // ---------------------------------------------------------------- check
-
-void Pool::check_packed(const BlockRecord &r, uint64_t hd, CheckReport *rep) const {
-    auto problem = [&](const char *f, auto... a) {
-        char buf[512];
-        std::snprintf(buf, sizeof buf, f, a...);
-        rep->problems.emplace_back(buf);
-    };
-    const size_t ps = page_size_;
-    const uint32_t np = r.npages;
-    const uint64_t P = r.packed_pages;
-    const size_t cap = size_t(P) * ps;
-    std::vector<unsigned char> img(cap), dec(ps);
-    pool_copy(img.data(), page_data(r.first_page), cap);
-    PackHead ph;
-    std::memcpy(&ph, img.data(), sizeof ph);
-    const size_t sb = ph.summary_bytes;
-    if (!head_ok(ph, hd, np, r.bytes, cap, uint32_t(ps), summary_bytes_)) {
-        problem("block 0x%" PRIx64 ": its packed image header does not match the block (pool pages %" PRIu64 "..%" PRIu64 ")",
-                hd, r.first_page, r.first_page + P - 1);
-        return;
-    }
-    PackHead z = ph;
-    z.dir_crc = 0;
-    std::memcpy(img.data(), &z, sizeof z);
-    if (crc32c(0, img.data(), dir_bytes(np)) != ph.dir_crc) {
-        problem("block 0x%" PRIx64 ": its packed directory fails its CRC32C", hd);
-        return;
-    }
-    std::memcpy(img.data(), &ph, sizeof ph);
-    size_t end = meta_bytes(ph);  // beyond entry_ok: records in page order, none overlapping
-    for (uint32_t i = 0; i < np; i++) {
-        PackEntry e;
-        std::memcpy(&e, img.data() + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof e);
-        const bool zero = e.flags & kPageZero;
-        if (!entry_ok(e, ph) || (!zero && e.off < end)) {
-            problem("block 0x%" PRIx64 " page %u: its packed directory entry is out of bounds", hd, i);
-            continue;
-        }
-        if (!zero) end = e.off + e.len;
-        if (!zero && (e.flags & kPageCoded)) {
-            size_t n = 0;
-            if (codec::decode(img.data() + e.off, e.len, dec.data(), ps, &n) != SPECKV_OK)
-                problem("block 0x%" PRIx64 " page %u (packed): codec record does not decode (%s)", hd, i, last_error());
-            else if (n != std::min<uint64_t>(ps, r.bytes - uint64_t(i) * ps))
-                problem("block 0x%" PRIx64 " page %u (packed): its record decodes to %zu bytes, not the page's", hd, i, n);
-            clear_error();
-        } else if (!zero && crc32c(0, img.data() + e.off, ps) != e.crc) {
-            problem("block 0x%" PRIx64 " page %u (packed, in clear): CRC32C mismatch", hd, i);
-        }
-        if (sb && (e.flags & kPageSummary)) {
-            const unsigned char *sm = img.data() + dir_bytes(np) + size_t(i) * sb;
-            uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
-            size_t need = nmp::summary_size(ch);
-            if (need > sb || nmp::check_summary(sm, need, ch) != SPECKV_OK)
-                problem("block 0x%" PRIx64 " page %u (packed): its summary fails its checks (%s)", hd, i,
-                        need > sb ? "channel count too large" : last_error());
-            clear_error();
-        }
-    }
-}
 
 }  // namespace speckv

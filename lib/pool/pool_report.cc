@@ -5,6 +5,7 @@
 #include "util/json.h"
 #include "share/share_table.h"
 #include "pool/pool.h"
+#include "pool/checker.h"
 #include "pool/resolve.h"
 
 #include <errno.h>
@@ -333,7 +334,7 @@ void Pool::info(PoolInfo *o) const {
         bool damaged = false;
         for (uint32_t k = 0; k < v.npages && !damaged; k++) {
             PackEntry e;
-            if (!pack_entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
+            if (!packed_.entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
             if (damaged || !(e.flags & kPageCoded)) continue;
             uint8_t hb[codec::kHeaderSize];
             copy_from_pool(hb, page_data(v.first_page) + e.off, sizeof hb);
@@ -408,5 +409,7 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
     }
     return SPECKV_OK;
 }
+
+int Pool::check(CheckReport *rep) const { return PoolChecker(L_, share_, xlate_index_).run(rep); }
 
 }  // namespace speckv

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the pool reports to the CLI and the tests (pool_report.cc: block
-// list, info; pool_check.cc: `pool check`): plain values, no pool inside.
+// list, info; checker.cc: `pool check`): plain values, no pool inside.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -26,10 +26,10 @@ using namespace fmt;
 
 bool Pool::summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype) {
     if (dtype != SPECKV_DTYPE_FP16 && dtype != SPECKV_DTYPE_FP32) return false;
-    const size_t row = size_t(select_channels_) * codec::dtype_size(dtype);
-    if (!row || logical % row || nmp::summary_size(select_channels_) > summary_bytes_) return false;
+    const size_t row = size_t(sel_.channels) * codec::dtype_size(dtype);
+    if (!row || logical % row || nmp::summary_size(sel_.channels) > summary_bytes_) return false;
     const auto tokens = static_cast<uint32_t>(logical / row);
-    if (nmp::summarize(dtype, values, tokens, select_channels_, select_channels_, summaries_ + page * summary_bytes_,
+    if (nmp::summarize(dtype, values, tokens, sel_.channels, sel_.channels, summaries_ + page * summary_bytes_,
                        summary_bytes_) != SPECKV_OK) {
         clear_error();  // NaN/Inf keys: no bound, so no summary (the page is then always selected)
         return false;
@@ -100,7 +100,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
         uint32_t psb = 0;
         if (b.v.packed && summaries_) {
             PackHead ph;
-            if (pack_head(b.v, &ph) && ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
+            if (packed_.head(b.v, &ph) && ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
         }
         for (uint32_t i = 0; i < b.v.npages; i++) {
             const uint64_t off = uint64_t(i) * page_size_;
@@ -113,7 +113,7 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             if (b.v.packed) {
                 k.page = UINT64_MAX;
                 PackEntry e;
-                if (psb && pack_entry(b.v, i, &e) && (e.flags & (kPageSummary | kPageZero)) == kPageSummary)
+                if (psb && packed_.entry(b.v, i, &e) && (e.flags & (kPageSummary | kPageZero)) == kPageSummary)
                     k.psum = page_data(b.v.first_page) + sizeof(PackHead) + size_t(b.v.npages) * sizeof(PackEntry) +
                              size_t(i) * psb;
             }
@@ -176,7 +176,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             }
             continue;
         }
-        const PageEntry &pe = pages_[pages[i].page];
+        const PageEntry &pe = L_.pages[pages[i].page];
         for (;;) {
             const uint64_t s1 = pe.seq.load(std::memory_order_acquire);
             if (s1 & 1) {
@@ -245,13 +245,13 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     }
     nmp::SelectParams sp;
     sp.budget = budget;
-    sp.recent = std::min(p.recent == UINT32_MAX ? select_recent_ : p.recent, budget);
-    sp.band = p.band < 0 ? select_band_ : p.band;
+    sp.recent = std::min(p.recent == UINT32_MAX ? sel_.recent : p.recent, budget);
+    sp.band = p.band < 0 ? sel_.band : p.band;
     const std::string key = std::to_string(tenant) + "/" + std::to_string(request) + "/" + std::to_string(layer);
     std::vector<uint32_t> prev, ids(budget);
     {
-        std::lock_guard gd(sel_mu_);
-        if (auto it = sel_prev_.find(key); it != sel_prev_.end()) prev = it->second;
+        std::lock_guard gd(sel_.mu);
+        if (auto it = sel_.prev.find(key); it != sel_.prev.end()) prev = it->second;
     }
     uint32_t entered = 0;
     if (int rc = nmp::select_pages(score.data(), n, sp, nullptr, 0, prev.data(), prev.size(), ids.data(), ids.size(),
@@ -259,9 +259,9 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
         rc != SPECKV_OK)
         return rc;
     {
-        std::lock_guard gd(sel_mu_);
-        if (sel_prev_.size() >= 65536) sel_prev_.clear();  // bounded; the steady rule restarts
-        sel_prev_[key] = ids;
+        std::lock_guard gd(sel_.mu);
+        if (sel_.prev.size() >= 65536) sel_.prev.clear();  // bounded; the steady rule restarts
+        sel_.prev[key] = ids;
     }
     for (uint32_t j = 0; j < budget; j++) {
         const KPage &k = pages[ids[j]];

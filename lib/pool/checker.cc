@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `speckv pool check` (Pool::check and its steps, in report order).
-#include "pool/pool.h"
-#include "pool/resolve.h"
+// `speckv pool check` (pool/checker.h): PoolChecker::run and its steps, in report order.
+#include "pool/checker.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +31,7 @@
 
 #include "util/seqlock.h"
 
+#include "pool/packed_image.h"
 #include "pool/pool_internal.h"
 
 namespace speckv {
@@ -52,7 +52,7 @@ __attribute__((format(printf, 2, 3))) void problem(CheckReport *rep, const char 
 
 // What check() counts while it walks the block table, then compares with
 // the shared counters.
-struct Pool::CheckTally {
+struct PoolChecker::CheckTally {
     uint64_t hwm = 0;
     std::vector<uint64_t> owned;  // pages some block holds (bitmap)
     std::vector<unsigned char> buf, dec;
@@ -63,7 +63,7 @@ struct Pool::CheckTally {
     std::vector<uint64_t> tenant_pages;
 };
 
-int Pool::check(CheckReport *rep) const {
+int PoolChecker::run(CheckReport *rep) const {
     const Superblock &s = *sb();
     CheckTally t;
     check_lock_state(rep);
@@ -98,7 +98,7 @@ int Pool::check(CheckReport *rep) const {
     return SPECKV_OK;
 }
 
-void Pool::check_lock_state(CheckReport *rep) const {
+void PoolChecker::check_lock_state(CheckReport *rep) const {
     const SharedHeader *h = sh();
     if (h->lock_magic != kLockMagic) problem(rep, "the pool lock is not initialised (metadata corrupt)");
     // The robust lock's word: the kernel marks it FUTEX_OWNER_DIED when its
@@ -116,7 +116,7 @@ void Pool::check_lock_state(CheckReport *rep) const {
         problem(rep, "a move of block slot %" PRIu64 " was cut short by a crash (repair finishes it)", h->move_slot.load() - 1);
 }
 
-void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
+void PoolChecker::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
     const Superblock &s = *sb();
     const BlockRecord &r = blocks()[i];
     uint64_t hd = r.handle.load();
@@ -136,7 +136,7 @@ void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
     }
     const bool cold = r.tier_seq.load() & 1;  // in L4: its pages are in the L4 file, not here
     const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;  // packed: its image's pages
-    if (!geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
+    if (!record_geometry_ok(s, r.first_page, r.packed_pages, r.npages, r.bytes, r.dtype, cold)) {
         problem(rep, "block 0x%" PRIx64 ": geometry out of bounds", hd);
         return;
     }
@@ -168,7 +168,7 @@ void Pool::check_block(uint64_t i, CheckTally *t, CheckReport *rep) const {
     for (uint64_t p = r.first_page; !cold && p < r.first_page + np; p++) check_block_page(r, hd, p, t, rep);
 }
 
-void Pool::check_block_page(const BlockRecord &r, uint64_t hd, uint64_t p, CheckTally *t, CheckReport *rep) const {
+void PoolChecker::check_block_page(const BlockRecord &r, uint64_t hd, uint64_t p, CheckTally *t, CheckReport *rep) const {
     const Superblock &s = *sb();
     if (t->owned[p / 64] >> (p % 64) & 1) problem(rep, "page %" PRIu64 " belongs to two blocks", p);
     t->owned[p / 64] |= uint64_t(1) << (p % 64);
@@ -214,7 +214,7 @@ void Pool::check_block_page(const BlockRecord &r, uint64_t hd, uint64_t p, Check
     }
 }
 
-void Pool::check_counters(const CheckTally &t, CheckReport *rep) const {
+void PoolChecker::check_counters(const CheckTally &t, CheckReport *rep) const {
     const SharedHeader *h = sh();
     uint64_t leaked = 0;
     for (uint64_t w = 0; w < t.owned.size(); w++) leaked += __builtin_popcountll(bitmap()[w] & ~t.owned[w]);
@@ -228,7 +228,7 @@ void Pool::check_counters(const CheckTally &t, CheckReport *rep) const {
                 h->cold_blocks.load(), h->cold_bytes.load(), t.cold_n, t.cold_b);
 }
 
-void Pool::check_free_list(uint64_t hwm, CheckReport *rep) const {
+void PoolChecker::check_free_list(uint64_t hwm, CheckReport *rep) const {
     const Superblock &s = *sb();
     uint64_t n = 0;
     for (uint64_t f = sh()->slot_free_head; f; n++) {
@@ -244,7 +244,7 @@ void Pool::check_free_list(uint64_t hwm, CheckReport *rep) const {
     }
 }
 
-void Pool::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
+void PoolChecker::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
     const SharedHeader *h = sh();
     if (h->blocks_published.load() != t.published || h->shared_bytes.load() != t.shared)
         problem(rep, "published-block counters say %" PRIu64 " blocks / %" PRIu64 " bytes, the table holds %" PRIu64 " / %" PRIu64,
@@ -253,6 +253,67 @@ void Pool::check_shared_counters(const CheckTally &t, CheckReport *rep) const {
         if (tenants()[k].used_pages.load() != t.tenant_pages[k])
             problem(rep, "tenant %" PRIu64 ": usage counter says %" PRIu64 " pages, its blocks hold %" PRIu64,
                     tenants()[k].tenant, tenants()[k].used_pages.load(), t.tenant_pages[k]);
+}
+
+// pool check of a packed block's image: a copy of it, through PackedImage's checks.
+void PoolChecker::check_packed(const BlockRecord &r, uint64_t hd, CheckReport *rep) const {
+    auto problem = [&](const char *f, auto... a) {
+        char buf[512];
+        std::snprintf(buf, sizeof buf, f, a...);
+        rep->problems.emplace_back(buf);
+    };
+    const size_t ps = page_size_;
+    const uint32_t np = r.npages;
+    const uint64_t P = r.packed_pages;
+    const size_t cap = size_t(P) * ps;
+    std::vector<unsigned char> img(cap), dec(ps);
+    copy_from_pool(img.data(), page_data(r.first_page), cap);
+    PackHead ph;
+    std::memcpy(&ph, img.data(), sizeof ph);
+    const size_t sb = ph.summary_bytes;
+    if (!PackedImage::head_ok(ph, hd, np, r.bytes, cap, uint32_t(ps), summary_bytes_)) {
+        problem("block 0x%" PRIx64 ": its packed image header does not match the block (pool pages %" PRIu64 "..%" PRIu64 ")",
+                hd, r.first_page, r.first_page + P - 1);
+        return;
+    }
+    PackHead z = ph;
+    z.dir_crc = 0;
+    std::memcpy(img.data(), &z, sizeof z);
+    if (crc32c(0, img.data(), PackedImage::dir_bytes(np)) != ph.dir_crc) {
+        problem("block 0x%" PRIx64 ": its packed directory fails its CRC32C", hd);
+        return;
+    }
+    std::memcpy(img.data(), &ph, sizeof ph);
+    size_t end = PackedImage::meta_bytes(ph);  // beyond entry_ok: records in page order, none overlapping
+    for (uint32_t i = 0; i < np; i++) {
+        PackEntry e;
+        std::memcpy(&e, img.data() + sizeof(PackHead) + size_t(i) * sizeof(PackEntry), sizeof e);
+        const bool zero = e.flags & kPageZero;
+        if (!PackedImage::entry_ok(e, ph) || (!zero && e.off < end)) {
+            problem("block 0x%" PRIx64 " page %u: its packed directory entry is out of bounds", hd, i);
+            continue;
+        }
+        if (!zero) end = e.off + e.len;
+        if (!zero && (e.flags & kPageCoded)) {
+            size_t n = 0;
+            if (codec::decode(img.data() + e.off, e.len, dec.data(), ps, &n) != SPECKV_OK)
+                problem("block 0x%" PRIx64 " page %u (packed): codec record does not decode (%s)", hd, i, last_error());
+            else if (n != std::min<uint64_t>(ps, r.bytes - uint64_t(i) * ps))
+                problem("block 0x%" PRIx64 " page %u (packed): its record decodes to %zu bytes, not the page's", hd, i, n);
+            clear_error();
+        } else if (!zero && crc32c(0, img.data() + e.off, ps) != e.crc) {
+            problem("block 0x%" PRIx64 " page %u (packed, in clear): CRC32C mismatch", hd, i);
+        }
+        if (sb && (e.flags & kPageSummary)) {
+            const unsigned char *sm = img.data() + PackedImage::dir_bytes(np) + size_t(i) * sb;
+            uint32_t ch = uint32_t(sm[8]) | uint32_t(sm[9]) << 8;
+            size_t need = nmp::summary_size(ch);
+            if (need > sb || nmp::check_summary(sm, need, ch) != SPECKV_OK)
+                problem("block 0x%" PRIx64 " page %u (packed): its summary fails its checks (%s)", hd, i,
+                        need > sb ? "channel count too large" : last_error());
+            clear_error();
+        }
+    }
 }
 
 }  // namespace speckv

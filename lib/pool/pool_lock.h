@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pool lock: the one robust, process-shared mutex in the shared header
+// (docs/pool-format.md "Lock"). PoolLock owns how it is taken (a trylock
+// first, then a wait of at most lock.timeout_ms), how a lock left by a dead
+// owner is made consistent again, and the messages of each failure. It
+// never recovers anything itself: acquire() reports that the previous owner
+// died and the caller, holding the lock, runs recovery before anything else
+// reads the metadata. Invariants: bound to the header of a validated image
+// before first use; release() only by the thread whose acquire() succeeded.
+#pragma once
+#include "pool/pool_format.h"
+
+namespace speckv {
+
+class PoolLock {
+  public:
+    void bind(fmt::SharedHeader *sh) { sh_ = sh; }
+    void set_timeout_ms(int ms) { timeout_ms_ = ms; }
+    int timeout_ms() const { return timeout_ms_; }
+    // SPECKV_OK with the lock held (*owner_died: the previous owner died
+    // holding it, the metadata may be half-changed); SPECKV_EBUSY after the
+    // timeout, SPECKV_ECORRUPT for a lock never initialised or unrecoverable.
+    int acquire(bool *owner_died);
+    void release();
+
+  private:
+    fmt::SharedHeader *sh_ = nullptr;
+    int timeout_ms_ = 5000;  // config lock.timeout_ms
+};
+
+}  // namespace speckv
