@@ -342,8 +342,9 @@ int eval_text(const llama2::Model &model, const llama2::Tokenizer &tok, speckv_p
 }
 
 // The run's page events beside two references at its L1 and L2 sizes
-// (DESIGN.md §6, docs/tiers.md §11): no prefetch (this run's L1 hits, every
-// other read synchronous) and the Belady oracle (L1 hits of MIN, every other
+// (DESIGN.md §6, docs/tiers.md §11): no prefetch and no L2 (this run's L1
+// hits, every other read synchronous; a --no-prefetch run still has L2 for
+// the pages L1 moves down, docs/tiers.md §2) and the Belady oracle (L1 hits of MIN, every other
 // read an L2 hit, the fewest link pages any policy needs); plus LRU's and
 // MIN's L1 alone without prefetch.
 struct Row {
@@ -373,7 +374,7 @@ References references(const speckv::oracle::Trace &t, const speckv_pool_stats &s
     }
     r.rows.push_back(run);
     if (prefetched)
-        r.rows.push_back({"no_prefetch", "no prefetch (this run's L1)", st.cache_hits, 0, st.cache_misses,
+        r.rows.push_back({"no_prefetch", "no prefetch, no L2 (run's L1)", st.cache_hits, 0, st.cache_misses,
                           st.cache_misses});
     // LRU beside MIN: how much of the L1 gap a recency policy (CLOCK, or any
     // associativity) could close at all.

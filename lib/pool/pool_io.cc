@@ -175,7 +175,8 @@ restart:
         // Into L1 as the admission policy says (config cache.admit): stored,
         // or marked so that its first read here stores it. Done while the
         // page is still locked, so a copy is exactly version q + 2.
-        if (!(nfl & kPageQuarantined)) cache_->put_written(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), l1);
+        if (!(nfl & kPageQuarantined))
+            cache_->put_written(page, q + 2, sh()->epoch.load(std::memory_order_relaxed), l1, poff + plen == logical);
         pe.seq.store(q + 2, std::memory_order_release);
         done += plen;
     }

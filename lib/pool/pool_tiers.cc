@@ -145,6 +145,17 @@ int Pool::init_tiers(const Config &cfg) {
                         page_size_);
         if (int rc = PrefetchBuffer::create(static_cast<size_t>(l2), page_size_, &l2_); rc != SPECKV_OK) return rc;
         l2_->set_resolve(&Pool::on_l2_resolved, this);
+        // A page that only L1 holds moves down into L2 when L1 evicts it,
+        // rather than leaving: a page completed by this process's write (the
+        // full page behind a growing block's tail; the prefetcher skips the
+        // block being appended to, and its other pages came through L2 and
+        // are still there). Its next read is an L2 hit, not a link transfer
+        // (docs/tiers.md §2). L1 and L2 share the tag (seq ^ epoch << 44).
+        cache_->set_evict(
+            [](void *u, uint64_t page, uint64_t tag, const void *data) {
+                static_cast<PrefetchBuffer *>(u)->insert_victim(page, tag, data);
+            },
+            l2_.get());
     }
     return SPECKV_OK;
 }

@@ -43,9 +43,9 @@ PageCache::~PageCache() {
     if (data_) munmap(data_, nframes_ * page_size_);
 }
 
-void PageCache::store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed) {
+void PageCache::store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed, bool demote) {
     if (hot_) {  // as a direct-mapped frame found busy: skip rather than wait
-        hot_->try_put(page, tag_of(seq, epoch), src, consumed);
+        hot_->try_put(page, tag_of(seq, epoch), src, consumed, demote);
         return;
     }
     if (!nframes_) return;

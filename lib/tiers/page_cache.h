@@ -51,9 +51,11 @@ class PageCache {
     // unless it is read again: tier_buffers.h).
     void put(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) { store(page, seq, epoch, src, true); }
     // This process wrote the page (version seq): stored or only marked, per
-    // the admission policy.
-    void put_written(uint64_t page, uint64_t seq, uint64_t epoch, const void *src) {
-        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) store(page, seq, epoch, src, false);
+    // the admission policy. `complete`: the write reached the page's end (an
+    // appended page is full, not rewritten by the next token): evicted, it
+    // goes to the evict function (set_evict).
+    void put_written(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool complete = false) {
+        if (admit_ == 0 || (admit_ == 2 && admit_read(page))) store(page, seq, epoch, src, false, complete);
     }
     // A read missed the page: whether its verified copy should be put() (the
     // admission policy; a first touch under policy 2 is marked and refused).
@@ -66,6 +68,12 @@ class PageCache {
         return false;
     }
     int admit() const { return admit_; }
+    // Each complete written page (put_written) the associative frames evict
+    // goes to fn(user, page, tag, bytes) (HotBuffer::set_evict; the tag is tag_of(seq, epoch), the pool's
+    // L2 tag). Direct-mapped frames report nothing. Set before use.
+    void set_evict(HotBuffer::EvictFn fn, void *user) {
+        if (hot_) hot_->set_evict(fn, user);
+    }
     // The page was freed: a copy of it can never be read again, its frame is
     // the first to reuse (associative frames; direct-mapped ones are left).
     void forget(uint64_t page) {
@@ -87,7 +95,7 @@ class PageCache {
         std::atomic<uint64_t> page{0}, seq{0}, epoch{0};
     };
     static uint64_t tag_of(uint64_t seq, uint64_t epoch) { return seq ^ (epoch << 44); }
-    void store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed);
+    void store(uint64_t page, uint64_t seq, uint64_t epoch, const void *src, bool consumed, bool demote = false);
     size_t ghost_slot(uint64_t page) const {
         uint64_t h = page * 0x9E3779B97F4A7C15ull;
         return size_t(h >> 20) & ghost_mask_;

@@ -13,6 +13,7 @@
 namespace speckv {
 
 namespace {
+constexpr uint64_t kVictimOwner = ~0ull;  // the owner of L1's victims (L2): no request
 // L1's hand moves one frame every kL1HandEvery picks: a page read once per
 // decode step stays as long as a step stores fewer than frames * 16 pages
 // (L1 is small beside a step's pages); L2's moves one frame per pick.
@@ -243,23 +244,23 @@ int HotBuffer::clock_victim() {
     return -1;
 }
 
-bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src, bool consumed) {
+bool HotBuffer::put(uint64_t key, uint64_t tag, const void *src, bool consumed, bool demote) {
     if (key > kMaxBufferKey) return false;
     std::lock_guard lk(mu_);
-    return put_locked(key, tag, src, consumed);
+    return put_locked(key, tag, src, consumed, demote);
 }
 
-bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src, bool consumed) {
+bool HotBuffer::try_put(uint64_t key, uint64_t tag, const void *src, bool consumed, bool demote) {
     if (key > kMaxBufferKey) return false;
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) {
         busy_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    return put_locked(key, tag, src, consumed);
+    return put_locked(key, tag, src, consumed, demote);
 }
 
-bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed) {
+bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed, bool demote) {
     int i = index_.find(key);  // exact under mu_
     uint64_t v;
     if (i >= 0) {
@@ -291,12 +292,16 @@ bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src, bool con
         if (old != ~0ull) {
             index_.erase(old);
             evictions_.fetch_add(1, std::memory_order_relaxed);
+            // The frame is locked: its bytes are the evicted page's until the copy below.
+            if (evict_ && frames_[i].demote)
+                evict_(evict_user_, old, frames_[i].tag.load(std::memory_order_relaxed), data_ + size_t(i) * page_size_);
         }
     }
     Frame &f = frames_[i];
     f.key.store(key, std::memory_order_relaxed);
     f.tag.store(tag, std::memory_order_relaxed);
     f.ref.store(0, std::memory_order_relaxed);  // a new page must be read to earn its second chance
+    f.demote = demote;
     SEQLOCK_IGNORE_BEGIN();
     std::memcpy(data_ + size_t(i) * page_size_, src, page_size_);
     SEQLOCK_IGNORE_END();
@@ -398,7 +403,7 @@ size_t PrefetchBuffer::pick_frame() {
         frames_[i].ref.store(0, std::memory_order_relaxed);
     }
     // The first reads since the last pick, then the newest consumed frame still as it was.
-    const uint64_t h = used_.load(std::memory_order_acquire), ring = ring_mask_ + 1;
+    const uint64_t h = posts_.load(std::memory_order_acquire), ring = ring_mask_ + 1;
     for (uint64_t n = std::max(pulled_, h > ring ? h - ring : 0); n < h; n++)
         if (uint64_t e = ring_[n & ring_mask_].load(std::memory_order_acquire)) consumed_.push_back(e);
     pulled_ = h;
@@ -436,7 +441,7 @@ void PrefetchBuffer::retire(Frame &f) {
     f.key.store(~0ull, std::memory_order_relaxed);
     evictions_.fetch_add(1, std::memory_order_relaxed);
     uint64_t st = f.state.exchange(0, std::memory_order_acq_rel);
-    if (!(st & 1)) {
+    if (!(st & 1) && f.owner.load(std::memory_order_relaxed) != kVictimOwner) {
         wasted_.fetch_add(1, std::memory_order_relaxed);
         bytes_wasted_.fetch_add(page_size_, std::memory_order_relaxed);
         if (resolve_) resolve_(resolve_user_, f.owner.load(std::memory_order_relaxed), key, false);
@@ -550,10 +555,13 @@ bool PrefetchBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, voi
                     if (f.state.load(std::memory_order_relaxed) == unread &&
                         f.state.compare_exchange_strong(unread, unread | 1, std::memory_order_acq_rel)) {
                         // Consumed: its frame is the next to reuse (pick_frame).
-                        const uint64_t n = used_.fetch_add(1, std::memory_order_relaxed);
+                        const uint64_t n = posts_.fetch_add(1, std::memory_order_relaxed);
                         ring_[n & ring_mask_].store(uint64_t(i) << 40 | (v & kVersionMask), std::memory_order_release);
-                        if (first_read) *first_read = true;
-                        if (resolve_) resolve_(resolve_user_, owner, key, true);
+                        if (owner != kVictimOwner) {  // a prefetch's first read: used
+                            used_.fetch_add(1, std::memory_order_relaxed);
+                            if (first_read) *first_read = true;
+                            if (resolve_) resolve_(resolve_user_, owner, key, true);
+                        }
                     }
                     hits_.fetch_add(1, std::memory_order_relaxed);
                     return true;
@@ -563,6 +571,29 @@ bool PrefetchBuffer::get(uint64_t key, uint64_t tag, size_t off, size_t len, voi
     }
     misses_.fetch_add(1, std::memory_order_relaxed);
     return false;
+}
+
+
+bool PrefetchBuffer::insert_victim(uint64_t key, uint64_t tag, const void *src) {
+    if (key > kMaxBufferKey) return false;
+    if (contains(key, tag)) return true;
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) {
+        victims_busy_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    Frame *f;
+    size_t i;
+    uint64_t v;
+    if (!stage(key, tag, kVictimOwner, generation(kVictimOwner), &f, &i, &v)) return false;
+    SEQLOCK_IGNORE_BEGIN();
+    std::memcpy(data_ + i * page_size_, src, page_size_);
+    SEQLOCK_IGNORE_END();
+    f->state.store((v + 2) << 1, std::memory_order_relaxed);  // its first read makes it consumed, not used
+    f->version.store(v + 2, std::memory_order_release);
+    index_.put(key, uint32_t(i));
+    victims_.fetch_add(1, std::memory_order_relaxed);
+    return true;
 }
 
 void PrefetchBuffer::invalidate(uint64_t key) {
@@ -602,6 +633,8 @@ BufferStats PrefetchBuffer::stats() const {
     s.bytes_wasted = bytes_wasted_.load(std::memory_order_relaxed);
     s.stale = stale_.load(std::memory_order_relaxed);
     s.flips = flips_.load(std::memory_order_relaxed);
+    s.victims = victims_.load(std::memory_order_relaxed);
+    s.victims_busy = victims_busy_.load(std::memory_order_relaxed);
     return s;
 }
 

@@ -24,6 +24,11 @@
 // L2: the latest first read), whose next read is a whole step away; and
 // failing those, CLOCK.
 //
+// L1 -> L2: a page stored in L1 with `demote` (the pool: completed by a
+// write, so in L1 only) is handed to the evict function when L1 evicts it,
+// and the pool moves it into L2 (PrefetchBuffer::insert_victim) rather than
+// dropping it.
+//
 // Keys are 64-bit page ids below kMaxKey; tags are the page's content version
 // (a write to the page bumps it), so a rewritten page misses by itself.
 #pragma once
@@ -71,6 +76,10 @@ struct BufferStats {
     // pages and bytes prefetched and never read (wasted), lookups that found
     // a lazily invalidated entry (stale), bank flips.
     uint64_t used = 0, wasted = 0, bytes_inserted = 0, bytes_wasted = 0, stale = 0, flips = 0;
+    // L2 only: pages L1 evicted that moved down here (insert_victim; not in
+    // inserts, used or wasted: nothing crossed the link), and those dropped
+    // because the buffer was busy.
+    uint64_t victims = 0, victims_busy = 0;
     double precision() const { return used + wasted ? double(used) / double(used + wasted) : 0.0; }
 };
 
@@ -104,16 +113,24 @@ class HotBuffer {
     // or the key is out of range. Any thread (serialised). `consumed`: the
     // caller has read the page already (a read miss that fills L1); such a
     // frame is the first to go unless it is read again. Otherwise (a write)
-    // the frame counts as consumed after its first read.
-    bool put(uint64_t key, uint64_t tag, const void *src, bool consumed = false);
+    // the frame counts as consumed after its first read. `demote`: when
+    // evicted, the page goes to the evict function (set_evict) first.
+    bool put(uint64_t key, uint64_t tag, const void *src, bool consumed = false, bool demote = false);
     // put(), unless another thread is storing or invalidating: then nothing
     // is stored (counted in stats().busy) and it returns false at once. For
     // a cache whose reads and writes must never wait on each other (the
     // pool's L1: a skipped insert only costs a later miss).
-    bool try_put(uint64_t key, uint64_t tag, const void *src, bool consumed = false);
+    bool try_put(uint64_t key, uint64_t tag, const void *src, bool consumed = false, bool demote = false);
     // Forgets the key (any tag). Pinned readers keep their bytes.
     void invalidate(uint64_t key);
     bool contains(uint64_t key, uint64_t tag) const;
+
+    // Called with each page stored with `demote` that is evicted to make
+    // room (not one invalidated or rewritten), under the buffer's mutex, the
+    // frame locked: `data` is the page's bytes, valid for the call. The pool
+    // moves such a page down into L2 (docs/tiers.md §2). Set before use.
+    using EvictFn = void (*)(void *user, uint64_t key, uint64_t tag, const void *data);
+    void set_evict(EvictFn fn, void *user) { evict_ = fn, evict_user_ = user; }
 
     BufferStats stats() const;
     size_t frames() const { return nframes_; }
@@ -128,6 +145,7 @@ class HotBuffer {
         std::atomic<uint64_t> key{~0ull}, tag{0};
         std::atomic<uint32_t> pins{0};
         std::atomic<uint8_t> ref{0};  // reads since stored or since the hand's visit, up to 2
+        bool demote = false;          // under mu_: stored with `demote`
     };
     // A frame stored, as it was then (under mu_): consumed, or written.
     struct Stored {
@@ -140,7 +158,7 @@ class HotBuffer {
     int pick_victim();
     int pop_consumed();
     int clock_victim();
-    bool put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed);
+    bool put_locked(uint64_t key, uint64_t tag, const void *src, bool consumed, bool demote);
 
     size_t nframes_;
     uint32_t page_size_;
@@ -155,6 +173,8 @@ class HotBuffer {
     std::vector<uint32_t> free_;  // frames holding nothing
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0}, busy_{0};
     bool count_ = true;
+    EvictFn evict_ = nullptr;
+    void *evict_user_ = nullptr;
 };
 
 
@@ -235,6 +255,14 @@ class PrefetchBuffer {
     // Any thread. Copies [off, off+len) on a hit; the first read of an entry
     // resolves it as used (*first_read = true).
     bool get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst, bool *first_read = nullptr);
+    // A page L1 evicted (HotBuffer::set_evict), moved down instead of
+    // dropped so that its next read is an L2 hit, not a link transfer. It
+    // takes a frame as a prefetch does, belongs to no request (no owner's
+    // invalidation reaches it; a freed or rewritten page is invalidated by
+    // key or misses by tag) and is no prefetch: never counted used or wasted.
+    // Already there with this tag: nothing to do. Never waits: another
+    // thread inserting means the page is dropped (stats().victims_busy).
+    bool insert_victim(uint64_t key, uint64_t tag, const void *src);
     // Drops one page (e.g. freed or rewritten): wasted if unread.
     void invalidate(uint64_t key);
     bool contains(uint64_t key, uint64_t tag) const;
@@ -275,7 +303,7 @@ class PrefetchBuffer {
     size_t cursor_ = 0;
     uint64_t picks_ = 0;
     // First reads: a reader that claims one stores (frame << 40 | version)
-    // at ring_[its used_ count]; the writer pulls them into consumed_.
+    // at ring_[its posts_ count]; the writer pulls them into consumed_.
     std::unique_ptr<std::atomic<uint64_t>[]> ring_;
     size_t ring_mask_ = 0;
     uint64_t pulled_ = 0;
@@ -285,6 +313,8 @@ class PrefetchBuffer {
     void *resolve_user_ = nullptr;
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};
     std::atomic<uint64_t> used_{0}, wasted_{0}, bytes_in_{0}, bytes_wasted_{0}, stale_{0}, flips_{0};
+    std::atomic<uint64_t> victims_{0}, victims_busy_{0};
+    std::atomic<uint64_t> posts_{0};  // first reads posted to ring_ (prefetched pages and victims)
 };
 
 }  // namespace speckv

@@ -284,3 +284,51 @@ TEST_CASE("L2: a cyclic scan longer than the buffer: fetches near MIN's misses")
         CHECK(b->stats().wasted == 0);
     }
 }
+
+TEST_CASE("L1 -> L2: an evicted page moves down, counted as no prefetch") {
+    std::unique_ptr<HotBuffer> l1;
+    std::unique_ptr<PrefetchBuffer> l2;
+    REQUIRE(HotBuffer::create(2 * kPage, kPage, &l1) == SPECKV_OK);
+    REQUIRE(PrefetchBuffer::create(4 * kPage, kPage, &l2) == SPECKV_OK);
+    Resolved r;
+    l2->set_resolve(on_resolve, &r);
+    l1->set_evict([](void *u, uint64_t key, uint64_t tag, const void *data) {
+        static_cast<PrefetchBuffer *>(u)->insert_victim(key, tag, data);
+    }, l2.get());
+    // Two frames; each put evicts the newest consumed frame. Key 9 (stored
+    // without demote) is dropped, key 3 (with) moves down into L2.
+    REQUIRE(l1->put(1, 5, page(1, 5).data(), true, true));
+    REQUIRE(l1->put(9, 5, page(9, 5).data(), true));
+    REQUIRE(l1->put(3, 5, page(3, 5).data(), true, true));
+    CHECK_FALSE(l1->contains(9, 5));
+    CHECK_FALSE(l2->contains(9, 5));
+    REQUIRE(l1->put(2, 5, page(2, 5).data(), true, true));
+    CHECK(l1->contains(1, 5));
+    CHECK(l1->contains(2, 5));
+    CHECK_FALSE(l1->contains(3, 5));
+    REQUIRE(l2->contains(3, 5));
+    unsigned char out[kPage];
+    bool first = true;
+    REQUIRE(l2->get(3, 5, 0, kPage, out, &first));
+    CHECK(page_ok(out, kPage, 3, 5));  // the bytes L1 held
+    CHECK_FALSE(first);                 // not a prefetch's first read
+    CHECK_FALSE(l2->get(3, 6, 0, 8, out));  // another version misses
+    // Already there with this tag: no second copy.
+    CHECK(l2->insert_victim(3, 5, page(3, 5).data()));
+    BufferStats s = l2->stats();
+    CHECK(s.victims == 1);
+    CHECK(s.inserts == 0);
+    CHECK(s.used == 0);
+    // Retired from L2 unread by a prefetcher: no waste either. A request's
+    // invalidation does not reach it; invalidating the key does.
+    for (uint64_t k = 10; k < 14; k++) REQUIRE(l2->insert(k, 1, 7, l2->generation(7), page(k, 1).data()));
+    l2->invalidate_request(7);
+    CHECK(r.used == 0);
+    REQUIRE(l2->insert_victim(20, 1, page(20, 1).data()));
+    l2->invalidate_request(~0ull - 1);
+    CHECK(l2->contains(20, 1));
+    l2->invalidate(20);
+    CHECK_FALSE(l2->contains(20, 1));
+    CHECK(l2->stats().victims == 2);
+    CHECK(r.wasted == l2->stats().wasted);
+}

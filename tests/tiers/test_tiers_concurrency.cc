@@ -259,3 +259,59 @@ TEST_CASE("prefetch controller: events, plans and ticks from several threads") {
     CHECK(s.beta >= pp.beta_min);
     CHECK(s.beta <= pp.beta_max);
 }
+
+TEST_CASE("L1 -> L2: pages L1 evicts move down while readers read both") {
+    constexpr uint32_t kPage = 512;
+    std::unique_ptr<HotBuffer> l1;
+    std::unique_ptr<PrefetchBuffer> l2;
+    REQUIRE(HotBuffer::create(8 * kPage, kPage, &l1) == SPECKV_OK);
+    REQUIRE(PrefetchBuffer::create(16 * kPage, kPage, &l2) == SPECKV_OK);
+    l1->set_evict([](void *u, uint64_t key, uint64_t tag, const void *data) {
+        static_cast<PrefetchBuffer *>(u)->insert_victim(key, tag, data);
+    }, l2.get());
+    constexpr uint64_t kKeys = 48;
+    std::atomic<uint64_t> bad{0}, from_l2{0};
+    std::atomic<uint64_t> cur[kKeys];  // each key's latest version stored
+    for (auto &c : cur) c.store(1);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> ts;
+    for (int w = 0; w < 2; w++)
+        ts.emplace_back([&, w] {  // writer w owns the keys of its parity; a key's tag is its version
+            std::mt19937 rng{unsigned(w)};
+            std::vector<uint64_t> ver(kKeys, 1);
+            unsigned char page[kPage];
+            for (int n = 0; n < 20000; n++) {
+                uint64_t k = (rng() % (kKeys / 2)) * 2 + uint64_t(w);
+                if (rng() % 4 == 0) ver[k]++;
+                fill_page(page, kPage, k, ver[k]);
+                l1->try_put(k, ver[k], page, rng() % 2 == 0, true);
+                cur[k].store(ver[k], std::memory_order_relaxed);
+            }
+        });
+    for (int r = 0; r < 2; r++)
+        ts.emplace_back([&, r] {
+            std::mt19937 rng(100u + unsigned(r));
+            unsigned char out[kPage];
+            for (int n = 0; n < 40000 || !stop.load(std::memory_order_relaxed); n++) {
+                const uint64_t k = rng() % kKeys, c = cur[k].load(std::memory_order_relaxed);
+                const uint64_t t = c > 1 ? c - rng() % 2 : c;  // the latest version or the one before
+                if (l1->get(k, t, 0, kPage, out)) {
+                    if (!page_ok(out, kPage, k, t)) bad++;
+                } else if (l2->get(k, t, 0, kPage, out)) {
+                    from_l2++;
+                    if (!page_ok(out, kPage, k, t)) bad++;
+                }
+            }
+        });
+    ts[0].join();
+    ts[1].join();
+    stop = true;
+    for (size_t i = 2; i < ts.size(); i++) ts[i].join();
+    CHECK(bad.load() == 0);
+    BufferStats s = l2->stats();
+    CHECK(s.victims + s.victims_busy > 0);
+    CHECK(s.used == 0);    // nothing was prefetched
+    CHECK(s.wasted == 0);
+    CHECK(s.inserts == 0);
+    MESSAGE("L2 reads of moved pages: " << from_l2.load());
+}
