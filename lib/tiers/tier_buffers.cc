@@ -387,7 +387,7 @@ int PrefetchBuffer::next_frame() {
 }
 
 // Under mu_: the frame a new entry takes (the order is in the header).
-size_t PrefetchBuffer::pick_frame() {
+size_t PrefetchBuffer::pick_frame(bool victim) {
     while (!free_.empty()) {
         const size_t i = free_.back();
         free_.pop_back();
@@ -397,7 +397,7 @@ size_t PrefetchBuffer::pick_frame() {
         return !f.ref.load(std::memory_order_relaxed) ||
                f.gen.load(std::memory_order_relaxed) != generation(f.owner.load(std::memory_order_relaxed));
     };
-    if (++picks_ % kL2HandEvery == 0) {
+    if (!victim && ++picks_ % kL2HandEvery == 0) {
         const size_t i = size_t(next_frame());
         if (idle(frames_[i])) return i;
         frames_[i].ref.store(0, std::memory_order_relaxed);
@@ -418,6 +418,14 @@ size_t PrefetchBuffer::pick_frame() {
         if ((v & kVersionMask) == (e & kVersionMask) && f.key.load(std::memory_order_relaxed) != ~0ull &&
             f.state.load(std::memory_order_relaxed) == ((v << 1) | 1))
             return i;
+    }
+    if (victim) {  // a victim never displaces a prefetch not yet read; a stale one it may (a few looks)
+        for (size_t step = 0; step < std::min<size_t>(nframes_, 8); step++) {
+            const size_t i = size_t(next_frame());
+            const Frame &f = frames_[i];
+            if (f.gen.load(std::memory_order_relaxed) != generation(f.owner.load(std::memory_order_relaxed))) return i;
+        }
+        return SIZE_MAX;
     }
     for (size_t step = 0; step < 2 * nframes_; step++) {  // CLOCK
         const size_t i = size_t(next_frame());
@@ -451,7 +459,7 @@ void PrefetchBuffer::retire(Frame &f) {
 // Under mu_: finds the frame for a new entry and locks it. False (counted)
 // when the entry is dead on arrival or already there.
 bool PrefetchBuffer::stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, Frame **out, size_t *idx,
-                           uint64_t *ver) {
+                           uint64_t *ver, bool victim) {
     auto lock = [](Frame &f) {  // only writers lock, and they hold mu_: the version is even
         uint64_t v = f.version.load(std::memory_order_relaxed);
         f.version.store(v + 1, std::memory_order_relaxed);
@@ -477,7 +485,8 @@ bool PrefetchBuffer::stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t 
         f.version.store(v + 2, std::memory_order_release);
         release(size_t(i));
     }
-    size_t j = pick_frame();
+    size_t j = pick_frame(victim);
+    if (j == SIZE_MAX) return false;
     Frame &f = frames_[j];
     uint64_t v = lock(f);
     retire(f);
@@ -585,7 +594,10 @@ bool PrefetchBuffer::insert_victim(uint64_t key, uint64_t tag, const void *src) 
     Frame *f;
     size_t i;
     uint64_t v;
-    if (!stage(key, tag, kVictimOwner, generation(kVictimOwner), &f, &i, &v)) return false;
+    if (!stage(key, tag, kVictimOwner, generation(kVictimOwner), &f, &i, &v, /*victim=*/true)) {
+        victims_dropped_.fetch_add(1, std::memory_order_relaxed);  // no free or consumed frame
+        return false;
+    }
     SEQLOCK_IGNORE_BEGIN();
     std::memcpy(data_ + i * page_size_, src, page_size_);
     SEQLOCK_IGNORE_END();
@@ -635,6 +647,7 @@ BufferStats PrefetchBuffer::stats() const {
     s.flips = flips_.load(std::memory_order_relaxed);
     s.victims = victims_.load(std::memory_order_relaxed);
     s.victims_busy = victims_busy_.load(std::memory_order_relaxed);
+    s.victims_dropped = victims_dropped_.load(std::memory_order_relaxed);
     return s;
 }
 

@@ -77,9 +77,10 @@ struct BufferStats {
     // a lazily invalidated entry (stale), bank flips.
     uint64_t used = 0, wasted = 0, bytes_inserted = 0, bytes_wasted = 0, stale = 0, flips = 0;
     // L2 only: pages L1 evicted that moved down here (insert_victim; not in
-    // inserts, used or wasted: nothing crossed the link), and those dropped
-    // because the buffer was busy.
-    uint64_t victims = 0, victims_busy = 0;
+    // inserts, used or wasted: nothing crossed the link), those dropped
+    // because the buffer was busy, and those dropped for want of a free or
+    // consumed frame (a victim never displaces an unread prefetch).
+    uint64_t victims = 0, victims_busy = 0, victims_dropped = 0;
     double precision() const { return used + wasted ? double(used) / double(used + wasted) : 0.0; }
 };
 
@@ -257,7 +258,8 @@ class PrefetchBuffer {
     bool get(uint64_t key, uint64_t tag, size_t off, size_t len, void *dst, bool *first_read = nullptr);
     // A page L1 evicted (HotBuffer::set_evict), moved down instead of
     // dropped so that its next read is an L2 hit, not a link transfer. It
-    // takes a frame as a prefetch does, belongs to no request (no owner's
+    // takes a free or consumed frame only (never an unread prefetch: dropped,
+    // stats().victims_dropped, when there is none), belongs to no request (no owner's
     // invalidation reaches it; a freed or rewritten page is invalidated by
     // key or misses by tag) and is no prefetch: never counted used or wasted.
     // Already there with this tag: nothing to do. Never waits: another
@@ -287,10 +289,13 @@ class PrefetchBuffer {
     static constexpr uint64_t kVersionMask = (uint64_t(1) << 40) - 1;
     PrefetchBuffer(size_t nframes, uint32_t page_size, unsigned char *data);
     int next_frame();          // the hand's next frame, flipping banks at a bank's end
-    size_t pick_frame();       // the frame a new entry takes (under mu_)
+    // The frame a new entry takes (under mu_). For an L1 victim (`victim`):
+    // only a free or a consumed frame, never an unread prefetch; SIZE_MAX if none.
+    size_t pick_frame(bool victim = false);
     void retire(Frame &f);     // resolves the frame's current entry before reuse
     void release(size_t i);    // the frame holds nothing now: first to be reused
-    bool stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, Frame **f, size_t *i, uint64_t *v);
+    bool stage(uint64_t key, uint64_t tag, uint64_t owner, uint32_t gen, Frame **f, size_t *i, uint64_t *v,
+               bool victim = false);
 
     size_t nframes_, bank_;
     uint32_t page_size_;
@@ -313,7 +318,7 @@ class PrefetchBuffer {
     void *resolve_user_ = nullptr;
     std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0}, failures_{0};
     std::atomic<uint64_t> used_{0}, wasted_{0}, bytes_in_{0}, bytes_wasted_{0}, stale_{0}, flips_{0};
-    std::atomic<uint64_t> victims_{0}, victims_busy_{0};
+    std::atomic<uint64_t> victims_{0}, victims_busy_{0}, victims_dropped_{0};
     std::atomic<uint64_t> posts_{0};  // first reads posted to ring_ (prefetched pages and victims)
 };
 

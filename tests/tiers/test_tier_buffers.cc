@@ -331,4 +331,16 @@ TEST_CASE("L1 -> L2: an evicted page moves down, counted as no prefetch") {
     CHECK_FALSE(l2->contains(20, 1));
     CHECK(l2->stats().victims == 2);
     CHECK(r.wasted == l2->stats().wasted);
+    // A victim never displaces a prefetch nobody has read yet: with every
+    // frame holding one, it is dropped and counted, and the prefetches stay.
+    for (uint64_t k = 30; k < 34; k++) REQUIRE(l2->insert(k, 1, 8, l2->generation(8), page(k, 1).data()));
+    CHECK_FALSE(l2->insert_victim(40, 1, page(40, 1).data()));
+    CHECK(l2->stats().victims_dropped == 1);
+    for (uint64_t k = 30; k < 34; k++) CHECK(l2->contains(k, 1));
+    // Once one is read (consumed), its frame takes the next victim.
+    REQUIRE(l2->get(31, 1, 0, 8, out));
+    CHECK(l2->insert_victim(40, 1, page(40, 1).data()));
+    CHECK(l2->contains(40, 1));
+    CHECK_FALSE(l2->contains(31, 1));
+    for (uint64_t k : {30, 32, 33}) CHECK(l2->contains(k, 1));
 }

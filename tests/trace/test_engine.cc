@@ -286,7 +286,8 @@ TEST_CASE("engine: layer groups give the library's prefetcher layer-ahead units 
 // on an idle 2-vCPU machine (2026-12-01, AMD EPYC) unpaced reached 52-56 %
 // (release, 9 runs; paced 80-97 %) and 62-71 % (ASan, 3 runs; paced 82-95 %),
 // smallest gaps 0.26 and 0.20. So the assertion asks a gap of 0.1 and > 0.7
-// paced. Without pacing's effect (paced == unpaced) it fails.
+// paced. Without pacing's effect (paced == unpaced) it fails. (The assertions
+// below changed when L1's victims began to move into L2: see there.)
 // The model's numbers are the same with and without pacing.
 TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute time") {
     GenOptions g;
@@ -309,7 +310,10 @@ TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute ti
     op.pace_wait = PaceWait::Yield;
     Result paced = run(t, System::CxlSpecKV, op);
     MESSAGE("lib hit rate unpaced ", plain.lib_hit_rate, ", paced ", paced.lib_hit_rate, " (", paced.wall_s, " s, waited ",
-            paced.pace_wait_s, " s of ", paced.pace_budget_s, " s budget)");
+            paced.pace_wait_s, " s of ", paced.pace_budget_s, " s budget); sync reads ", plain.lib_sync_reads, " / ",
+            paced.lib_sync_reads, ", prefetches used ", plain.lib_prefetch_used, " / ", paced.lib_prefetch_used,
+            ", precision ", plain.lib_precision, " / ", paced.lib_precision, ", replay prefetch hit rate ",
+            plain.prefetch_hit_rate, " / ", paced.prefetch_hit_rate, ", stall ", plain.stall_s, " / ", paced.stall_s);
     CHECK(plain.pace_units == 0);
     CHECK(paced.pace_units > 0);
     CHECK(paced.pace_budget_s > 0);
@@ -318,10 +322,15 @@ TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute ti
     REQUIRE(plain.lib_hit_rate >= 0);
     REQUIRE(paced.lib_hit_rate >= 0);
     CHECK(paced.lib_hit_rate > 0.7);
-    CHECK(paced.lib_hit_rate > plain.lib_hit_rate + 0.1);
-    // The library decides the replay's step times: the pages it had in L2
-    // in time are the replay's hits, so pacing lifts those too.
-    CHECK(paced.prefetch_hit_rate > plain.prefetch_hit_rate);
+    // Since full pages L1 evicts move into L2 (docs/tiers.md §2), L2 also
+    // hits without any prefetch, so the unpaced hit rate is no longer low
+    // (0.64-0.86 here, 2026-12-02, load ~4) and the hit rates' gap says
+    // little about the prefetcher. What pacing changes is the prefetcher's
+    // own work: reads it left to be done synchronously fell 2.3-5x (e.g.
+    // 205,456 -> 60,581) and prefetches read in time rose 1.6-3x.
+    CHECK(paced.lib_sync_reads * 10 < plain.lib_sync_reads * 7);
+    CHECK(paced.lib_prefetch_used > plain.lib_prefetch_used);
+    // The library decides the replay's step times: fewer stalls when paced.
     CHECK(paced.stall_s < plain.stall_s);
 }
 
