@@ -425,9 +425,15 @@ int Pool::promote(uint64_t handle) {
     }
     std::vector<unsigned char> buf(static_cast<size_t>(len));
     ColdTier::GetItem it{handle, buf.data(), buf.size()};
+    const uint64_t seen = v.tseq;
     if (int rc = cold_->get(std::span<ColdTier::GetItem>(&it, 1)); rc != SPECKV_OK) {
         std::string why = last_error();
-        if (resolve(handle, &v) == SPECKV_OK && !v.cold()) return SPECKV_OK;
+        // Another thread brought it back meanwhile (dropping the copy), and
+        // maybe demoted it again (a new tier_seq): the caller re-resolves.
+        if (resolve(handle, &v) == SPECKV_OK && (!v.cold() || v.tseq != seen)) {
+            clear_error();
+            return SPECKV_OK;
+        }
         clear_error();
         return fail(rc, "block 0x%" PRIx64 " stays in L4: reading it back failed: %s", handle, why.c_str());
     }
