@@ -15,7 +15,7 @@ secs=${1:-600}
 runs=${RUNS:-10000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pool_image fuzz_uri_config fuzz_codec_decode fuzz_codec_roundtrip fuzz_trace_reader fuzz_cold_file)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_pool_image fuzz_uri_config fuzz_codec_decode fuzz_codec_roundtrip fuzz_trace_reader fuzz_cold_file fuzz_remote)
 need=()
 for p in clang libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")

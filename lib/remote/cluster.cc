@@ -143,6 +143,49 @@ bool parse_uri(std::string_view uri, std::vector<Endpoint> *out, std::string *er
     return true;
 }
 
+bool parse_redirect(std::string_view e, Redirect *out) {
+    const bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
+    if (!moved && !ask) return false;
+    std::string_view rest = e.substr(moved ? 6 : 4);
+    const size_t sp = rest.find(' ');
+    if (sp == std::string_view::npos) return false;
+    int slot = -1;
+    auto [p, ec] = std::from_chars(rest.data(), rest.data() + sp, slot);
+    if (ec != std::errc() || p != rest.data() + sp || slot < 0 || slot >= kSlots) return false;
+    Redirect r;
+    if (!split_hostport(rest.substr(sp + 1), &r.host, &r.port)) return false;
+    r.slot = slot;
+    r.ask = ask;
+    *out = std::move(r);
+    return true;
+}
+
+bool parse_slots(const redisReply *r, std::vector<SlotRange> *out) {
+    out->clear();
+    if (!r || r->type != REDIS_REPLY_ARRAY) return false;
+    for (size_t e = 0; e < r->elements; e++) {
+        const redisReply *range = r->element[e];
+        if (!range || range->type != REDIS_REPLY_ARRAY || range->elements < 3) return false;
+        const redisReply *lo = range->element[0], *hi = range->element[1], *master = range->element[2];
+        if (!lo || !hi || !master || lo->type != REDIS_REPLY_INTEGER || hi->type != REDIS_REPLY_INTEGER ||
+            master->type != REDIS_REPLY_ARRAY || master->elements < 2)
+            return false;
+        const redisReply *host = master->element[0], *port = master->element[1];
+        if (!host || !port || host->type != REDIS_REPLY_STRING || port->type != REDIS_REPLY_INTEGER) return false;
+        if (lo->integer < 0 || hi->integer >= kSlots || lo->integer > hi->integer || port->integer < 1 ||
+            port->integer > 65535)
+            return false;
+        SlotRange sr;
+        sr.lo = static_cast<int>(lo->integer);
+        sr.hi = static_cast<int>(hi->integer);
+        sr.host.assign(host->str ? host->str : "", host->str ? host->len : 0);
+        if (sr.host == "?") sr.host.clear();
+        sr.port = static_cast<int>(port->integer);
+        out->push_back(std::move(sr));
+    }
+    return true;
+}
+
 Cluster::Cluster(std::vector<Endpoint> seeds, int timeout_ms) : seeds_(std::move(seeds)), timeout_ms_(timeout_ms) {
     slots_.fill(-1);
     for (const auto &s : seeds_) node_of(s.host, s.port);
@@ -199,35 +242,18 @@ bool Cluster::refresh_slots() {
             drop(static_cast<int>(i));
             continue;
         }
-        bool ok = r->type == REDIS_REPLY_ARRAY;
+        std::vector<SlotRange> ranges;
+        const bool ok = parse_slots(r, &ranges);
         if (ok) {
             std::array<int16_t, kSlots> map;
             map.fill(-1);
             const std::string asked = nodes_[i].ep.host;
-            for (size_t e = 0; e < r->elements && ok; e++) {
-                redisReply *range = r->element[e];
-                if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 || range->element[0]->type != REDIS_REPLY_INTEGER ||
-                    range->element[1]->type != REDIS_REPLY_INTEGER || range->element[2]->type != REDIS_REPLY_ARRAY ||
-                    range->element[2]->elements < 2) {
-                    ok = false;
-                    break;
-                }
-                long long lo = range->element[0]->integer, hi = range->element[1]->integer;
-                redisReply *master = range->element[2];
-                if (master->element[0]->type != REDIS_REPLY_STRING || master->element[1]->type != REDIS_REPLY_INTEGER ||
-                    lo < 0 || hi >= kSlots || lo > hi) {
-                    ok = false;
-                    break;
-                }
-                std::string host(master->element[0]->str, master->element[0]->len);
-                if (host.empty() || host == "?") host = asked;
-                int idx = node_of(host, static_cast<int>(master->element[1]->integer));
-                for (long long s = lo; s <= hi; s++) map[s] = static_cast<int16_t>(idx);
+            for (const SlotRange &sr : ranges) {
+                int idx = node_of(sr.host.empty() ? asked : sr.host, sr.port);
+                for (int s = sr.lo; s <= sr.hi; s++) map[s] = static_cast<int16_t>(idx);
             }
-            if (ok) {
-                slots_ = map;
-                have_map_ = true;
-            }
+            slots_ = map;
+            have_map_ = true;
         }
         freeReplyObject(r);
         if (ok) return true;
@@ -315,25 +341,15 @@ std::vector<Reply> Cluster::exec(const std::vector<Command> &cmds) {
                     case REDIS_REPLY_INTEGER: o = Reply{Reply::kOk, std::to_string(r->integer)}; break;
                     case REDIS_REPLY_ERROR: {
                         std::string_view e(r->str, r->len);
-                        bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
-                        if (moved || ask) {
-                            // "MOVED <slot> <host>:<port>"
-                            std::string_view rest = e.substr(moved ? 6 : 4);
-                            size_t sp = rest.find(' ');
-                            std::string host;
-                            int port = 0;
-                            int slot = -1;
-                            if (sp != std::string_view::npos &&
-                                split_hostport(rest.substr(sp + 1), &host, &port)) {
-                                std::from_chars(rest.data(), rest.data() + sp, slot);
-                                if (host.empty()) host = nodes_[node].ep.host;
-                                int to = node_of(host, port);
-                                counters_.redirects++;
-                                target[i] = to;
-                                if (moved && slot >= 0 && slot < kSlots) slots_[slot] = static_cast<int16_t>(to);
-                                if (ask) asking[i] = 1;
-                                retry.push_back(i);
-                            }
+                        Redirect rd;
+                        if (parse_redirect(e, &rd)) {
+                            std::string host = rd.host.empty() ? nodes_[node].ep.host : rd.host;
+                            int to = node_of(host, rd.port);
+                            counters_.redirects++;
+                            target[i] = to;
+                            if (!rd.ask) slots_[rd.slot] = static_cast<int16_t>(to);
+                            if (rd.ask) asking[i] = 1;
+                            retry.push_back(i);
                             o = Reply{Reply::kError, std::string(e)};
                         } else if (e.substr(0, 8) == "TRYAGAIN" || e.substr(0, 11) == "CLUSTERDOWN") {
                             o = Reply{Reply::kIo, std::string(e)};

@@ -12,6 +12,7 @@
 #include <vector>
 
 struct redisContext;
+struct redisReply;
 
 namespace speckv::remote {
 
@@ -30,6 +31,28 @@ struct Endpoint {
 // "redis://host:port[,host:port...]" -> endpoints. Returns false with *err set
 // on anything else (no scheme, empty host, port outside 1..65535).
 bool parse_uri(std::string_view uri, std::vector<Endpoint> *out, std::string *err);
+
+// A MOVED or ASK error: "MOVED <slot> <host>:<port>" (the host may be empty:
+// the node that answered). False for any other text, a slot outside
+// 0..16383 or a port outside 1..65535.
+struct Redirect {
+    bool ask = false;
+    int slot = -1;
+    std::string host;
+    int port = 0;
+};
+bool parse_redirect(std::string_view error_text, Redirect *out);
+
+// A CLUSTER SLOTS reply: [[lo, hi, [host, port, ...], replicas...], ...].
+// False (and nothing to use) when any range is malformed, out of 0..16383,
+// or names a port outside 1..65535. An empty or "?" host is left empty: the
+// node that answered.
+struct SlotRange {
+    int lo = 0, hi = 0;
+    std::string host;
+    int port = 0;
+};
+bool parse_slots(const redisReply *reply, std::vector<SlotRange> *out);
 
 struct Reply {
     enum Kind {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <unistd.h>
+#include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <chrono>
@@ -201,6 +202,42 @@ int scenario_slots() {
     for (const char *bad : {"", "redis://", "http://a:1", "redis://a", "redis://a:0", "redis://a:70000", "redis://:5",
                             "redis://a:1,", "redis://a:1x"})
         CHECK(!parse_uri(bad, &eps, &err));
+    // Redirects: what the cluster sends, and what it must not be taken for.
+    Redirect rd;
+    CHECK(parse_redirect("MOVED 3999 127.0.0.1:6381", &rd) && !rd.ask && rd.slot == 3999 && rd.host == "127.0.0.1" &&
+          rd.port == 6381);
+    CHECK(parse_redirect("ASK 16383 :7000", &rd) && rd.ask && rd.slot == 16383 && rd.host.empty() && rd.port == 7000);
+    for (const char *bad : {"MOVED 16384 h:1", "MOVED -1 h:1", "MOVED 1 h:0", "MOVED 1 h:65536", "MOVED x h:1",
+                            "MOVED 1", "ASK 5 h", "MOVED  h:1", "TRYAGAIN", "moved 1 h:1"})
+        CHECK(!parse_redirect(bad, &rd));
+    // CLUSTER SLOTS from the server itself: ranges that cover every slot once.
+    {
+        redisContext *rc = redisConnect("127.0.0.1", nodes()[0].port);
+        CHECK(rc && !rc->err);
+        if (rc && !rc->err) {
+            auto *rep = static_cast<redisReply *>(redisCommand(rc, "CLUSTER SLOTS"));
+            std::vector<SlotRange> ranges;
+            CHECK(parse_slots(rep, &ranges));
+            int covered = 0;
+            for (const SlotRange &sr : ranges) {
+                covered += sr.hi - sr.lo + 1;
+                CHECK(sr.port >= 1);
+            }
+            CHECK(covered == kSlots);
+            // The same reply with one range's port made impossible is refused whole.
+            if (rep && rep->elements > 0 && rep->element[0]->elements > 2) {
+                redisReply *master = rep->element[0]->element[2];
+                long long keep = master->element[1]->integer;
+                master->element[1]->integer = 70000;
+                CHECK(!parse_slots(rep, &ranges));
+                master->element[1]->integer = keep;
+            }
+            if (rep) freeReplyObject(rep);
+        }
+        if (rc) redisFree(rc);
+        std::vector<SlotRange> none;
+        CHECK(!parse_slots(nullptr, &none));
+    }
     speckv_config *cfg = nullptr;
     speckv_config_new(&cfg);
     CHECK(speckv_config_set_str(cfg, "remote.uri", "redis://nowhere") == SPECKV_OK);
