@@ -249,6 +249,13 @@ class Pool {
     // one batch when it is called). Never the block in slot `keep`.
     // below_cold_only: only blocks whose heat is under T_c (the background pass).
     uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
+    // Under the lock with no room: the holder demotes one batch of the
+    // coldest blocks (never slot `keep`) with the lock released, so neither
+    // the L4 write nor an L5 round trip holds it, and returns true, unlocked:
+    // the caller starts over (someone may take the room first). False, still
+    // locked, once *rounds reached kOfflockRounds or there is nothing to
+    // demote: the caller falls back to demote_locked (L4 only, no L5).
+    bool demote_offlock_locked(uint64_t keep, int *rounds);
     // From the prefetch thread (every 100 ms): above the heat module's
     // pressure target, one batch of blocks below T_c goes to L4 ahead of need;
     // kPromoteMargin below it, one batch of blocks in L4 above T_h comes back.

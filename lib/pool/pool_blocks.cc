@@ -94,17 +94,7 @@ int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
     // one's I/O; then the allocation starts over (someone may take the room
     // first). After a few rounds lost that way, it demotes holding the lock.
     if (pl->first == UINT64_MAX && !room() && holder()) {
-        if (*offlock_rounds < kOfflockRounds) {
-            std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/false);
-            if (batch.size() > cold_batch_) batch.resize(cold_batch_);
-            if (!batch.empty()) {
-                unlock();
-                (*offlock_rounds)++;
-                bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
-                clear_error();
-                return kAllocRetry;
-            }
-        }
+        if (demote_offlock_locked(UINT64_MAX, offlock_rounds)) return kAllocRetry;
         demote_locked(room, UINT64_MAX);
     }
     if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);

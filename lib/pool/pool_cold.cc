@@ -448,18 +448,22 @@ int Pool::promote(uint64_t handle) {
         ch.data_pages > np || buf.size() != meta + size_t(ch.data_pages) * page_size_)
         return fail(SPECKV_ECORRUPT, "block 0x%" PRIx64 ": its L4 copy does not match its record; it stays in L4", handle);
     const auto *cps = reinterpret_cast<const unsigned char *>(buf.data() + sizeof(ColdHead));
-    bool rec;
-    if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    BlockView now{};
-    if (resolve(handle, &now) != SPECKV_OK || now.tseq != v.tseq) {  // freed or moved meanwhile
-        unlock();
-        clear_error();
-        return resolve(handle, &now);
-    }
     const uint64_t slot = slot_of(handle) - 1;
     uint64_t first = UINT64_MAX;
     auto room = [&] { return find_room_locked(np, &first); };
-    if (!room()) demote_locked(room, slot);
+    for (int rounds = 0;;) {
+        bool rec;
+        if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
+        BlockView now{};
+        if (resolve(handle, &now) != SPECKV_OK || now.tseq != v.tseq) {  // freed or moved meanwhile
+            unlock();
+            clear_error();
+            return resolve(handle, &now);
+        }
+        first = UINT64_MAX;
+        if (room() || !demote_offlock_locked(slot, &rounds)) break;  // else: unlocked, start over
+    }
+    if (first == UINT64_MAX && !room()) demote_locked(room, slot);
     if (first == UINT64_MAX && !room()) {
         uint64_t freep = sb()->n_pages - sh()->pages_used.load();
         unlock();

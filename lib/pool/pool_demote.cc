@@ -222,11 +222,12 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
         if (why) *why = w.rc;
         return 0;
     }
-    // 2. One batch of L4 writes (off the pool lock unless the caller holds it).
+    // 2. One batch of L4 writes (off the pool lock unless the caller holds it;
+    // under it, nothing goes to L5: no network round trip holds the pool lock).
     std::vector<ColdTier::PutItem> items;
     items.reserve(vs.size());
     for (auto &v : vs) items.push_back({v.handle, v.payload.data(), v.payload.size()});
-    cold_->put(items);
+    cold_->put(items, /*may_spill=*/!have_lock);
     std::string put_why = last_error();
     for (size_t k = 0; k < vs.size(); k++) vs[k].remote = items[k].spilled;
     const std::vector<uint64_t> to_l5 = cold_->take_spill_moves();  // others moved L4 -> L5 to make room
@@ -326,6 +327,18 @@ std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_c
     out.reserve(cand.size());
     for (const Cand &c : cand) out.push_back(c.slot);
     return out;
+}
+
+bool Pool::demote_offlock_locked(uint64_t keep, int *rounds) {
+    if (!holder() || *rounds >= kOfflockRounds) return false;
+    std::vector<uint64_t> batch = demote_candidates_locked(keep, /*below_cold_only=*/false);
+    if (batch.empty()) return false;
+    if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+    unlock();
+    (*rounds)++;
+    bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
+    clear_error();
+    return true;
 }
 
 uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {

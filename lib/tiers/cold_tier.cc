@@ -399,10 +399,12 @@ int ColdTier::execute(bool write, std::vector<Chunk> &ch, const std::function<vo
 
 // ---- put / get / drop
 
-int ColdTier::put(std::span<PutItem> items) {
+int ColdTier::put(std::span<PutItem> items, bool may_spill) {
     std::lock_guard lk(mu_);
-    if (!forgotten_.empty() || !spill_dead_.empty()) (void)flush_forgotten_locked();  // their space may be needed now
-    if (spill_ && spill_new_) spill_make_room_locked(items);  // the oldest extents go to the spill store (L4 -> L5)
+    if (!forgotten_.empty() || (may_spill && !spill_dead_.empty()))
+        (void)flush_forgotten_locked(may_spill);  // their space may be needed now
+    const bool spill = spill_ && spill_new_ && may_spill;
+    if (spill) spill_make_room_locked(items);  // the oldest extents go to the spill store (L4 -> L5)
     const uint32_t blk = opt_.block;
     std::vector<Extent> fresh(items.size());
     std::vector<DiskHeader> hdr(items.size());
@@ -479,7 +481,7 @@ int ColdTier::put(std::span<PutItem> items) {
         }
     }
 
-    if (spill_ && spill_new_) spill_rest_locked(items, status);  // no room in the file: to the spill store
+    if (spill) spill_rest_locked(items, status);  // no room in the file: to the spill store
 
     std::vector<uint64_t> stale;
     std::vector<Extent> stale_ext;
@@ -720,8 +722,8 @@ int ColdTier::flush_forgotten() {
     return flush_forgotten_locked();
 }
 
-int ColdTier::flush_forgotten_locked() {
-    if (!spill_dead_.empty()) spill_flush_locked();
+int ColdTier::flush_forgotten_locked(bool with_spill) {
+    if (with_spill && !spill_dead_.empty()) spill_flush_locked();
     if (forgotten_.empty()) return SPECKV_OK;
     std::vector<uint64_t> firsts;
     firsts.reserve(forgotten_.size());

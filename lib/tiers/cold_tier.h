@@ -144,7 +144,11 @@ class ColdTier {
     // (capacity or disk full, file size limit), SPECKV_EIO (I/O error, short
     // write), SPECKV_EINVAL (duplicate key in one batch). A key written before
     // keeps its old bytes when its new write fails.
-    int put(std::span<PutItem> items);
+    // may_spill = false: nothing goes to the spill store (L5) in this call,
+    // neither the items nor extents moved out to make room, and deletions
+    // waiting for the store wait on: the caller holds the pool lock and must
+    // not wait on the network (docs/remote.md "Demotion to L5").
+    int put(std::span<PutItem> items, bool may_spill = true);
     // Reads every item into its dst. Codes: SPECKV_ENOENT (unknown key),
     // SPECKV_ERANGE (cap < len; len set), SPECKV_EIO (I/O error, short read),
     // SPECKV_ECORRUPT (header or CRC32C mismatch). A failed get changes nothing.
@@ -222,7 +226,7 @@ class ColdTier {
     int execute(bool write, std::vector<Chunk> &chunks, const std::function<void(Chunk &, unsigned char *)> &fill,
                 const std::function<void(Chunk &, unsigned char *, int)> &done);
     int zero_headers(const std::vector<uint64_t> &first_blocks);
-    int flush_forgotten_locked();
+    int flush_forgotten_locked(bool with_spill = true);
     int get_locked(std::span<GetItem> items);
     // The spill store's side (cold_spill.cc). kInSpill: a put item's status
     // while it is being decided, for one whose copy went to the store.

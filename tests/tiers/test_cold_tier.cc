@@ -731,6 +731,52 @@ TEST_CASE("cold tier: a spill store takes the oldest extents, then what does not
     CHECK(s->kv.size() == left);
 }
 
+TEST_CASE("cold tier: a put that may not spill (the pool lock is held) never calls the store") {
+    ColdTierOptions o = small_opts("nospill", ColdEngine::kSync);
+    o.capacity = 64 << 10;  // 16 blocks; a 16 KiB item takes 5
+    auto t = open_tier(o);
+    struct Counting : MemSpill {
+        int calls = 0;
+        void put(std::span<PutItem> items) override {
+            calls++;
+            MemSpill::put(items);
+        }
+        void del(std::span<DelItem> items) override {
+            calls++;
+            MemSpill::del(items);
+        }
+    };
+    auto s = std::make_shared<Counting>();
+    t->set_spill(s);
+    for (int k = 1; k <= 3; k++) REQUIRE(put1(*t, uint64_t(k), pattern(16384, k)) == SPECKV_OK);
+    REQUIRE(put1(*t, 4, pattern(16384, 4)) == SPECKV_OK);  // key 1 moves out: the store is called
+    REQUIRE(t->in_spill(1));
+    uint64_t g = 0;
+    REQUIRE(t->generation(1, &g));
+    REQUIRE(t->forget_if(1, g) == SPECKV_OK);  // its deletion waits for a flush
+    const int before = s->calls;
+    // The file is full: without the store the item fails, nothing moves out, the deletion waits.
+    std::vector<unsigned char> data = pattern(16384, 9);
+    ColdTier::PutItem it{9, data.data(), data.size()};
+    CHECK(t->put({&it, 1}, /*may_spill=*/false) == SPECKV_ENOSPC);
+    CHECK(it.status == SPECKV_ENOSPC);
+    CHECK(!it.spilled);
+    CHECK(s->calls == before);
+    CHECK(s->kv.count(1) == 1);
+    CHECK(!t->contains(9));
+    std::vector<unsigned char> got;
+    for (int k = 2; k <= 4; k++) {
+        REQUIRE(get1(*t, uint64_t(k), &got) == SPECKV_OK);
+        CHECK(got == pattern(16384, k));
+    }
+    // The same put allowed to spill succeeds, and the waiting deletion is done.
+    CHECK(t->put({&it, 1}, /*may_spill=*/true) == SPECKV_OK);
+    CHECK(s->calls > before);
+    CHECK(s->kv.count(1) == 0);
+    REQUIRE(get1(*t, 9, &got) == SPECKV_OK);
+    CHECK(got == data);
+}
+
 TEST_CASE("cold tier: the spill store's copies outlive the tier; the next open finds them, frees delete them") {
     ColdTierOptions o = small_opts("spill-reopen", ColdEngine::kSync);
     o.capacity = 64 << 10;  // 16 blocks; a 16 KiB item takes 5
