@@ -286,6 +286,12 @@ class Pool {
     std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
     int promote(uint64_t handle);
+    // A block whose L5 copy is gone (Redis evicted or deleted it): if it is
+    // still that block in L4 (tier_seq), published and unreferenced, it goes
+    // as an eviction would (BlockRemoved, medium REMOTE): lookups miss it
+    // instead of finding a block that cannot be read. Takes and releases
+    // the pool lock; true if it dropped the block.
+    bool drop_lost_block(uint64_t handle, uint64_t tseq);
     // For a view of a block in L4: promotes it (the holder) or asks the
     // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
     // once for a block in the pool.

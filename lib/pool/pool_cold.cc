@@ -405,6 +405,33 @@ void Pool::cold_tick() {
     clear_error();
 }
 
+bool Pool::drop_lost_block(uint64_t handle, uint64_t tseq) {
+    bool rec;
+    if (lock(&rec) != SPECKV_OK) {
+        clear_error();
+        return false;
+    }
+    bool dropped = false;
+    BlockView now{};
+    const uint64_t slot = slot_of(handle) - 1;
+    BlockRecord &r = blocks()[slot];
+    uint64_t none = 0;
+    // As evict_locked: Dying first, so a lookup racing us either holds a
+    // reference (we leave the block) or misses.
+    if (resolve(handle, &now) == SPECKV_OK && now.cold() && now.tseq == tseq && (r.state & kBlockPublished) &&
+        r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) {
+        share_.remove_locked(slot, flush_);
+        if (events_) events_->removed(r.tenant, r.content_hash, events::Medium::kRemote);
+        release_block_locked(r, handle);
+        sh()->evictions.fetch_add(1, std::memory_order_relaxed);
+        log(SPECKV_LOG_INFO, "published block 0x%" PRIx64 " dropped: its L5 copy is gone", handle);
+        dropped = true;
+    }
+    clear_error();
+    unlock();
+    return dropped;
+}
+
 int Pool::promote(uint64_t handle) {
     if (!holder())
         return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
@@ -435,6 +462,10 @@ int Pool::promote(uint64_t handle) {
             return SPECKV_OK;
         }
         clear_error();
+        if (rc == SPECKV_ENOENT && cold_->in_spill(handle) && drop_lost_block(handle, seen))
+            return fail(rc, "block 0x%" PRIx64 " is gone: its L5 copy was lost (%s); it was published and "
+                            "unreferenced, so it was dropped from the pool like an eviction",
+                        handle, why.c_str());
         return fail(rc, "block 0x%" PRIx64 " stays in L4: reading it back failed: %s", handle, why.c_str());
     }
     // The payload passed its CRC32C; its layout is still checked against the record.

@@ -13,6 +13,8 @@
 //   promote K   speckv_access on the first K published blocks in L4 (brings them back)
 //   pressure N  allocates up to N unpublished blocks (evicting or demoting for room), frees them
 //   evict T     caps tenant T at one block and allocates one: its published blocks in the pool are evicted
+//   lose K      (L5) deletes from the cluster the copies of the first K published blocks on REMOTE,
+//               as Redis evicting them would, then reads each: a miss, and the pool drops the block
 //   truth / quit
 #include <cinttypes>
 #include <cstdio>
@@ -24,7 +26,11 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "pool/pool.h"
+#include "remote/cluster.h"
 #include "speckv.h"
 
 namespace {
@@ -151,6 +157,40 @@ int main(int argc, char **argv) {
             else
                 failed = 1;
             failed |= speckv_tenant_set_quota(pool, a, 0) != SPECKV_OK;
+        } else if (cmd == "lose") {
+            // The L4 file's store id is the key of its L5 directory's first record (cold_spill.cc).
+            const char *redis_uri = std::getenv("SPECKV_TEST_REDIS_URI");
+            std::vector<speckv::remote::Endpoint> eps;
+            std::string err;
+            uint64_t store = 0;
+            int dfd = ::open((std::string(argv[2]) + ".l5").c_str(), O_RDONLY);
+            failed = !redis_uri || !speckv::remote::parse_uri(redis_uri, &eps, &err) || dfd < 0 ||
+                     pread(dfd, &store, 8, 8) != 8;
+            if (dfd >= 0) ::close(dfd);
+            std::unique_ptr<speckv::Pool> ro;
+            std::vector<speckv::BlockInfo> blocks;
+            if (speckv::Pool::open_readonly(path, &ro) != SPECKV_OK || ro->list_blocks(&blocks) != SPECKV_OK)
+                return die("read-only view");
+            speckv::ColdTier *l4 = pool->rep->l4_tier();
+            speckv::remote::Cluster cluster(eps, 2000);
+            uint64_t done = 0;
+            for (const auto &bi : blocks) {
+                if (failed || done == a) break;
+                if (!bi.published || !bi.cold || !l4 || !l4->in_spill(bi.handle)) continue;
+                char key[64];
+                std::snprintf(key, sizeof key, "skv:l4:{%016" PRIx64 ":%016" PRIx64 "}", store, bi.handle);
+                speckv::remote::Command del;
+                del.key = key;
+                del.args = {"DEL", key};
+                auto rs = cluster.exec({del});
+                failed |= rs[0].kind != speckv::remote::Reply::kOk || rs[0].data != "1";  // it was there
+                uint8_t byte;
+                failed |= speckv_access(pool, bi.handle, 0, &byte, 1, 0) != SPECKV_ENOENT;
+                uint64_t found = 0;
+                failed |= speckv_lookup(pool, bi.tenant, bi.content_hash, &found) != SPECKV_ENOENT;
+                done++;
+            }
+            if (done < a) failed = 1;
         } else if (cmd == "truth") {
             std::unique_ptr<speckv::Pool> ro;
             std::vector<speckv::BlockInfo> blocks;
