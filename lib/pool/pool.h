@@ -86,8 +86,6 @@ class Pool {
     int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
                   uint64_t *offset);
 
-    // This process's counters (and the pool's); also publishes the tier
-    // counters into our attach record for `speckv pool stats`.
     // Near-memory page selection (lib/pool/pool_select.cc, docs/selection.md).
     int select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
                const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
@@ -95,6 +93,8 @@ class Pool {
                const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
                const speckv_partial &out);
 
+    // This process's counters (and the pool's); also publishes the tier
+    // counters into our attach record for `speckv pool stats`.
     void stats(speckv_pool_stats *s) const;
     // The memory class L3 was placed in and the L3->L2 bandwidth the
     // prefetcher measures against (docs/devices.md "placement").
@@ -249,12 +249,9 @@ class Pool {
     // one batch when it is called). Never the block in slot `keep`.
     // below_cold_only: only blocks whose heat is under T_c (the background pass).
     uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
-    // Under the lock with no room: the holder demotes one batch of the
-    // coldest blocks (never slot `keep`) with the lock released, so neither
-    // the L4 write nor an L5 round trip holds it, and returns true, unlocked:
-    // the caller starts over (someone may take the room first). False, still
-    // locked, once *rounds reached kOfflockRounds or there is nothing to
-    // demote: the caller falls back to demote_locked (L4 only, no L5).
+    // Under the lock, no room: demotes one batch (never slot `keep`) with the lock released
+    // and returns true, unlocked: start over. False, locked, after kOfflockRounds or with
+    // nothing to demote: fall back to demote_locked (which sends nothing to L5).
     bool demote_offlock_locked(uint64_t keep, int *rounds);
     // From the prefetch thread (every 100 ms): above the heat module's
     // pressure target, one batch of blocks below T_c goes to L4 ahead of need;
@@ -286,11 +283,8 @@ class Pool {
     std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
     // Brings a block back from L4 (the holder only); OK if it is in the pool now.
     int promote(uint64_t handle);
-    // A block whose L5 copy is gone (Redis evicted or deleted it): if it is
-    // still that block in L4 (tier_seq), published and unreferenced, it goes
-    // as an eviction would (BlockRemoved, medium REMOTE): lookups miss it
-    // instead of finding a block that cannot be read. Takes and releases
-    // the pool lock; true if it dropped the block.
+    // Its L5 copy is gone: a published, unreferenced block still at `tseq` is evicted
+    // (BlockRemoved, REMOTE), so lookups miss it. Takes the lock; true if dropped.
     bool drop_lost_block(uint64_t handle, uint64_t tseq);
     // For a view of a block in L4: promotes it (the holder) or asks the
     // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
