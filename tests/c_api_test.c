@@ -126,6 +126,8 @@ int main(int argc, char **argv) {
         EXPECT(speckv_stat(pool, "prefetch_hints", &v) == SPECKV_OK && v == st.prefetch_hints);
         EXPECT(speckv_stat(pool, "page_size", &v) == SPECKV_OK && v == st.page_size);
         EXPECT(speckv_stat(pool, "select_calls", &v) == SPECKV_OK && v == 0); /* JSON-only counter */
+        EXPECT(speckv_stat(pool, "l2_victims", &v) == SPECKV_OK && v == 0);   /* nothing evicted from L1 yet */
+        EXPECT(speckv_stat(pool, "l2_victims_dropped", &v) == SPECKV_OK && v == 0);
         EXPECT(speckv_stat(pool, "hit_rate", &v) == SPECKV_EINVAL);           /* a ratio, not a counter */
         EXPECT(speckv_stat(pool, "no_such_counter", &v) == SPECKV_ENOENT);
         EXPECT(speckv_stat(pool, NULL, &v) == SPECKV_EINVAL);

@@ -264,6 +264,12 @@ std::string Pool::stats_json() const {
         j["events_dropped"] = c.dropped;
         j["event_replays"] = c.replays;
     }
+    {  // L1 evictions moved down into L2 (docs/tiers.md "L1 -> L2"), this process's; 0 without L2
+        const BufferStats b = l2_ ? l2_->stats() : BufferStats{};
+        j["l2_victims"] = b.victims;
+        j["l2_victims_busy"] = b.victims_busy;
+        j["l2_victims_dropped"] = b.victims_dropped;
+    }
     // codec.mode = adaptive: the preset id chosen per layer and K/V, as
     // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
     codec_.add_json(&j);
