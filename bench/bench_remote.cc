@@ -44,14 +44,29 @@ Row summarize(std::vector<double> us, size_t bytes) {
     return r;
 }
 
-speckv_pool *open_pool(const char *uri, const char *write) {
+// The pools' place: anonymous memory, or files in --pool-dir (e.g. a hugetlbfs
+// mount, to see what the first touch of fresh 4 KiB pages costs the L5 rows).
+std::string g_pool_dir;
+
+std::string pool_uri(const char *role) {
+    if (g_pool_dir.empty()) return "anon:?size=512M";
+    return "file:" + g_pool_dir + "/bench_remote-" + std::to_string(getpid()) + "-" + role + ".pool?size=512M";
+}
+
+void drop_pool_file(const char *role) {
+    if (g_pool_dir.empty()) return;
+    std::string u = pool_uri(role);
+    ::unlink(u.substr(5, u.find('?') - 5).c_str());
+}
+
+speckv_pool *open_pool(const char *uri, const char *write, const char *role) {
     speckv_config *cfg = nullptr;
     speckv_config_new(&cfg);
     speckv_config_set_str(cfg, "remote.uri", uri);
     speckv_config_set_str(cfg, "remote.write", write);
     speckv_config_set_int(cfg, "remote.timeout_ms", 5000);
     speckv_pool *p = nullptr;
-    int rc = speckv_pool_open("anon:?size=512M", cfg, &p);
+    int rc = speckv_pool_open(pool_uri(role).c_str(), cfg, &p);
     speckv_config_free(cfg);
     if (rc != SPECKV_OK) {
         std::fprintf(stderr, "open: %s (%s)\n", speckv_strerror(rc), speckv_errmsg());
@@ -148,6 +163,7 @@ int main(int argc, char **argv) {
     app.add_option("--sizes", sizes, "block sizes in bytes, comma-separated")
         ->delimiter(',')
         ->check(CLI::Range(size_t(1), size_t(1) << 30));
+    app.add_option("--pool-dir", g_pool_dir, "put the two 512 MiB pools in files here (e.g. /dev/hugepages), not anon:");
     CLI11_PARSE(app, argc, argv);
     const char *uri = std::getenv("SPECKV_TEST_REDIS_URI");
     const char *ports = std::getenv("SPECKV_TEST_REDIS_PORTS");
@@ -161,8 +177,8 @@ int main(int argc, char **argv) {
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) < 1) load[0] = -1;
     std::printf("L3 / L4 / L5 (speckv) vs redis-benchmark, %d blocks per size, one client, one request at a time\n", n);
-    std::printf("machine: %s; 3 redis-server 7.0 nodes on 127.0.0.1; load average %.1f at the start\n\n",
-                bench::cpu_name().c_str(), load[0]);
+    std::printf("machine: %s; 3 redis-server 7.0 nodes on 127.0.0.1; load average %.1f at the start; pools %s\n\n",
+                bench::cpu_name().c_str(), load[0], g_pool_dir.empty() ? "anon:" : g_pool_dir.c_str());
     std::printf("| block | op | L3 p50 us | L4 p50 us | L5 p50 us | redis p50 us | L5 p99 us | redis p99 us | L3 MB/s | "
                 "L4 MB/s | L5 MB/s | redis MB/s | L5/redis p50 |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -172,8 +188,8 @@ int main(int argc, char **argv) {
         std::vector<uint8_t> data(bytes), back(bytes);
         std::mt19937_64 rng(bytes);
         for (auto &b : data) b = static_cast<uint8_t>(rng());
-        speckv_pool *w = open_pool(uri, "through");
-        speckv_pool *r = open_pool(uri, "off");
+        speckv_pool *w = open_pool(uri, "through", "w");
+        speckv_pool *r = open_pool(uri, "off", "r");
         std::vector<double> put_us, get_us, l3_us;
         for (int i = 0; i < n; i++) {
             speckv_hint h{};
@@ -219,6 +235,8 @@ int main(int argc, char **argv) {
         if (!std::strstr(js, "\"remote_checksum_failures\":0,")) failures++;
         speckv_pool_close(w);
         speckv_pool_close(r);
+        drop_pool_file("w");
+        drop_pool_file("r");
         std::vector<double> l3p_us, l4p_us, l4g_us;
         failures += !l3_l4(bytes, n, data, &l3p_us, &l4p_us, &l4g_us);
         Row rs, rg;
