@@ -37,6 +37,7 @@ void Pool::bind_layout() {
     room_.bind(L);
     share_.bind(L);
     xlate_index_.bind(L);
+    plocks_.bind(L.pages);
 }
 
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {

@@ -27,6 +27,7 @@
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/packed_image.h"
+#include "pool/page_lock.h"
 #include "pool/pool_lock.h"
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
@@ -178,8 +179,6 @@ class Pool {
     // resolve() found the block's placement mid-change: spin, then yield;
     // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
     int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
-    // tseq != UINT64_MAX: also fail (SPECKV_EBUSY) if the block moved tiers since that view.
-    int lock_page(uint64_t page, uint64_t handle, const fmt::BlockRecord *rec, uint64_t *seq, uint64_t tseq = UINT64_MAX);
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
     int verify_page_inplace(uint64_t page);
@@ -201,12 +200,7 @@ class Pool {
     // Decodes a verified copy of a coded page into out (page_size bytes,
     // zero tail). SPECKV_ECORRUPT names the page.
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
-    int wait_even(const fmt::PageEntry &pe, uint64_t *seq) const;
-    // Takes the sequence lock of a page the caller owns under the pool lock
-    // (a free page it is filling, or one of a block it moves): a stale writer
-    // of the page's previous owner may hold it for a moment; a dead one's is
-    // taken over. Returns the even seq; the caller stores seq + 2 to release.
-    uint64_t claim_page(fmt::PageEntry &pe) const;
+    PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
     // Under the lock: the one place a block record's placement changes
     // (first_page, packed_pages, their CRC), atomically for a crash through
     // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by

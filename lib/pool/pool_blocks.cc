@@ -341,7 +341,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     bool stuck = false;
     for (uint64_t p = r.first_page; p < r.first_page + np; p++) {
         uint64_t q;
-        if (wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
+        if (plocks_.wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
     }
     clear_error();
     if (!stuck) {
@@ -491,7 +491,7 @@ again:
         if (pe.flags.load(std::memory_order_acquire) & kPageZero) {
             // Materialise the zeros so the pointer shows what a read returns.
             uint64_t q;
-            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+            if (int rc = plocks_.lock(p, handle, r.rec, attach_slot_, &q, r.tseq); rc != SPECKV_OK) {
                 if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
                 return rc;
             }
@@ -505,7 +505,7 @@ again:
             // The pointer must show values, not a record: the page is stored
             // decoded from now on (the same values a read returns).
             uint64_t q;
-            if (int rc = lock_page(p, handle, r.rec, &q, r.tseq); rc != SPECKV_OK) {
+            if (int rc = plocks_.lock(p, handle, r.rec, attach_slot_, &q, r.tseq); rc != SPECKV_OK) {
                 if (r.moved() && ++attempt < 16) goto again;  // it went to L4 meanwhile: from the top
                 return rc;
             }

@@ -516,7 +516,7 @@ int Pool::promote(uint64_t handle) {
         const uint64_t p = first + i;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
+        const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
         ColdPage cp;
         std::memcpy(&cp, cps + i * sizeof(ColdPage), sizeof cp);
         if (!(cp.flags & kPageZero)) {

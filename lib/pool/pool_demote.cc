@@ -112,7 +112,7 @@ bool Pool::demote_copy_pages(DemoteVictim *vp, uint32_t *data_pages) {
         PageEntry &pe = pages()[first + i];
         for (int tries = 0;; tries++) {
             uint64_t s1;
-            if (wait_even(pe, &s1) != SPECKV_OK || tries > 8) {
+            if (plocks_.wait_even(pe, &s1) != SPECKV_OK || tries > 8) {
                 ok = false;
                 break;
             }

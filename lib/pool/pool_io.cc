@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Page I/O: the seqlocked page protocol (lock_page, claim_page, wait_even),
-// write and read with their CRC32C checks, the codec's encode/decode of a
-// page, in-place verification. docs/pool-format.md "Pages".
+// Page I/O: write and read with their CRC32C checks over the seqlocked page
+// protocol (pool/page_lock.h), the codec's encode/decode of a page, in-place
+// verification. docs/pool-format.md "Pages".
 #include "pool/pool.h"
 #include "pool/resolve.h"
 
@@ -51,31 +51,6 @@ unsigned char *decoded_page_scratch(size_t n) { return scratch_of(t_decoded, n);
 
 // ------------------------------------------------------------ read/write
 
-int Pool::lock_page(uint64_t page, uint64_t handle, const BlockRecord *rec, uint64_t *seq, uint64_t tseq) {
-    PageEntry &pe = pages()[page];
-    for (;;) {
-        uint64_t q;
-        if (int rc = wait_even(pe, &q); rc != SPECKV_OK) return rc;
-        if (pe.seq.compare_exchange_weak(q, q + 1, std::memory_order_seq_cst)) {
-            // Tag the page with our attach slot: if we die now, recovery
-            // knows whose write this was (kPageWriterMask).
-            if (attach_slot_ >= 0) pe.flags.fetch_or(uint32_t(attach_slot_ + 1) << kPageWriterShift, std::memory_order_relaxed);
-            if (rec->handle.load(std::memory_order_seq_cst) != handle) {
-                pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
-                pe.seq.store(q + 2, std::memory_order_release);
-                return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the write", handle);
-            }
-            if (tseq != UINT64_MAX && rec->tier_seq.load(std::memory_order_seq_cst) != tseq) {
-                pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
-                pe.seq.store(q + 2, std::memory_order_release);
-                return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " moved between tiers during the write", handle);
-            }
-            *seq = q;
-            return SPECKV_OK;
-        }
-    }
-}
-
 int Pool::write(uint64_t handle, uint64_t off, const void *src, size_t len) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     int attempt = 0;
@@ -108,7 +83,7 @@ restart:
         size_t poff = pos & (page_size_ - 1);
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         uint64_t q;
-        if (int rc = lock_page(page, handle, r.rec, &q); rc != SPECKV_OK) return rc;
+        if (int rc = plocks_.lock(page, handle, r.rec, attach_slot_, &q); rc != SPECKV_OK) return rc;
         PageEntry &pe = pages()[page];
         if (r.moved()) [[unlikely]] {  // moved to L4 (or back) since resolve: this page is not the block's now
             pe.flags.fetch_and(~kPageWriterMask, std::memory_order_relaxed);
@@ -195,7 +170,7 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
     for (;;) {
         uint64_t s1 = pe.seq.load(std::memory_order_acquire);
         if (s1 & 1) [[unlikely]] {
-            if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+            if (int rc = plocks_.wait_even(pe, &s1); rc != SPECKV_OK) return rc;
         }
         // A cached copy is a verified copy of exactly this version of the
         // page, so the hit path needs neither the flags nor the media.
@@ -385,7 +360,7 @@ int Pool::verify_page_inplace(uint64_t page) {
     PageEntry &pe = pages()[page];
     for (;;) {
         uint64_t s1;
-        if (int rc = wait_even(pe, &s1); rc != SPECKV_OK) return rc;
+        if (int rc = plocks_.wait_even(pe, &s1); rc != SPECKV_OK) return rc;
         uint32_t fl = pe.flags.load(std::memory_order_acquire);
         if (fl & kPageQuarantined)
             return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
@@ -404,35 +379,6 @@ int Pool::verify_page_inplace(uint64_t page) {
     }
 }
 
-
-int Pool::wait_even(const PageEntry &pe, uint64_t *seq) const {
-    // A page is odd only for the length of one page copy; a long wait means
-    // the writer died mid-write (recovery on the next open repairs it).
-    for (uint64_t spins = 0;; spins++) {
-        uint64_t q = pe.seq.load(std::memory_order_acquire);
-        if (!(q & 1)) {
-            *seq = q;
-            return SPECKV_OK;
-        }
-        if (spins > 64) sched_yield();
-        if (spins > 200000) {
-            uint64_t p = static_cast<uint64_t>(&pe - pages());
-            return fail(SPECKV_EBUSY, "page %" PRIu64 " stays locked by a writer (dead process? run speckv pool check)", p);
-        }
-    }
-}
-
 void (*testing::placement_hook)(uint64_t slot, int stage) = nullptr;
-
-uint64_t Pool::claim_page(PageEntry &pe) const {
-    for (;;) {
-        uint64_t q;
-        if (wait_even(pe, &q) != SPECKV_OK) {
-            clear_error();
-            return pe.seq.load() & ~uint64_t(1);  // a dead writer: the page is ours now
-        }
-        if (pe.seq.compare_exchange_weak(q, q + 1)) return q;
-    }
-}
 
 }  // namespace speckv

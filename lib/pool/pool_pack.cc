@@ -103,7 +103,7 @@ void Pool::pack_block(uint64_t handle) {
         PageEntry &pe = pages()[p];
         for (int tries = 0;; tries++) {
             uint64_t s1;
-            if (tries > 8 || wait_even(pe, &s1) != SPECKV_OK) {
+            if (tries > 8 || plocks_.wait_even(pe, &s1) != SPECKV_OK) {
                 clear_error();
                 return skip("a page is being written");
             }
@@ -201,7 +201,7 @@ void Pool::pack_block(uint64_t handle) {
         const uint64_t p = first + j;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
+        const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
         std::memcpy(page_data(p), img + j * ps, ps);
         pe.crc.store(crcs[j], std::memory_order_relaxed);
         pe.flags.store(kPagePacked, std::memory_order_relaxed);
@@ -332,7 +332,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             const uint64_t p = first + i;
             bm[p / 64] |= uint64_t(1) << (p % 64);
             PageEntry &pe = pages()[p];
-            const uint64_t q = claim_page(pe);  // a stale writer of the page's previous block may hold it a moment
+            const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
             if (!(flags[i] & kPageZero)) {
                 std::memcpy(page_data(p), img + size_t(i) * ps, ps);
                 pe.crc.store(crcs[i], std::memory_order_relaxed);
@@ -349,7 +349,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         for (uint64_t j = 0; j < P; j++) {
             const uint64_t p = old_first + j;
             PageEntry &pe = pages()[p];
-            const uint64_t q = claim_page(pe);
+            const uint64_t q = plocks_.claim(pe);
             pe.flags.store(kPageZero, std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
             bm[p / 64] &= ~(uint64_t(1) << (p % 64));

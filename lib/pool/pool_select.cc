@@ -181,7 +181,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             const uint64_t s1 = pe.seq.load(std::memory_order_acquire);
             if (s1 & 1) {
                 uint64_t s2;
-                if (int rc = wait_even(pe, &s2); rc != SPECKV_OK) return rc;
+                if (int rc = plocks_.wait_even(pe, &s2); rc != SPECKV_OK) return rc;
                 continue;
             }
             const bool ok = (pe.flags.load(std::memory_order_acquire) & (kPageSummary | kPageZero)) == kPageSummary;

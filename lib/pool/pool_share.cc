@@ -102,7 +102,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     std::atomic_ref<uint32_t>(r.state).store(r.state | kBlockPublished, std::memory_order_seq_cst);
     for (uint64_t p = v.first_page; p < v.first_page + v.stored(); p++) {
         uint64_t q;
-        if (int rc = wait_even(pages()[p], &q); rc != SPECKV_OK) {
+        if (int rc = plocks_.wait_even(pages()[p], &q); rc != SPECKV_OK) {
             std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
             unlock();
             return rc;
