@@ -48,15 +48,16 @@ Row summarize(std::vector<double> us, size_t bytes) {
 // mount, to see what the first touch of fresh 4 KiB pages costs the L5 rows).
 std::string g_pool_dir;
 
+std::string pool_path(const char *role) {
+    return g_pool_dir + "/bench_remote-" + std::to_string(getpid()) + "-" + role + ".pool";
+}
+
 std::string pool_uri(const char *role) {
-    if (g_pool_dir.empty()) return "anon:?size=512M";
-    return "file:" + g_pool_dir + "/bench_remote-" + std::to_string(getpid()) + "-" + role + ".pool?size=512M";
+    return g_pool_dir.empty() ? "anon:?size=512M" : "file:" + pool_path(role) + "?size=512M";
 }
 
 void drop_pool_file(const char *role) {
-    if (g_pool_dir.empty()) return;
-    std::string u = pool_uri(role);
-    ::unlink(u.substr(5, u.find('?') - 5).c_str());
+    if (!g_pool_dir.empty()) ::unlink(pool_path(role).c_str());
 }
 
 speckv_pool *open_pool(const char *uri, const char *write, const char *role) {

@@ -47,6 +47,7 @@
 namespace speckv {
 namespace events {
 class Publisher;  // events/publisher.h: KV events for routers (docs/events.md)
+enum class Medium : uint8_t;
 }
 
 class Pool {
@@ -145,6 +146,8 @@ class Pool {
     uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
     // The same, for other translation units (the template lives in pool_blocks.cc).
     uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
+    // One eviction, the block already marked Dying: unpublish, BlockRemoved (medium m), release, count.
+    void evict_dying_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium medium);
     // Process references (lock-free; a RefShard's mutex inside).
     int acquire_ref(uint64_t handle, bool need_published);
     int release_ref(uint64_t handle);

@@ -400,15 +400,19 @@ uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
         // Dying first: a lookup racing us either got its reference in
         // before (we skip the block) or sees Dying and misses.
         if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
-        share_.remove_locked(slot, flush_);
-        if (events_) events_->removed(r.tenant, r.content_hash, events::Medium::kPool);
-        release_block_locked(r, hd);
-        h->evictions.fetch_add(1, std::memory_order_relaxed);
+        evict_dying_locked(r, slot, hd, events::Medium::kPool);
         n++;
         log(SPECKV_LOG_DEBUG, "evicted published block 0x%" PRIx64, hd);
         if (n >= batch && fits()) break;
     }
     return n;
+}
+
+void Pool::evict_dying_locked(BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium medium) {
+    share_.remove_locked(slot, flush_);
+    if (events_) events_->removed(r.tenant, r.content_hash, medium);
+    release_block_locked(r, handle);
+    sh()->evictions.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only) {

@@ -420,10 +420,7 @@ bool Pool::drop_lost_block(uint64_t handle, uint64_t tseq) {
     // reference (we leave the block) or misses.
     if (resolve(handle, &now) == SPECKV_OK && now.cold() && now.tseq == tseq && (r.state & kBlockPublished) &&
         r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) {
-        share_.remove_locked(slot, flush_);
-        if (events_) events_->removed(r.tenant, r.content_hash, events::Medium::kRemote);
-        release_block_locked(r, handle);
-        sh()->evictions.fetch_add(1, std::memory_order_relaxed);
+        evict_dying_locked(r, slot, handle, events::Medium::kRemote);
         log(SPECKV_LOG_INFO, "published block 0x%" PRIx64 " dropped: its L5 copy is gone", handle);
         dropped = true;
     }

@@ -20,7 +20,6 @@
 namespace speckv {
 namespace cold_disk {
 
-
 constexpr uint32_t kMagic = 0x43564b53;  // "SKVC"
 constexpr uint32_t kHeaderBytes = 64;
 
@@ -63,8 +62,8 @@ constexpr uint64_t kMaxGen = uint64_t(1) << 62;
 // reason in *why (the status is not touched: recovery skips such blocks).
 // *intact: the bytes carry the magic and a matching header CRC32C (a header
 // was written there, whatever it claims).
-inline int decode_header(std::span<const unsigned char> bytes, uint32_t block, uint64_t first_block, uint64_t file_blocks,
-                  DiskHeader *out, uint64_t *blocks, const char **why, bool *intact = nullptr) {
+inline int decode_header(std::span<const unsigned char> bytes, uint32_t block, uint64_t first_block,
+                         uint64_t file_blocks, DiskHeader *out, uint64_t *blocks, const char **why, bool *intact = nullptr) {
     if (intact) *intact = false;
     if (bytes.size() < sizeof(DiskHeader)) return *why = "short read: no whole header", SPECKV_ECORRUPT;
     DiskHeader h;
@@ -95,7 +94,6 @@ inline bool payload_part(uint64_t s, uint64_t n, uint64_t len, uint64_t *lo, uin
 }
 
 inline bool is_nospace(int err) { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
-
 
 }  // namespace cold_disk
 

@@ -175,7 +175,6 @@ void ColdTier::preallocate(uint64_t end) {
 
 uint64_t ColdTier::extent_blocks(size_t len) const { return (kHeaderBytes + len + opt_.block - 1) / opt_.block; }
 
-
 // ---- put / get / drop
 
 int ColdTier::put(std::span<PutItem> items, bool may_spill) {

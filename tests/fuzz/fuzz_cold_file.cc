@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cold_file_options.h"
 #include "tiers/cold_tier.h"
 #include "speckv.h"
 
@@ -25,17 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool ok = write(fd, data, size) == ssize_t(size);
     close(fd);
     if (ok) {
-        speckv::ColdTierOptions o;
-        o.path = path;
-        o.capacity = 1u << 20;
-        o.block = 512;
-        o.queue_depth = 2;
-        o.slot_bytes = 4096;
-        o.grow_bytes = 0;
-        o.create = false;
-        o.direct = false;
-        o.recover = true;
-        o.engine = speckv::ColdEngine::kSync;
+        const speckv::ColdTierOptions o = fuzz_cold_file_options(path);
         std::unique_ptr<speckv::ColdTier> t;
         if (speckv::ColdTier::open(o, &t) == SPECKV_OK) {
             for (uint64_t k : t->keys()) {

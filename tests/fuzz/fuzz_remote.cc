@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cold_file_options.h"
 #include "remote/cluster.h"
 #include "remote/value.h"
 #include "speckv.h"
@@ -59,9 +60,7 @@ void fuzz_value(const uint8_t *p, size_t n, uint8_t opt) {
     }
     BlockMeta m;
     std::string_view data;
-    const Verdict vd = check_value(v, tenant, hash, &m, &data);
-    if (verdict_text(vd) == nullptr) std::abort();
-    if (vd != Verdict::ok) return;
+    if (check_value(v, tenant, hash, &m, &data) != Verdict::ok) return;
     if (v.size() < kHeaderBytes || m.bytes == 0 || data.size() != m.bytes || data.size() != v.size() - kHeaderBytes ||
         data.data() != v.data() + kHeaderBytes || m.tenant != tenant || std::memcmp(m.hash, hash, 32) != 0)
         std::abort();
@@ -98,7 +97,8 @@ struct Tree {
             r.type = REDIS_REPLY_NIL;
             return &r;
         }
-        switch (byte() % 5) {
+        const uint8_t type = byte() % 5;
+        switch (type) {
             case 0: {
                 r.type = REDIS_REPLY_ARRAY;
                 const size_t c = depth < 4 ? byte() % 9 : 0;
@@ -117,7 +117,7 @@ struct Tree {
             }
             case 2:
             case 4: {
-                r.type = (p[at - 1] % 5) == 2 ? REDIS_REPLY_STRING : REDIS_REPLY_ERROR;
+                r.type = type == 2 ? REDIS_REPLY_STRING : REDIS_REPLY_ERROR;
                 const size_t len = byte();
                 std::string &s = strs.emplace_back();
                 for (size_t i = 0; i < len && at < n; i++) s += static_cast<char>(byte());
@@ -166,17 +166,7 @@ void fuzz_directory(const uint8_t *p, size_t n) {
     bool ok = fd >= 0 && write(fd, p, n) == ssize_t(n);
     if (fd >= 0) close(fd);
     if (ok) {
-        ColdTierOptions o;
-        o.path = path;
-        o.capacity = 1u << 20;
-        o.block = 512;
-        o.queue_depth = 2;
-        o.slot_bytes = 4096;
-        o.grow_bytes = 0;
-        o.create = false;
-        o.direct = false;
-        o.recover = true;
-        o.engine = ColdEngine::kSync;
+        const ColdTierOptions o = fuzz_cold_file_options(path);
         std::unique_ptr<ColdTier> t;
         if (ColdTier::open(o, &t) == SPECKV_OK) {
             t->set_spill(std::make_shared<EmptyStore>());
