@@ -140,6 +140,10 @@ HotBuffer::HotBuffer(size_t nframes, uint32_t page_size, unsigned char *data)
       index_(nframes) {
     free_.reserve(nframes);
     for (size_t i = nframes; i-- > 0;) free_.push_back(uint32_t(i));  // frame 0 first
+    // Its whole length (put_locked trims it past 2 * nframes + 16): grown by
+    // doubling instead, each step copied the list and faulted fresh pages in
+    // under mu_, which made a process's first ~2n writes 1.4x slower.
+    stored_.reserve(2 * nframes + 17);
 }
 
 HotBuffer::~HotBuffer() { munmap(data_, nframes_ * page_size_); }
@@ -317,6 +321,11 @@ bool HotBuffer::put_locked(uint64_t key, uint64_t tag, const void *src, bool con
 }
 
 void HotBuffer::invalidate(uint64_t key) {
+    // Most freed pages were never here: a lock-free look first (as contains()
+    // does) spares a free of N pages N round trips through mu_. A copy put
+    // meanwhile is missed, as it would be a moment later: it is only kept
+    // until evicted, and its tag never matches a later version of the page.
+    if (index_.find(key) < 0) return;
     std::lock_guard lk(mu_);
     int i = index_.find(key);
     if (i < 0) return;
@@ -609,6 +618,7 @@ bool PrefetchBuffer::insert_victim(uint64_t key, uint64_t tag, const void *src) 
 }
 
 void PrefetchBuffer::invalidate(uint64_t key) {
+    if (index_.find(key) < 0) return;  // as HotBuffer::invalidate
     std::lock_guard lk(mu_);
     int i = index_.find(key);
     if (i < 0) return;
