@@ -335,7 +335,16 @@ std::vector<Reply> Cluster::exec(const std::vector<Command> &cmds) {
                 auto *r = static_cast<redisReply *>(rv);
                 Reply &o = out[i];
                 switch (r->type) {
-                    case REDIS_REPLY_STRING: o = Reply{Reply::kValue, std::string(r->str, r->len)}; break;
+                    case REDIS_REPLY_STRING:
+                        if (cmds[i].view) {
+                            o = Reply{Reply::kValue, {}};
+                            o.view = std::string_view(r->str, r->len);
+                            o.held = std::shared_ptr<void>(r, freeReplyObject);
+                            r = nullptr;  // freed with o.held
+                        } else {
+                            o = Reply{Reply::kValue, std::string(r->str, r->len)};
+                        }
+                        break;
                     case REDIS_REPLY_NIL: o = Reply{Reply::kNil, {}}; break;
                     case REDIS_REPLY_STATUS: o = Reply{Reply::kOk, std::string(r->str, r->len)}; break;
                     case REDIS_REPLY_INTEGER: o = Reply{Reply::kOk, std::to_string(r->integer)}; break;
@@ -363,7 +372,7 @@ std::vector<Reply> Cluster::exec(const std::vector<Command> &cmds) {
                     }
                     default: o = Reply{Reply::kOk, {}}; break;
                 }
-                freeReplyObject(r);
+                if (r) freeReplyObject(r);
             }
         }
         if (retry.empty() || std::chrono::steady_clock::now() >= deadline) break;

@@ -46,6 +46,12 @@ Tier::~Tier() {
 }
 
 // Takes one batch off the queue (mu_ held via g), sends it unlocked, counts.
+void Tier::keep_spare(std::string &&v) {
+    if (spare_.size() >= kSpares || spare_bytes_ + v.capacity() > kSpareBytes) return;
+    spare_bytes_ += v.capacity();
+    spare_.push_back(std::move(v));
+}
+
 void Tier::send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g) {
     std::vector<Item> batch;
     size_t bytes = 0;
@@ -62,7 +68,10 @@ void Tier::send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g) {
     for (auto &it : batch) {
         Command c;
         c.key = it.key;
-        c.args = {"SET", it.key, std::move(it.value)};
+        c.args.reserve(ttl_s_ > 0 ? 5 : 3);  // not an initializer list: that would copy the value
+        c.args.emplace_back("SET");
+        c.args.push_back(std::move(it.key));
+        c.args.push_back(std::move(it.value));
         if (ttl_s_ > 0) {
             c.args.push_back("EX");
             c.args.push_back(std::to_string(ttl_s_));
@@ -83,6 +92,7 @@ void Tier::send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g) {
     }
     if (bad) log_(SPECKV_LOG_WARN, "remote tier: %" PRIu64 " of %zu block writes failed (%s)", bad, rs.size(), first_err.c_str());
     g.lock();
+    for (auto &c : cmds) keep_spare(std::move(c.args[2]));
     st_.puts += ok;
     st_.put_bytes += okb;
     st_.errors += bad;
@@ -116,7 +126,15 @@ void Tier::on_publish(Pool &pool, uint64_t handle) {
     m.bytes = bm.bytes;
     Item it;
     it.key = key_of(m.tenant, m.hash);
-    it.value = make_value(m);
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!spare_.empty()) {
+            spare_bytes_ -= spare_.back().capacity();
+            it.value = std::move(spare_.back());
+            spare_.pop_back();
+        }
+    }
+    make_value(m, &it.value);
     if (pool.read(handle, 0, it.value.data() + kHeaderBytes, m.bytes) != SPECKV_OK) {
         std::lock_guard<std::mutex> g(mu_);
         st_.errors++;
@@ -154,6 +172,7 @@ int Tier::on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint6
     std::vector<Command> cmds(1);
     cmds[0].key = key_of(tenant, hash);
     cmds[0].args = {"GET", cmds[0].key};
+    cmds[0].view = true;
     std::vector<Reply> rs;
     uint64_t redirects;
     {
@@ -178,10 +197,10 @@ int Tier::on_lookup_miss(Pool &pool, uint64_t tenant, const uint8_t *hash, uint6
     if (r.kind != Reply::kValue) return miss(true, false, r.data.c_str());
     BlockMeta m;
     std::string_view data;
-    Verdict v = check_value(r.data, tenant, hash, &m, &data);
+    Verdict v = check_value(r.bytes(), tenant, hash, &m, &data);
     {
         std::lock_guard<std::mutex> g(mu_);
-        st_.get_bytes += r.data.size();
+        st_.get_bytes += r.bytes().size();
     }
     if (v != Verdict::ok) return miss(false, true, verdict_text(v));
 

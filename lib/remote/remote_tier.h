@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "config/config.h"
 #include "pool/log.h"
@@ -68,6 +69,7 @@ class Tier {
     void writer_loop();
     struct Item;
     void send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g);
+    void keep_spare(std::string &&v);  // under mu_
 
     std::vector<Endpoint> seeds_;
     int timeout_ms_ = 1000;
@@ -87,6 +89,11 @@ class Tier {
     mutable std::mutex mu_;  // queue, counters, writer's state
     std::condition_variable cv_, done_cv_;
     std::deque<Item> queue_;
+    // Value buffers of sent blocks, reused by the next publishes: a fresh
+    // buffer of a block's size is a page fault per 4 KiB on first touch.
+    static constexpr size_t kSpares = 4, kSpareBytes = size_t(32) << 20;
+    std::vector<std::string> spare_;
+    size_t spare_bytes_ = 0;
     size_t queued_bytes_ = 0;
     uint64_t next_seq_ = 1, done_seq_ = 0;
     bool stop_ = false;

@@ -54,7 +54,10 @@ void Spill::put(std::span<PutItem> items) {
             if (it.len) std::memcpy(v.data() + kHeaderBytes, it.data, it.len);
             seal(&v);
             cmds[j].key = key(it.key);
-            cmds[j].args = {"SET", cmds[j].key, std::move(v)};
+            cmds[j].args.reserve(ttl_s_ > 0 ? 5 : 3);  // not an initializer list: that would copy the value
+            cmds[j].args.emplace_back("SET");
+            cmds[j].args.push_back(cmds[j].key);
+            cmds[j].args.push_back(std::move(v));
             if (ttl_s_ > 0) {
                 cmds[j].args.push_back("EX");
                 cmds[j].args.push_back(std::to_string(ttl_s_));
@@ -81,6 +84,7 @@ void Spill::get(std::span<GetItem> items) {
         for (size_t j = 0; j < n; j++) {
             cmds[j].key = key(items[at + j].key);
             cmds[j].args = {"GET", cmds[j].key};
+            cmds[j].view = true;  // read in place: Reply::bytes()
         }
         std::lock_guard g(mu_);
         std::vector<Reply> rs = cluster_.exec(cmds);
@@ -101,7 +105,7 @@ void Spill::get(std::span<GetItem> items) {
             ident(it.key, h);
             BlockMeta m;
             std::string_view data;
-            if (check_value(r.data, id_, h, &m, &data) != Verdict::ok || data.size() != it.len) {
+            if (check_value(r.bytes(), id_, h, &m, &data) != Verdict::ok || data.size() != it.len) {
                 it.status = SPECKV_ENOENT;  // never data that does not verify
                 st_.lost++;
                 st_.checksum_failures++;

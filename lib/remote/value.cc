@@ -39,19 +39,25 @@ std::string key_of(uint64_t tenant, const uint8_t hash[32]) {
 }
 
 std::string make_value(const BlockMeta &m) {
-    std::string v(kHeaderBytes + m.bytes, '\0');
-    put<uint32_t>(&v, 0, kValueMagic);
-    put<uint16_t>(&v, 4, kValueVersion);
-    put<uint16_t>(&v, 6, static_cast<uint16_t>(kHeaderBytes));
-    put<int32_t>(&v, 8, m.dtype);
-    put<uint32_t>(&v, 12, m.flags);
-    put<uint32_t>(&v, 16, m.layer);
-    put<uint64_t>(&v, 24, m.tenant);
-    put<uint64_t>(&v, 32, m.token_pos);
-    put<uint64_t>(&v, 40, m.token_count);
-    put<uint64_t>(&v, 48, m.bytes);
-    std::memcpy(v.data() + 56, m.hash, 32);
+    std::string v;
+    make_value(m, &v);
     return v;
+}
+
+void make_value(const BlockMeta &m, std::string *v) {
+    v->resize(kHeaderBytes + m.bytes);
+    std::memset(v->data(), 0, kHeaderBytes);
+    put<uint32_t>(v, 0, kValueMagic);
+    put<uint16_t>(v, 4, kValueVersion);
+    put<uint16_t>(v, 6, static_cast<uint16_t>(kHeaderBytes));
+    put<int32_t>(v, 8, m.dtype);
+    put<uint32_t>(v, 12, m.flags);
+    put<uint32_t>(v, 16, m.layer);
+    put<uint64_t>(v, 24, m.tenant);
+    put<uint64_t>(v, 32, m.token_pos);
+    put<uint64_t>(v, 40, m.token_count);
+    put<uint64_t>(v, 48, m.bytes);
+    std::memcpy(v->data() + 56, m.hash, 32);
 }
 
 void seal(std::string *v) {

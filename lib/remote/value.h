@@ -30,6 +30,9 @@ std::string key_of(uint64_t tenant, const uint8_t hash[32]);
 // A value of kHeaderBytes + m.bytes bytes whose header is filled in and whose
 // data part is left for the caller to fill (then seal() it).
 std::string make_value(const BlockMeta &m);
+// The same into *v, reusing its memory: the header is written whole, the data
+// part is left as it was (the caller fills all of it).
+void make_value(const BlockMeta &m, std::string *v);
 // Computes the data and header checksums once the data part is in place.
 void seal(std::string *value);
 
