@@ -311,8 +311,9 @@ SPECKV_API int speckv_access(speckv_pool *pool, speckv_handle handle, uint64_t o
                              void *dst, size_t len, uint32_t flags);
 
 /* Zero-copy read: verifies the whole block (a page this process already
- * verified at its current version, held in its L1 cache, is not checksummed
- * again) and returns a read-only pointer to its bytes and their count. A
+ * verified at its current version, held in its L1 cache or checksummed at an
+ * earlier pin, is not checksummed again; with "cache.bytes" = 0 every pin
+ * checks) and returns a read-only pointer to its bytes and their count. A
  * pinned block is referenced while pinned: no process frees, evicts, demotes
  * to L4 or packs it under the pointer, and this process cannot write it,
  * until every pin is released with speckv_unpin. Writes by other processes

@@ -68,7 +68,8 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->pack_ = cfg.get("codec.pack") != 0;
     p->sel_.configure(cfg);
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_,
-                                            cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")));
+                                            cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
+                                            p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;

@@ -184,7 +184,7 @@ class Pool {
     int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
-    int verify_page_inplace(uint64_t page);
+    int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     void stats_local(speckv_pool_stats *s) const;
     // With page `page` locked and `values` (page_size bytes) what reads of it
     // return: writes its summary if its block holds keys (select.channels,

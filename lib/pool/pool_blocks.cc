@@ -536,13 +536,17 @@ again:
             if (rc != SPECKV_OK) return rc;
         } else {
             // This process holds a verified copy of exactly this version of
-            // the page (L1): the bytes in the pool were checked already, as a
-            // cached read would trust them. Otherwise checksum them in place.
+            // the page (L1), or checksummed it in place at an earlier pin:
+            // the bytes in the pool were checked already, as a cached read
+            // would trust them. Otherwise checksum them in place, and note it.
+            const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
             uint64_t s1 = pe.seq.load(std::memory_order_acquire);
             if (!(s1 & 1) && !(pe.flags.load(std::memory_order_acquire) & kPageQuarantined) &&
-                cache_->contains(p, s1, sh()->epoch.load(std::memory_order_relaxed)))
+                (cache_->verified(p, s1, epoch) || cache_->contains(p, s1, epoch)))
                 continue;
-            if (int rc = verify_page_inplace(p); rc != SPECKV_OK) return rc;
+            uint64_t vs = 0;
+            if (int rc = verify_page_inplace(p, &vs); rc != SPECKV_OK) return rc;
+            cache_->note_verified(p, vs, epoch);
         }
     }
     // A block pinned here is referenced while pinned (its holders bit is

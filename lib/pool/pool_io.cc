@@ -356,7 +356,7 @@ int Pool::decode_page(uint64_t page, const unsigned char *slot, unsigned char *o
     return PageDecoder(page_size_, &counters_).decode_page(page, slot, out);
 }
 
-int Pool::verify_page_inplace(uint64_t page) {
+int Pool::verify_page_inplace(uint64_t page, uint64_t *verified_seq) {
     PageEntry &pe = pages()[page];
     for (;;) {
         uint64_t s1;
@@ -375,6 +375,7 @@ int Pool::verify_page_inplace(uint64_t page) {
                         "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
                         stored, got);
         }
+        if (verified_seq) *verified_seq = s1;
         return SPECKV_OK;
     }
 }

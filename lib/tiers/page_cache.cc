@@ -3,6 +3,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "util/seqlock.h"
@@ -10,11 +12,23 @@
 
 namespace speckv {
 
-PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative, int admit)
+PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative, int admit, uint64_t pool_pages)
     : page_size_(page_size) {
     admit_ = admit;
     size_t n = bytes / page_size;
     if (n == 0) return;
+    {
+        // One entry per pool page (24 bytes each, 24 MiB of virtual memory
+        // per 4 GiB of 4 KiB pages), at most 4 Mi entries.
+        const uint64_t want = std::min<uint64_t>(std::max<uint64_t>(n, pool_pages), uint64_t(1) << 22);
+        size_t v = 64;
+        while (v < want) v <<= 1;
+        // calloc: the zeroed table is not touched until used (std::atomic of
+        // uint64_t has the integer's representation, as in the pool's own
+        // mapped areas).
+        ventries_ = static_cast<VEntry *>(std::calloc(v, sizeof(VEntry)));
+        if (ventries_) vmask_ = v - 1;
+    }
     if (admit_ == 2) {  // twice as many marks as frames: a page's mark outlives a cache's worth of other pages
         size_t g = 4096;
         while (g < 2 * n) g <<= 1;
@@ -40,6 +54,7 @@ PageCache::PageCache(size_t bytes, uint32_t page_size, bool associative, int adm
 }
 
 PageCache::~PageCache() {
+    std::free(ventries_);
     if (data_) munmap(data_, nframes_ * page_size_);
 }
 

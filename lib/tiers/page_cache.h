@@ -36,7 +36,9 @@ namespace speckv {
 
 class PageCache {
   public:
-    PageCache(size_t bytes, uint32_t page_size, bool associative = false, int admit = 0);
+    // pool_pages: the pool's data pages (the table of pages checked in
+    // place covers them all, up to 4 Mi entries).
+    PageCache(size_t bytes, uint32_t page_size, bool associative = false, int admit = 0, uint64_t pool_pages = 0);
     ~PageCache();
     PageCache(const PageCache &) = delete;
     PageCache &operator=(const PageCache &) = delete;
@@ -79,6 +81,27 @@ class PageCache {
     void forget(uint64_t page) {
         if (hot_) hot_->invalidate(page);
     }
+    // Pages this process checksummed in place (a pin of a page that is not
+    // held here): the next pin of the same version trusts that check as it
+    // trusts a held copy, so a warm pin costs no pass over the page. A
+    // direct-mapped table of (page, tag, check word): entries are written
+    // without a lock, and a torn one (fields of two writes) fails the check
+    // word, so it never vouches for a page. Off with the cache (cache.bytes = 0).
+    bool verified(uint64_t page, uint64_t seq, uint64_t epoch) const {
+        if (!vmask_) return false;
+        const VEntry &e = ventries_[page & vmask_];
+        const uint64_t c = e.chk.load(std::memory_order_acquire);
+        const uint64_t p = e.page.load(std::memory_order_relaxed), t = e.tag.load(std::memory_order_relaxed);
+        return p == page && t == tag_of(seq, epoch) && c == vcheck(p, t);
+    }
+    void note_verified(uint64_t page, uint64_t seq, uint64_t epoch) {
+        if (!vmask_) return;
+        VEntry &e = ventries_[page & vmask_];
+        const uint64_t t = tag_of(seq, epoch);
+        e.page.store(page, std::memory_order_relaxed);
+        e.tag.store(t, std::memory_order_relaxed);
+        e.chk.store(vcheck(page, t), std::memory_order_release);
+    }
     // Whether the frame holds exactly (page, seq, epoch) now (a hint: it may change).
     bool contains(uint64_t page, uint64_t seq, uint64_t epoch) const {
         if (hot_) return hot_->contains(page, tag_of(seq, epoch));
@@ -90,6 +113,17 @@ class PageCache {
     }
 
   private:
+    struct VEntry {
+        std::atomic<uint64_t> page, tag, chk;
+    };
+    static uint64_t vcheck(uint64_t page, uint64_t tag) {
+        uint64_t x = page * 0x9E3779B97F4A7C15ull ^ (tag + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        return (x ^ (x >> 29)) | 1;  // never 0: an entry never written never matches
+    }
+    VEntry *ventries_ = nullptr;  // calloc'd: zero pages until first written
+    size_t vmask_ = 0;
     struct Frame {
         std::atomic<uint64_t> version{0};  // odd while being filled; 0 = never filled
         std::atomic<uint64_t> page{0}, seq{0}, epoch{0};

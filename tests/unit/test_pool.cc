@@ -397,6 +397,48 @@ TEST_CASE("a flipped bit in a data page: SPECKV_ECORRUPT naming the page, nothin
     CHECK(back == a);
 }
 
+TEST_CASE("a pin trusts this process's earlier check of the same page version, never of another") {
+    std::string path = fresh_pool("pinmemo");
+    auto a = pattern(8192, 6);
+    speckv_config *cfg = nullptr;
+    REQUIRE(speckv_config_new(&cfg) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(cfg, "cache.admit", 1) == SPECKV_OK);  // written pages stay out of L1
+    PoolGuard g;
+    REQUIRE(speckv_pool_open(uri_of(path).c_str(), cfg, &g.p) == SPECKV_OK);
+    speckv_config_free(cfg);
+    speckv_handle h, h2;
+    REQUIRE(speckv_alloc(g.p, a.size(), 0, nullptr, &h) == SPECKV_OK);
+    REQUIRE(speckv_alloc(g.p, a.size(), 0, nullptr, &h2) == SPECKV_OK);
+    REQUIRE(speckv_write(g.p, h, 0, a.data(), a.size()) == SPECKV_OK);
+    REQUIRE(speckv_write(g.p, h2, 0, a.data(), a.size()) == SPECKV_OK);
+    const uint64_t data_off = info_of(path).data_off;
+    const void *ptr = nullptr;
+    size_t len = 0;
+    REQUIRE(speckv_pin(g.p, h, &ptr, &len) == SPECKV_OK);  // checks both pages in place
+    REQUIRE(speckv_unpin(g.p, h) == SPECKV_OK);
+    // A bit flipped behind the pool's back in a version this process checked:
+    // the next pin trusts that check (as a cached copy would be trusted).
+    flip_bit(path, data_off + 1 * 4096 + 7, 1);
+    CHECK(speckv_pin(g.p, h, &ptr, &len) == SPECKV_OK);
+    REQUIRE(speckv_unpin(g.p, h) == SPECKV_OK);
+    // A new version of the page is checked again at its first pin.
+    REQUIRE(speckv_write(g.p, h, 4096, a.data() + 4096, 4096) == SPECKV_OK);
+    flip_bit(path, data_off + 1 * 4096 + 7, 1);
+    CHECK(speckv_pin(g.p, h, &ptr, &len) == SPECKV_ECORRUPT);
+    CHECK(std::string(speckv_errmsg()).find("page 1 ") != std::string::npos);
+    // Without the per-process cache (cache.bytes = 0) nothing is remembered: every pin checks.
+    speckv_config *c0 = nullptr;
+    REQUIRE(speckv_config_new(&c0) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(c0, "cache.bytes", 0) == SPECKV_OK);
+    PoolGuard g0;
+    REQUIRE(speckv_pool_open(("file:" + path).c_str(), c0, &g0.p) == SPECKV_OK);
+    speckv_config_free(c0);
+    REQUIRE(speckv_pin(g0.p, h2, &ptr, &len) == SPECKV_OK);
+    REQUIRE(speckv_unpin(g0.p, h2) == SPECKV_OK);
+    flip_bit(path, data_off + 3 * 4096 + 9, 2);  // h2 owns pages 2 and 3
+    CHECK(speckv_pin(g0.p, h2, &ptr, &len) == SPECKV_ECORRUPT);
+}
+
 TEST_CASE("two processes: a child's writes are read by the parent, and vice versa") {
     std::string path = fresh_pool("twoproc");
     PoolGuard g;
