@@ -45,13 +45,14 @@ Tier::~Tier() {
     if (writer_.joinable()) writer_.join();
 }
 
-// Takes one batch off the queue (mu_ held via g), sends it unlocked, counts.
+// A sent value's buffer, for the next publish to fill (mu_ held).
 void Tier::keep_spare(std::string &&v) {
     if (spare_.size() >= kSpares || spare_bytes_ + v.capacity() > kSpareBytes) return;
     spare_bytes_ += v.capacity();
     spare_.push_back(std::move(v));
 }
 
+// Takes one batch off the queue (mu_ held via g), sends it unlocked, counts.
 void Tier::send_batch(Cluster &cluster, std::unique_lock<std::mutex> &g) {
     std::vector<Item> batch;
     size_t bytes = 0;
