@@ -11,7 +11,6 @@
 // test instead of a passed one.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/remove_own_files.h"
 #include "util.h"
 
 namespace tiers_test {
@@ -63,11 +63,6 @@ int main(int argc, char **argv) {
     const int rc = ctx.run();
     // The files this process made (fresh_path: "<tag>-<pid>-<n>.cold" and the
     // L5 directories beside them) go: every run left ~0.5 GB behind before.
-    const std::string dir = tiers_test::test_dir(), mine = "-" + std::to_string(getpid()) + "-";
-    if (DIR *dp = opendir(dir.c_str())) {
-        while (dirent *e = readdir(dp))
-            if (std::strstr(e->d_name, mine.c_str())) unlinkat(dirfd(dp), e->d_name, 0);  // a directory stays
-        closedir(dp);
-    }
+    speckv_test::remove_own_files(tiers_test::test_dir());
     return rc;
 }

@@ -5,25 +5,18 @@
 // name holding "-<our pid>-" is ours. Without this every run of the suite
 // left its pools behind (hundreds of MB a run).
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <dirent.h>
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
+
+#include "remove_own_files.h"
 
 int main(int argc, char **argv) {
     doctest::Context ctx(argc, argv);
     const int rc = ctx.run();
     const char *d = std::getenv("SPECKV_TEST_TMP");
     const std::string dir = d && *d ? d : "/tmp/speckv-unit";
-    const std::string mine = "-" + std::to_string(getpid()) + "-";
-    if (DIR *dp = opendir(dir.c_str())) {
-        while (dirent *e = readdir(dp))
-            if (std::strstr(e->d_name, mine.c_str())) unlinkat(dirfd(dp), e->d_name, 0);  // a directory stays
-        closedir(dp);
-    }
+    speckv_test::remove_own_files(dir);
     return rc;
 }
