@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// BlockView: what Pool::resolve (pool/resolve.h) hands every live access, a
+// BlockView: what BlockResolver::resolve (pool/block_resolver.h) hands every live access, a
 // consistent snapshot of a block's placement taken without the pool lock.
 // It owns no memory: `rec` points at the block record in the mapped image.
 // Invariants: the fields were read atomically and validated together

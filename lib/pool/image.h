@@ -71,7 +71,7 @@ uint32_t record_crc(const fmt::BlockRecord &r);
 // The one check of a block record's placement and size, the record's
 // validating accessor (docs/pool-format.md "Validation"): resolve() (so
 // every live access), recovery, check, the L4 demotion's view and the
-// lookup's cache flush all use it (Pool::geometry_ok), so no record one of
+// lookup's cache flush all use it, so no record one of
 // them accepts is refused by another. Fields as read from the record; cold
 // = in L4 (first_page is then stale and not checked).
 inline bool record_geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages,

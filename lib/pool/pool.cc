@@ -14,6 +14,7 @@
 #include "config/uri.h"
 #include "events/publisher.h"
 #include "pool/attach_table.h"
+#include "pool/checker.h"
 #include "pool/open_plan.h"
 #include "pool/pool_internal.h"
 #include "pool/recovery.h"
@@ -33,6 +34,7 @@ void Pool::bind_layout() {
     summaries_ = L.summaries;
     summary_bytes_ = L.summary_bytes;
     lock_.bind(L.sh);
+    resolver_.bind(L, &lock_);
     packed_.bind(L);
     room_.bind(L);
     share_.bind(L);
@@ -62,6 +64,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->lock_.set_timeout_ms(static_cast<int>(cfg.get("lock.timeout_ms")));
     p->log_ = PoolLog{cfg.log_fn, cfg.log_user, static_cast<int>(cfg.get("log.level"))};
     p->tenant_id_ = cfg.get("tenant.id");
+    p->resolver_.set_tenant(p->tenant_id_);
     p->flush_ = cfg.get("share.flush") != 0;
     p->codec_.configure(cfg);
     p->room_.set_unit_slack(static_cast<uint32_t>(cfg.get("alloc.unit_slack")));
@@ -198,5 +201,19 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
     if (int rc = attach_uri(uri_text, true, "nothing to reset from outside", &m, &target); rc != SPECKV_OK) return rc;
     return reset_pool_mapping(std::move(m), target, even_if_attached);
 }
+
+// Reporting (pool/reporter.h) and `pool check` (pool/checker.h).
+PoolReporter Pool::report() const {
+    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, l2_.get(), tlb_.get(),
+                         ctl_.load(std::memory_order_acquire), pf_params_.beta_max, &placement_, events_.get(), &codec_,
+                         cold_ != nullptr, attach_slot_, attach_pid_, map_.base() && !read_only()});
+}
+int Pool::block_info(uint64_t handle, speckv_block_meta *out) const { return report().block_info(handle, out); }
+void Pool::stats(speckv_pool_stats *st) const { report().stats(st); }
+void Pool::publish_tier_counters(const speckv_pool_stats *have) const { report().publish_tier_counters(have); }
+std::string Pool::stats_json() const { return report().stats_json(); }
+void Pool::info(PoolInfo *out) const { report().info(out); }
+int Pool::list_blocks(std::vector<BlockInfo> *out) const { return report().list_blocks(out); }
+int Pool::check(CheckReport *rep) const { return PoolChecker(L_, share_, xlate_index_).run(rep); }
 
 }  // namespace speckv

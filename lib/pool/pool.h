@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "tiers/heat.h"
 #include "tiers/page_cache.h"
+#include "pool/block_resolver.h"
 #include "pool/block_view.h"
 #include "pool/codec_choice.h"
 #include "pool/counters.h"
@@ -32,6 +33,7 @@
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
 #include "pool/pool_report.h"
+#include "pool/reporter.h"
 #include "pool/refs.h"
 #include "pool/room.h"
 #include "pool/select_state.h"
@@ -95,14 +97,11 @@ class Pool {
                const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
                const speckv_partial &out);
 
-    // This process's counters (and the pool's); also publishes the tier
-    // counters into our attach record for `speckv pool stats`.
+    // Reporting, block table walks and `pool check` (pool/reporter.h, pool/checker.h).
     void stats(speckv_pool_stats *s) const;
     // The memory class L3 was placed in and the L3->L2 bandwidth the
     // prefetcher measures against (docs/devices.md "placement").
     const Placement &placement() const { return placement_; }
-    // Publishes this process's tier counters into its attach record (from
-    // `have` if given). Owner-written, relaxed: a reader sees a recent value.
     void publish_tier_counters(const speckv_pool_stats *have = nullptr) const;
     std::string stats_json() const;
     void info(PoolInfo *out) const;
@@ -124,7 +123,6 @@ class Pool {
     void log(int level, const char *fmt, ...) const __attribute__((format(printf, 3, 4)));
 
   private:
-    using BlockView = speckv::BlockView;  // pool/block_view.h
     Pool() = default;
     int attach();
     int lock(bool *recovered);
@@ -133,9 +131,6 @@ class Pool {
     // Recovery (pool/recovery.h) under the lock; why: for the log.
     void recover_locked(const char *why);
     bool any_dead_locked() const { return AttachTable(sh()).any_dead_locked(); }
-    // Sharing internals, all under the lock unless said otherwise.
-    uint64_t *buckets() const { return L_.buckets; }
-    fmt::TenantEntry *tenants() const { return L_.tenants; }
     // Tenant rows and the hash index of published blocks (share/share_table.h).
     ShareTable share_;
     // Frees a live block's slot and pages (the caller checked it may go).
@@ -173,19 +168,14 @@ class Pool {
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
     uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
-    int resolve(uint64_t handle, BlockView *out) const;  // inline: pool/resolve.h
-    // The record's validating accessor (record_geometry_ok, pool/image.h).
-    static bool geometry_ok(const fmt::Superblock &s, uint64_t first, uint64_t packed, uint32_t npages, uint64_t bytes,
-                            uint8_t dtype, bool cold) {
-        return record_geometry_ok(s, first, packed, npages, bytes, dtype, cold);
-    }
-    // resolve() found the block's placement mid-change: spin, then yield;
-    // SPECKV_EBUSY once it stays so for lock.timeout_ms (*deadline: 0 at first).
-    int wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const;
+    // A live block's placement from its handle, without the lock (pool/block_resolver.h).
+    BlockResolver resolver_;
+    __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
     // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
     int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
     int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
-    void stats_local(speckv_pool_stats *s) const;
+    // Reporting (pool/reporter.h), made per call over this handle's parts.
+    PoolReporter report() const;
     // With page `page` locked and `values` (page_size bytes) what reads of it
     // return: writes its summary if its block holds keys (select.channels,
     // a summary area). Returns whether it did.
@@ -230,7 +220,6 @@ class Pool {
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle);
     RoomFinder room_;  // where a block's pages go (pool/room.h)
-    bool find_room_locked(uint64_t np, uint64_t *first) const { return room_.find_room_locked(np, first); }
     // alloc()'s steps. The _locked ones that fail unlock first.
     static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
     int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
@@ -325,9 +314,6 @@ class Pool {
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References and pins this process holds (pool/refs.h).
     ProcessRefs refs_;
-    static constexpr size_t kKeepIdle = ProcessRefs::kKeepIdle;
-    RefShard &ref_shard(uint64_t slot) { return refs_.ref_shard(slot); }
-    PinShard &pin_shard(uint64_t handle) { return refs_.pin_shard(handle); }
     // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
     // is non-null once the thread runs (the first hint starts it).
     std::unique_ptr<PrefetchBuffer> l2_;
@@ -372,7 +358,6 @@ class Pool {
     using Counter = PoolCounters::Counter;
     using enum PoolCounters::Counter;
     void bump(Counter c, uint64_t n = 1) { counters_.bump(c, n); }
-    std::atomic<uint64_t> *my_shard() { return counters_.mine(); }
     uint64_t total(Counter c) const { return counters_.total(c); }
 };
 

@@ -4,7 +4,6 @@
 // references and pins. docs/pool-format.md explains the rules.
 #include "events/publisher.h"
 #include "pool/pool.h"
-#include "pool/resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -216,22 +215,8 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
 }
 
 
-int Pool::wait_move(uint64_t handle, uint32_t spins, uint64_t *deadline) const {
-    if (spins < 64) return SPECKV_OK;
-    sched_yield();
-    // A move holds the pool lock: it lasts as long as the lock may be held.
-    const uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
-    if (!*deadline) *deadline = now + uint64_t(lock_.timeout_ms()) * 1000000u;
-    else if (now > *deadline)
-        return fail(SPECKV_EBUSY,
-                    "block 0x%" PRIx64 " stayed in the middle of a move for %d ms (lock.timeout_ms): a process died "
-                    "moving it? (the next recovery finishes the move)",
-                    handle, lock_.timeout_ms());
-    return SPECKV_OK;
-}
-
 bool Pool::pinned(uint64_t handle) {
-    PinShard &ps = pin_shard(handle);
+    PinShard &ps = refs_.pin_shard(handle);
     if (ps.total.load(std::memory_order_acquire) == 0) return false;
     std::lock_guard g(ps.mu);
     return ps.pinned(handle);
@@ -422,7 +407,7 @@ uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint6
 int Pool::acquire_ref(uint64_t handle, bool need_published) {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
     BlockRecord &r = blocks()[slot];
-    RefShard &rs = ref_shard(slot);
+    RefShard &rs = refs_.ref_shard(slot);
     std::lock_guard g(rs.mu);
     // An entry whose count is 0 is kept for the next reference (a pin and
     // unpin in a loop then allocate nothing); it stands for no reference.
@@ -453,14 +438,14 @@ int Pool::acquire_ref(uint64_t handle, bool need_published) {
 
 int Pool::release_ref(uint64_t handle) {
     uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
-    RefShard &rs = ref_shard(slot);
+    RefShard &rs = refs_.ref_shard(slot);
     std::lock_guard g(rs.mu);
     auto it = rs.map.find(slot);
     if (it == rs.map.end() || it->second.first != handle || it->second.second == 0)
         return fail(SPECKV_EBADHANDLE,
                     "block 0x%" PRIx64 " is published and this process holds no reference to it (double free?)", handle);
     if (--it->second.second == 0) {
-        if (rs.map.size() > kKeepIdle) rs.map.erase(it);
+        if (rs.map.size() > ProcessRefs::kKeepIdle) rs.map.erase(it);
         BlockRecord &r = blocks()[slot];
         // A logical clock, not time: eviction order is then a function of
         // the order of operations alone (replays are deterministic). Only
@@ -559,7 +544,7 @@ again:
     {
         // The L4 holder demotes only with the handle's pin shard locked and re-checks the pins
         // before it commits: registered here and unmoved means it stays put.
-        PinShard &ps = pin_shard(handle);
+        PinShard &ps = refs_.pin_shard(handle);
         std::lock_guard g(ps.mu);
         auto &e = ps.map[handle];
         e.first++;
@@ -584,7 +569,7 @@ again:
 int Pool::unpin(uint64_t handle) {
     bool ref = false;
     {
-        PinShard &ps = pin_shard(handle);
+        PinShard &ps = refs_.pin_shard(handle);
         std::lock_guard g(ps.mu);
         auto it = ps.map.find(handle);
         if (it == ps.map.end() || it->second.first == 0) {
@@ -596,7 +581,7 @@ int Pool::unpin(uint64_t handle) {
             it->second.second--;
             ref = true;
         }
-        if (--it->second.first == 0 && ps.map.size() > kKeepIdle) ps.map.erase(it);
+        if (--it->second.first == 0 && ps.map.size() > ProcessRefs::kKeepIdle) ps.map.erase(it);
         ps.total.fetch_sub(1, std::memory_order_release);
     }
     return ref ? release_ref(handle) : SPECKV_OK;

@@ -32,7 +32,6 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
-#include "pool/resolve.h"
 
 #include "pool/cold_payload.h"
 
@@ -478,7 +477,7 @@ int Pool::promote(uint64_t handle) {
     const auto *cps = reinterpret_cast<const unsigned char *>(buf.data() + sizeof(ColdHead));
     const uint64_t slot = slot_of(handle) - 1;
     uint64_t first = UINT64_MAX;
-    auto room = [&] { return find_room_locked(np, &first); };
+    auto room = [&] { return room_.find_room_locked(np, &first); };
     for (int rounds = 0;;) {
         bool rec;
         if (int rc = lock(&rec); rc != SPECKV_OK) return rc;

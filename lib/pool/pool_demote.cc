@@ -16,7 +16,6 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
-#include "pool/resolve.h"
 #include "pool/cold_payload.h"
 
 namespace speckv {
@@ -72,7 +71,7 @@ bool Pool::demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVic
     // The view resolve() would give, whatever this handle's tenant binding.
     BlockView bv{&r, relaxed_field(r.first_page), relaxed_field(r.bytes), relaxed_field(r.npages), 0,
                  r.tier_seq.load(std::memory_order_acquire), relaxed_field(r.packed_pages)};
-    if (bv.cold() || !geometry_ok(*sb(), bv.first_page, bv.packed, bv.npages, bv.bytes, relaxed_field(r.dtype), false) ||
+    if (bv.cold() || !record_geometry_ok(*sb(), bv.first_page, bv.packed, bv.npages, bv.bytes, relaxed_field(r.dtype), false) ||
         r.handle.load(std::memory_order_acquire) != hd) {
         demote_unclaim(hd);
         return false;  // in L4 already, or freed / being reused meanwhile
@@ -154,7 +153,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     SharedHeader *h = sh();
     BlockRecord &r = blocks()[v.slot];
     const uint64_t first = v.first, np = v.np;
-    PinShard &ps = pin_shard(v.handle);
+    PinShard &ps = refs_.pin_shard(v.handle);
     std::unique_lock pins(ps.mu);  // pin() registers under it and re-checks tier_seq
     bool ok = r.handle.load() == v.handle && r.tier_seq.load() == v.tseq && !ps.pinned(v.handle);
     uint64_t locked = 0;

@@ -3,7 +3,6 @@
 // protocol (pool/page_lock.h), the codec's encode/decode of a page, in-place
 // verification. docs/pool-format.md "Pages".
 #include "pool/pool.h"
-#include "pool/resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -289,7 +288,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     if (heat_) [[unlikely]]
         heat_->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
     // One shard lookup for all the counters of this call.
-    std::atomic<uint64_t> *c = my_shard();
+    std::atomic<uint64_t> *c = counters_.mine();
     auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {
         if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
         else a.fetch_add(n, std::memory_order_relaxed);

@@ -28,7 +28,6 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
-#include "pool/resolve.h"
 
 namespace speckv {
 
@@ -163,7 +162,7 @@ void Pool::pack_block(uint64_t handle) {
     BlockRecord &r = blocks()[slot_of(handle)];
     SharedHeader *h = sh();
     const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
-    PinShard &pshard = pin_shard(handle);
+    PinShard &pshard = refs_.pin_shard(handle);
     std::unique_lock pins(pshard.mu);  // pin() registers under it and re-checks tier_seq
     uint64_t first = UINT64_MAX;
     const char *why = nullptr;

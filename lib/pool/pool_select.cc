@@ -18,7 +18,6 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
-#include "pool/resolve.h"
 
 namespace speckv {
 

@@ -3,7 +3,6 @@
 // the tenant rows and hash index of share/share_table.h.
 #include "events/publisher.h"
 #include "pool/pool.h"
-#include "pool/resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,7 +62,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     // A bounded chain (issue 27): a bucket already holding kIndexMaxChain
     // blocks takes no more, so no publish walks a long chain under the lock.
     auto chain_full = [&] {
-        uint64_t idx = std::atomic_ref<uint64_t>(buckets()[share_.bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
+        uint64_t idx = std::atomic_ref<uint64_t>(L_.buckets[share_.bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
         uint64_t n = 0;
         for (; idx && idx <= sb()->max_blocks && n < kIndexMaxChain; n++)
             idx = blocks()[idx - 1].hash_next.load(std::memory_order_acquire);
@@ -127,7 +126,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     share_.insert_locked(slot);
     if (flush_) {
         writeback_range(&r, sizeof r);
-        writeback_range(&buckets()[share_.bucket_of(r.tenant, r.content_hash)], 8);
+        writeback_range(&L_.buckets[share_.bucket_of(r.tenant, r.content_hash)], 8);
     }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
@@ -147,7 +146,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     AttachRecord &me = h->attach[attach_slot_];
     me.lookups.fetch_add(1, std::memory_order_relaxed);
     const uint64_t max = sb()->max_blocks;
-    std::atomic_ref<uint64_t> head(buckets()[share_.bucket_of(tenant, hash)]);
+    std::atomic_ref<uint64_t> head(L_.buckets[share_.bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
             // Read what the publishing host wrote back, not stale lines (a
@@ -156,7 +155,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             const uint32_t npages = relaxed_load(r.npages);
             const uint64_t np = packed ? packed : npages;
             if (!(r.tier_seq.load(std::memory_order_acquire) & 1) &&
-                geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
+                record_geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
                 invalidate_range(&pages()[first], np * sizeof(PageEntry));
                 invalidate_range(page_data(first), size_t(np) << page_shift_);
             }
@@ -175,7 +174,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             sched_yield();
             continue;
         }
-        if (flush_) invalidate_range(&buckets()[share_.bucket_of(tenant, hash)], 8);
+        if (flush_) invalidate_range(&L_.buckets[share_.bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
@@ -219,7 +218,7 @@ int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
             unlock();
             return fail(SPECKV_ENOSPC, "the pool's tenant table is full (%u tenants with a quota)", kMaxTenants);
         }
-        t = &tenants()[h->tenants_used];
+        t = &L_.tenants[h->tenants_used];
         t->tenant = tenant;
         t->reserved = 0;
         uint64_t used = 0, hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);

@@ -23,7 +23,6 @@
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
-#include "pool/resolve.h"
 
 namespace speckv {
 

@@ -1,51 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reporting: block_info, list_blocks, this process's counters and the
-// pool's (stats, stats_json), and `speckv pool info`.
-#include "events/publisher.h"
-#include "util/json.h"
-#include "share/share_table.h"
-#include "pool/pool.h"
-#include "pool/checker.h"
-#include "pool/resolve.h"
+// PoolReporter (pool/reporter.h): block info, block list, this process's
+// counters and the pool's (stats, stats JSON), `speckv pool info`.
+#include "pool/reporter.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sched.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <cinttypes>
-#include <cstdarg>
-#include <cstdio>
 #include <algorithm>
-#include <array>
+#include <cinttypes>
 #include <cstring>
-#include <fstream>
 
 #include "codec/codec.h"
-#include "util/crc32c.h"
-#include "backend/prefault.h"
-#include "share/index_key.h"
-#include "util/flush.h"
-#include "util/log_env.h"
-#include "select/nmp.h"
-#include "util/status.h"
-#include "config/uri.h"
-
-#include "util/seqlock.h"
-
+#include "events/publisher.h"
 #include "pool/pool_internal.h"
+#include "prefetch/prefetch_ctl.h"
+#include "tiers/tier_buffers.h"
+#include "pool/tlb.h"
+#include "util/json.h"
+#include "util/seqlock.h"
+#include "util/status.h"
 
 namespace speckv {
 
 using namespace fmt;
+using enum PoolCounters::Counter;
 
-int Pool::block_info(uint64_t handle, speckv_block_meta *out) const {
+int PoolReporter::block_info(uint64_t handle, speckv_block_meta *out) const {
     BlockView v{};
-    if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
+    if (int rc = s_.resolver->resolve(handle, &v); rc != SPECKV_OK) return rc;
     const BlockRecord *r = v.rec;
     speckv_block_meta m;
     std::memset(&m, 0, sizeof m);
@@ -72,8 +53,8 @@ int Pool::block_info(uint64_t handle, speckv_block_meta *out) const {
 
 // ------------------------------------------------- stats, inspect, check
 
-void Pool::stats_local(speckv_pool_stats *st) const {
-    const Superblock &s = *sb();
+void PoolReporter::stats_local(speckv_pool_stats *st) const {
+    const Superblock &s = sb();
     const SharedHeader *h = sh();
     speckv_pool_stats v{};
     v.struct_size = sizeof v;
@@ -123,34 +104,34 @@ void Pool::stats_local(speckv_pool_stats *st) const {
     v.l4_promotions = h->promotions.load(std::memory_order_relaxed);
     v.l4_demote_failures = h->demote_failures.load(std::memory_order_relaxed);
     v.prefetch_pages = total(kPfPages);
-    if (l2_) {
-        BufferStats b = l2_->stats();
+    if (s_.l2) {
+        BufferStats b = s_.l2->stats();
         v.prefetch_used = b.used;
         v.prefetch_wasted = b.wasted;
         v.prefetch_wasted_bytes = b.bytes_wasted;
     }
-    if (tlb_) {
-        TlbStats t = tlb_->stats();
+    if (s_.tlb) {
+        TlbStats t = s_.tlb->stats();
         v.tlb_hits = t.hits;
         v.tlb_misses = t.misses;
     }
-    if (PrefetchController *c = ctl_.load(std::memory_order_acquire)) {
+    if (const PrefetchController *c = s_.ctl) {
         v.prefetch_beta_ppm = static_cast<uint32_t>(c->beta() * 1e6 + 0.5);
         PrefetchStats ps = c->stats();
         v.prefetch_depth = ps.history.empty() ? 0 : static_cast<uint32_t>(ps.history.back().mean_depth + 0.5);
     } else {
-        v.prefetch_beta_ppm = static_cast<uint32_t>(pf_params_.beta_max * 1e6 + 0.5);
+        v.prefetch_beta_ppm = static_cast<uint32_t>(s_.beta_max * 1e6 + 0.5);
     }
     *st = v;
 }
 
-void Pool::stats(speckv_pool_stats *st) const {
+void PoolReporter::stats(speckv_pool_stats *st) const {
     stats_local(st);
     publish_tier_counters(st);
 }
 
-void Pool::publish_tier_counters(const speckv_pool_stats *have) const {
-    if (attach_slot_ < 0 || attach_pid_ != getpid() || !map_.base() || read_only()) return;
+void PoolReporter::publish_tier_counters(const speckv_pool_stats *have) const {
+    if (s_.attach_slot < 0 || s_.attach_pid != getpid() || !s_.writable) return;
     speckv_pool_stats v;
     if (have) {
         v = *have;
@@ -163,11 +144,11 @@ void Pool::publish_tier_counters(const speckv_pool_stats *have) const {
         v.prefetch_used, v.prefetch_wasted, v.prefetch_wasted_bytes, v.link_bytes, v.tlb_hits, v.tlb_misses,
         v.codec_pages_encoded, v.codec_raw_bytes, v.codec_stored_bytes, v.codec_pages_decoded,
         uint64_t(v.prefetch_beta_ppm) << 32 | v.prefetch_depth, now_ns()};
-    AttachRecord &a = sh()->attach[attach_slot_];
+    AttachRecord &a = sh()->attach[s_.attach_slot];
     for (uint32_t i = 0; i < kTierCounters; i++) a.tier[i].store(vals[i], std::memory_order_relaxed);
 }
 
-std::string Pool::stats_json() const {
+std::string PoolReporter::stats_json() const {
     speckv_pool_stats s;
     stats(&s);
     // Ratios to 6 decimals, as the reports have always printed them.
@@ -230,7 +211,7 @@ std::string Pool::stats_json() const {
         {"l4_demotions", s.l4_demotions},
         {"l4_promotions", s.l4_promotions},
         {"l4_demote_failures", s.l4_demote_failures},
-        {"l4_holder", cold_ != nullptr},
+        {"l4_holder", s_.l4_holder},
         // Layer-aware placement: blocks allocated after an earlier block of their
         // (request, layer), and how many of them went right after it.
         {"unit_followers", total(kUnitFollowers)},
@@ -253,33 +234,33 @@ std::string Pool::stats_json() const {
         // Requests of processes without the L4 tier that its holder answered OK (pool-wide, ever).
         {"l4_remote_requests", sh()->cold_remote.load(std::memory_order_relaxed)},
         // Placement (docs/devices.md): numbers only, like every other key here.
-        {"placement_latency_ns", placement_.latency_ns},
-        {"placement_bandwidth", placement_.bandwidth},
-        {"placement_distance", placement_.distance},
+        {"placement_latency_ns", s_.placement->latency_ns},
+        {"placement_bandwidth", s_.placement->bandwidth},
+        {"placement_distance", s_.placement->distance},
     };
-    if (events_) {  // KV events (docs/events.md): sent, batches, dropped, replays
-        const events::Counters c = events_->counters();
+    if (s_.events) {  // KV events (docs/events.md): sent, batches, dropped, replays
+        const events::Counters c = s_.events->counters();
         j["events_sent"] = c.events;
         j["event_batches"] = c.batches;
         j["events_dropped"] = c.dropped;
         j["event_replays"] = c.replays;
     }
     {  // L1 evictions moved down into L2 (docs/tiers.md "L1 -> L2"), this process's; 0 without L2
-        const BufferStats b = l2_ ? l2_->stats() : BufferStats{};
+        const BufferStats b = s_.l2 ? s_.l2->stats() : BufferStats{};
         j["l2_victims"] = b.victims;
         j["l2_victims_busy"] = b.victims_busy;
         j["l2_victims_dropped"] = b.victims_dropped;
     }
     // codec.mode = adaptive: the preset id chosen per layer and K/V, as
     // codec_mode_l<layer>_<k|v> (flat numbers, like every key here).
-    codec_.add_json(&j);
+    s_.codec->add_json(&j);
     return json_text(j);
 }
 
-void Pool::info(PoolInfo *o) const {
-    const Superblock &s = *sb();
+void PoolReporter::info(PoolInfo *o) const {
+    const Superblock &s = sb();
     const SharedHeader *h = sh();
-    o->location = map_.path().empty() ? "anonymous memory" : map_.path();
+    o->location = s_.location->empty() ? "anonymous memory" : *s_.location;
     o->format_version = s.format_version;
     std::memcpy(o->uuid, s.uuid, 16);
     o->created_ns = s.created_ns;
@@ -322,17 +303,17 @@ void Pool::info(PoolInfo *o) const {
     for (uint32_t t = 0; t < kTcSummed; t++) o->tier_detached[t] = h->tier_detached[t].load(std::memory_order_relaxed);
     o->tenants.clear();
     for (uint32_t t = 0; t < std::min<uint32_t>(h->tenants_used, kMaxTenants); t++)
-        o->tenants.push_back({tenants()[t].tenant, tenants()[t].quota_pages, tenants()[t].used_pages.load()});
+        o->tenants.push_back({s_.L->tenants[t].tenant, s_.L->tenants[t].quota_pages, s_.L->tenants[t].used_pages.load()});
     o->pages_quarantined = o->pages_in_write = 0;
     o->pages_coded = o->coded_raw_bytes = o->coded_stored_bytes = 0;
     o->blocks_packed = o->packed_pages = o->packed_saved = o->packed_damaged = 0;
     // Packed blocks: what their directories say (a snapshot: a block moved
     // meanwhile is skipped).
     for (uint64_t i = 0, hwm = std::min<uint64_t>(h->slot_hwm, s.max_blocks); i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
+        const BlockRecord &r = s_.L->blocks[i];
         const uint64_t hd = r.handle.load();
         BlockView v{};
-        if (!hd || !relaxed_load(r.packed_pages) || resolve(hd, &v) != SPECKV_OK || v.cold() || !v.packed) {
+        if (!hd || !relaxed_load(r.packed_pages) || s_.resolver->resolve(hd, &v) != SPECKV_OK || v.cold() || !v.packed) {
             clear_error();
             continue;
         }
@@ -340,10 +321,10 @@ void Pool::info(PoolInfo *o) const {
         bool damaged = false;
         for (uint32_t k = 0; k < v.npages && !damaged; k++) {
             PackEntry e;
-            if (!packed_.entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
+            if (!s_.packed->entry(v, k, &e)) damaged = true;  // the accessor, as every reader: a bad entry is never followed
             if (damaged || !(e.flags & kPageCoded)) continue;
             uint8_t hb[codec::kHeaderSize];
-            copy_from_pool(hb, page_data(v.first_page) + e.off, sizeof hb);
+            copy_from_pool(hb, s_.L->data + (v.first_page << s_.L->page_shift) + e.off, sizeof hb);
             codec::Header ch;
             if (codec::peek_header(hb, e.len, &ch) != SPECKV_OK) continue;
             coded++;
@@ -364,18 +345,18 @@ void Pool::info(PoolInfo *o) const {
         o->coded_stored_bytes += stored;
     }
     for (uint64_t p = 0; p < s.n_pages; p++) {
-        uint32_t fl = pages()[p].flags.load();
-        uint64_t q = pages()[p].seq.load();
+        uint32_t fl = s_.L->pages[p].flags.load();
+        uint64_t q = s_.L->pages[p].seq.load();
         o->pages_quarantined += (fl & kPageQuarantined) != 0;
         o->pages_in_write += q & 1;
         if ((fl & (kPageCoded | kPageZero)) != kPageCoded || (q & 1)) continue;
-        if (!(__atomic_load_n(&bitmap()[p / 64], __ATOMIC_RELAXED) >> (p % 64) & 1)) continue;  // a freed page keeps its last flags
+        if (!(__atomic_load_n(&s_.L->bitmap[p / 64], __ATOMIC_RELAXED) >> (p % 64) & 1)) continue;  // a freed page keeps its last flags
         // The record's own header says what it holds (a page rewritten
         // meanwhile is skipped: figures of a live pool are a snapshot).
         uint8_t hb[codec::kHeaderSize];
-        copy_from_pool(hb, page_data(p), sizeof hb);
+        copy_from_pool(hb, s_.L->data + (p << s_.L->page_shift), sizeof hb);
         codec::Header ch;
-        if (pages()[p].seq.load() != q || codec::peek_header(hb, s.page_size, &ch) != SPECKV_OK) {
+        if (s_.L->pages[p].seq.load() != q || codec::peek_header(hb, s.page_size, &ch) != SPECKV_OK) {
             clear_error();
             continue;
         }
@@ -385,11 +366,11 @@ void Pool::info(PoolInfo *o) const {
     }
 }
 
-int Pool::list_blocks(std::vector<BlockInfo> *out) const {
-    const Superblock &s = *sb();
+int PoolReporter::list_blocks(std::vector<BlockInfo> *out) const {
+    const Superblock &s = sb();
     uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, s.max_blocks);
     for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
+        const BlockRecord &r = s_.L->blocks[i];
         uint64_t hd = r.handle.load();
         if (!hd) continue;
         BlockInfo b{};
@@ -415,7 +396,5 @@ int Pool::list_blocks(std::vector<BlockInfo> *out) const {
     }
     return SPECKV_OK;
 }
-
-int Pool::check(CheckReport *rep) const { return PoolChecker(L_, share_, xlate_index_).run(rep); }
 
 }  // namespace speckv
