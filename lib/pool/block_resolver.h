@@ -29,6 +29,8 @@ class BlockResolver {
     }
     // config tenant.id (-1 = unbound): another tenant's handles are not live here.
     void set_tenant(int64_t tenant_id) { tenant_id_ = tenant_id; }
+    int64_t tenant_id() const { return tenant_id_; }
+    bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
 
     // SPECKV_EBADHANDLE (never issued, freed, another tenant's),
     // SPECKV_ECORRUPT (a record whose geometry does not fit the pool),

@@ -40,6 +40,12 @@ void Pool::bind_layout() {
     share_.bind(L);
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
+    sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
+    sel_.set_ports({[this](uint64_t t, uint64_t r, uint32_t l, std::vector<uint64_t> *hs) {
+                        xlate_collect(t, r, l, ~0ull, hs);
+                    },
+                    [this](uint64_t h, BlockView *v) { return ensure_hot(h, v); },
+                    [this](uint64_t h, uint64_t off, void *dst, size_t len) { return read(h, off, dst, len); }});
 }
 
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {

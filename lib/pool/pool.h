@@ -36,7 +36,7 @@
 #include "pool/reporter.h"
 #include "pool/refs.h"
 #include "pool/room.h"
-#include "pool/select_state.h"
+#include "pool/selector.h"
 #include "prefetch/aliases.h"
 #include "prefetch/hint_queue.h"
 #include "share/share_table.h"
@@ -90,12 +90,16 @@ class Pool {
     int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
                   uint64_t *offset);
 
-    // Near-memory page selection (lib/pool/pool_select.cc, docs/selection.md).
+    // Near-memory page selection (pool/selector.h, docs/selection.md).
     int select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
-               const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages);
+               const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages) {
+        return sel_.select(tenant, request, layer, q, q_len, p, out, cap, n_out, n_pages);
+    }
     int attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
                const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
-               const speckv_partial &out);
+               const speckv_partial &out) {
+        return sel_.attend(tenant, request, layer, q, q_len, p, exclude, n_exclude, out);
+    }
 
     // Reporting, block table walks and `pool check` (pool/reporter.h, pool/checker.h).
     void stats(speckv_pool_stats *s) const;
@@ -176,16 +180,6 @@ class Pool {
     int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
-    // With page `page` locked and `values` (page_size bytes) what reads of it
-    // return: writes its summary if its block holds keys (select.channels,
-    // a summary area). Returns whether it did.
-    bool summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype);
-    // The K pages of (tenant, request, layer) in token order (pool_select.cc).
-    int k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
-                std::vector<KPage> *out);
-    // Every argument first (EINVAL/ESTRUCT), then what the pool cannot do
-    // (ENOTSUP: no summary area). select: the budget must be > 0.
-    int check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const;
     // With page `page` locked and its slot holding `logical` bytes in clear:
     // replaces them by the record (zero tail) if the codec shrinks them, and
     // puts the values a read will return in `decoded` (page_size bytes).
@@ -352,7 +346,7 @@ class Pool {
     std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
-    SelectState sel_;  // selection's settings and previous selections (pool/select_state.h)
+    Selector sel_;  // near-memory page selection (pool/selector.h)
     // Process-local counters (pool/counters.h).
     PoolCounters counters_;
     using Counter = PoolCounters::Counter;

@@ -135,8 +135,8 @@ restart:
                 if ((coded = encode_page_locked(page, logical, mode, r.dtype, dec))) l1 = dec;
             }
             // A completed K page gets its summary, of the values reads return.
-            if ((hf & SPECKV_HINT_KEYS) && summaries_ && sel_.channels)
-                summarized = summarize_page_locked(page, l1, logical, r.dtype);
+            if ((hf & SPECKV_HINT_KEYS) && summaries_ && sel_.channels())
+                summarized = sel_.summarize_page_locked(page, l1, logical, r.dtype);
         }
         pe.crc.store(fused && !coded ? fused_crc : crc32c(0, d, page_size_), std::memory_order_relaxed);
         // A partial write into a quarantined page keeps the quarantine: the

@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Near-memory page selection inside the pool (docs/selection.md §5): page
-// summaries written with the K pages they describe, speckv_select (score the
-// summaries against the query, keep the best pages, steadily) and
-// speckv_attend (attention over the pages the GPU does not get, computed
-// here). The arithmetic is lib/nmp.*; this file finds the pages and keeps
-// their summaries with them.
+// Selector (pool/selector.h): page summaries written with the K pages they
+// describe, speckv_select and speckv_attend next to the pool.
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -15,21 +11,22 @@
 
 #include "codec/codec.h"
 #include "select/nmp.h"
-#include "pool/pool.h"
+#include "pool/selector.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 
 namespace speckv {
 
 using namespace fmt;
+using enum PoolCounters::Counter;
 
-bool Pool::summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype) {
+bool Selector::summarize_page_locked(uint64_t page, const unsigned char *values, size_t logical, uint8_t dtype) {
     if (dtype != SPECKV_DTYPE_FP16 && dtype != SPECKV_DTYPE_FP32) return false;
-    const size_t row = size_t(sel_.channels) * codec::dtype_size(dtype);
-    if (!row || logical % row || nmp::summary_size(sel_.channels) > summary_bytes_) return false;
+    const size_t row = size_t(st_.channels) * codec::dtype_size(dtype);
+    if (!row || logical % row || nmp::summary_size(st_.channels) > L_.summary_bytes) return false;
     const auto tokens = static_cast<uint32_t>(logical / row);
-    if (nmp::summarize(dtype, values, tokens, sel_.channels, sel_.channels, summaries_ + page * summary_bytes_,
-                       summary_bytes_) != SPECKV_OK) {
+    if (nmp::summarize(dtype, values, tokens, st_.channels, st_.channels, L_.summaries + page * L_.summary_bytes,
+                       L_.summary_bytes) != SPECKV_OK) {
         clear_error();  // NaN/Inf keys: no bound, so no summary (the page is then always selected)
         return false;
     }
@@ -37,7 +34,7 @@ bool Pool::summarize_page_locked(uint64_t page, const unsigned char *values, siz
     return true;
 }
 
-int Pool::check_select_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const {
+int Selector::check_params(const speckv_select_params &p, const float *q, size_t q_len, bool select) const {
     if (p.struct_size != sizeof(speckv_select_params))
         return fail(SPECKV_ESTRUCT, "speckv_select_params.struct_size is %zu, this library knows %zu", p.struct_size,
                     sizeof(speckv_select_params));
@@ -52,20 +49,20 @@ int Pool::check_select_params(const speckv_select_params &p, const float *q, siz
         if (!std::isfinite(q[i])) return fail(SPECKV_EINVAL, "query element %zu is not finite", i);
     if (select && p.budget == 0 && p.budget_tokens == 0) return fail(SPECKV_EINVAL, "budget is 0: select at least one page");
     // Only once the arguments are known good: what this pool cannot do.
-    if (!summaries_)
+    if (!L_.summaries)
         return fail(SPECKV_ENOTSUP,
                     "this pool has no summary area: create it with pool.summary_bytes >= %zu for %u channels",
                     nmp::summary_size(g.channels()), g.channels());
     return SPECKV_OK;
 }
 
-int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
-                  std::vector<KPage> *out) {
-    if (!tenant_visible(tenant))
-        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id), not %" PRIu64, tenant_id_,
-                    tenant);
+int Selector::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t row_elems, uint64_t context_tokens,
+                      std::vector<KPage> *out) {
+    if (!resolver_->tenant_visible(tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id), not %" PRIu64,
+                    resolver_->tenant_id(), tenant);
     std::vector<uint64_t> hs;
-    xlate_collect(tenant, request, layer, ~0ull, &hs);
+    io_.collect(tenant, request, layer, &hs);
     struct Blk {
         uint64_t handle, token_pos;
         BlockView v;
@@ -73,13 +70,13 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
     std::vector<Blk> ks;
     for (uint64_t h : hs) {
         BlockView v{};
-        if (resolve(h, &v) != SPECKV_OK) {
+        if (resolver_->resolve(h, &v) != SPECKV_OK) {
             clear_error();  // freed meanwhile
             continue;
         }
         if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_KEYS)) continue;
         if (v.cold())  // in L4: back into the pool first (the holder), or a clear error, never a partial result
-            if (int rc = ensure_hot(h, &v); rc != SPECKV_OK) return rc;
+            if (int rc = io_.ensure_hot(h, &v); rc != SPECKV_OK) return rc;
         ks.push_back({h, relaxed_field(v.rec->token_pos), v});
     }
     std::sort(ks.begin(), ks.end(), [](const Blk &a, const Blk &b) {
@@ -91,18 +88,18 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             return fail(SPECKV_ENOTSUP, "K block 0x%" PRIx64 " holds dtype %u: selection needs FP16 or FP32 keys",
                         b.handle, b.v.dtype);
         const uint64_t row = uint64_t(row_elems) * codec::dtype_size(b.v.dtype);
-        if (page_size_ % row)
-            return fail(SPECKV_ENOTSUP, "K rows of %" PRIu64 " bytes straddle the pool's %u-byte pages", row, page_size_);
-        const uint64_t per_page = page_size_ / row;
+        if (L_.page_size % row)
+            return fail(SPECKV_ENOTSUP, "K rows of %" PRIu64 " bytes straddle the pool's %u-byte pages", row, L_.page_size);
+        const uint64_t per_page = L_.page_size / row;
         // A packed block's summaries live in its image (docs/pool-format.md
         // "Packed blocks"), read optimistically: select re-checks tier_seq.
         uint32_t psb = 0;
-        if (b.v.packed && summaries_) {
+        if (b.v.packed && L_.summaries) {
             PackHead ph;
-            if (packed_.head(b.v, &ph) && ph.summary_bytes == summary_bytes_) psb = summary_bytes_;
+            if (packed_->head(b.v, &ph) && ph.summary_bytes == L_.summary_bytes) psb = L_.summary_bytes;
         }
         for (uint32_t i = 0; i < b.v.npages; i++) {
-            const uint64_t off = uint64_t(i) * page_size_;
+            const uint64_t off = uint64_t(i) * L_.page_size;
             const uint64_t rows = std::min<uint64_t>(per_page, (b.v.bytes - off) / row);
             if (uint64_t(i) * per_page >= context_tokens - std::min(context_tokens, b.token_pos)) break;  // tp would pass the context (or wrap)
             const uint64_t tp = b.token_pos + uint64_t(i) * per_page;
@@ -112,8 +109,8 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
             if (b.v.packed) {
                 k.page = UINT64_MAX;
                 PackEntry e;
-                if (psb && packed_.entry(b.v, i, &e) && (e.flags & (kPageSummary | kPageZero)) == kPageSummary)
-                    k.psum = page_data(b.v.first_page) + sizeof(PackHead) + size_t(b.v.npages) * sizeof(PackEntry) +
+                if (psb && packed_->entry(b.v, i, &e) && (e.flags & (kPageSummary | kPageZero)) == kPageSummary)
+                    k.psum = L_.data + (b.v.first_page << L_.page_shift) + sizeof(PackHead) + size_t(b.v.npages) * sizeof(PackEntry) +
                              size_t(i) * psb;
             }
             out->push_back(k);
@@ -127,9 +124,9 @@ int Pool::k_pages(uint64_t tenant, uint64_t request, uint32_t layer, uint32_t ro
     return SPECKV_OK;
 }
 
-int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
-                 const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages) {
-    if (int rc = check_select_params(p, q, q_len, /*select=*/true); rc != SPECKV_OK) return rc;
+int Selector::select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+                     const speckv_select_params &p, speckv_page_ref *out, size_t cap, size_t *n_out, size_t *n_pages) {
+    if (int rc = check_params(p, q, q_len, /*select=*/true); rc != SPECKV_OK) return rc;
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
@@ -143,7 +140,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     if (n_pages) *n_pages = n;
     uint32_t want = p.budget;
     if (p.budget_tokens) {  // tokens -> pages: a page counts as the tokens a full one holds
-        const uint64_t per_page = page_size_ / (uint64_t(C) * codec::dtype_size(pages[0].dtype));
+        const uint64_t per_page = L_.page_size / (uint64_t(C) * codec::dtype_size(pages[0].dtype));
         want = static_cast<uint32_t>(std::min<uint64_t>(
             UINT32_MAX, p.budget_tokens / per_page + (p.budget_tokens % per_page != 0)));  // no wrap near 2^64
     }
@@ -170,7 +167,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
                                 "packed page %" PRIu64 " of block 0x%" PRIx64
                                 " was summarised with %u channels per row (select.channels of its writer); the query has "
                                 "%u x %u",
-                                pages[i].offset / page_size_, pages[i].handle, ch, p.kv_heads, p.head_dim);
+                                pages[i].offset / L_.page_size, pages[i].handle, ch, p.kv_heads, p.head_dim);
                 }  // else it moved: taken again below
             }
             continue;
@@ -180,13 +177,13 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             const uint64_t s1 = pe.seq.load(std::memory_order_acquire);
             if (s1 & 1) {
                 uint64_t s2;
-                if (int rc = plocks_.wait_even(pe, &s2); rc != SPECKV_OK) return rc;
+                if (int rc = plocks_->wait_even(pe, &s2); rc != SPECKV_OK) return rc;
                 continue;
             }
             const bool ok = (pe.flags.load(std::memory_order_acquire) & (kPageSummary | kPageZero)) == kPageSummary;
             if (ok) {
                 SEQLOCK_IGNORE_BEGIN();
-                std::memcpy(&sums[size_t(i) * ssz], summaries_ + pages[i].page * summary_bytes_, ssz);
+                std::memcpy(&sums[size_t(i) * ssz], L_.summaries + pages[i].page * L_.summary_bytes, ssz);
                 SEQLOCK_IGNORE_END();
             }
             std::atomic_thread_fence(std::memory_order_acquire);
@@ -230,7 +227,7 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
                                     "the summary of %s %" PRIu64 " (block 0x%" PRIx64 ", tokens %" PRIu64 "..%" PRIu64
                                     ") fails its checksum: `speckv pool check` reports it; rewriting the page renews it",
                                     k.page == UINT64_MAX ? "packed page" : "page",
-                                    k.page == UINT64_MAX ? k.offset / page_size_ : k.page, k.handle, k.token_pos,
+                                    k.page == UINT64_MAX ? k.offset / L_.page_size : k.page, k.handle, k.token_pos,
                                     k.token_pos + k.tokens - 1);
                     }
             }
@@ -244,13 +241,13 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     }
     nmp::SelectParams sp;
     sp.budget = budget;
-    sp.recent = std::min(p.recent == UINT32_MAX ? sel_.recent : p.recent, budget);
-    sp.band = p.band < 0 ? sel_.band : p.band;
+    sp.recent = std::min(p.recent == UINT32_MAX ? st_.recent : p.recent, budget);
+    sp.band = p.band < 0 ? st_.band : p.band;
     const std::string key = std::to_string(tenant) + "/" + std::to_string(request) + "/" + std::to_string(layer);
     std::vector<uint32_t> prev, ids(budget);
     {
-        std::lock_guard gd(sel_.mu);
-        if (auto it = sel_.prev.find(key); it != sel_.prev.end()) prev = it->second;
+        std::lock_guard gd(st_.mu);
+        if (auto it = st_.prev.find(key); it != st_.prev.end()) prev = it->second;
     }
     uint32_t entered = 0;
     if (int rc = nmp::select_pages(score.data(), n, sp, nullptr, 0, prev.data(), prev.size(), ids.data(), ids.size(),
@@ -258,9 +255,9 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
         rc != SPECKV_OK)
         return rc;
     {
-        std::lock_guard gd(sel_.mu);
-        if (sel_.prev.size() >= 65536) sel_.prev.clear();  // bounded; the steady rule restarts
-        sel_.prev[key] = ids;
+        std::lock_guard gd(st_.mu);
+        if (st_.prev.size() >= 65536) st_.prev.clear();  // bounded; the steady rule restarts
+        st_.prev[key] = ids;
     }
     for (uint32_t j = 0; j < budget; j++) {
         const KPage &k = pages[ids[j]];
@@ -272,17 +269,17 @@ int Pool::select(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     return SPECKV_OK;
 }
 
-int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
-                 const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
-                 const speckv_partial &res) {
-    if (int rc = check_select_params(p, q, q_len, /*select=*/false); rc != SPECKV_OK) return rc;
+int Selector::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
+                     const speckv_select_params &p, const speckv_page_ref *exclude, size_t n_exclude,
+                     const speckv_partial &res) {
+    if (int rc = check_params(p, q, q_len, /*select=*/false); rc != SPECKV_OK) return rc;
     const nmp::Geometry g{p.kv_heads, p.head_dim, p.q_per_kv};
     const uint32_t C = g.channels();
     std::vector<KPage> pages;
     if (int rc = k_pages(tenant, request, layer, C, p.context_tokens, &pages); rc != SPECKV_OK) return rc;
     // The V blocks of the same (tenant, request, layer), by token range.
     std::vector<uint64_t> hs;
-    xlate_collect(tenant, request, layer, ~0ull, &hs);
+    io_.collect(tenant, request, layer, &hs);
     struct VBlk {
         uint64_t handle, token_pos, bytes;
         uint8_t dtype;
@@ -290,13 +287,13 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
     std::vector<VBlk> vs;
     for (uint64_t h : hs) {
         BlockView v{};
-        if (resolve(h, &v) != SPECKV_OK) {
+        if (resolver_->resolve(h, &v) != SPECKV_OK) {
             clear_error();
             continue;
         }
         if (!(relaxed_field(v.rec->hint_flags) & SPECKV_HINT_VALUES)) continue;
         if (v.cold())
-            if (int rc = ensure_hot(h, &v); rc != SPECKV_OK) return rc;
+            if (int rc = io_.ensure_hot(h, &v); rc != SPECKV_OK) return rc;
         vs.push_back({h, relaxed_field(v.rec->token_pos), v.bytes, v.dtype});
     }
     const int dtype = pages[0].dtype;
@@ -311,12 +308,12 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
             return fail(SPECKV_EINVAL, "K blocks of request %" PRIu64 " layer %u mix dtypes", request, layer);
     }
     // Read (and decode) K and V rows of the kept pages next to the pool.
-    std::vector<unsigned char> kbuf(keep.size() * page_size_), vbuf(keep.size() * page_size_);
+    std::vector<unsigned char> kbuf(keep.size() * L_.page_size), vbuf(keep.size() * L_.page_size);
     std::vector<nmp::PageKV> kv(keep.size());
     for (size_t j = 0; j < keep.size(); j++) {
         const KPage &k = pages[keep[j]];
         const size_t len = size_t(k.tokens) * row;
-        if (int rc = read(k.handle, k.offset, kbuf.data() + j * page_size_, len); rc != SPECKV_OK) return rc;
+        if (int rc = io_.read(k.handle, k.offset, kbuf.data() + j * L_.page_size, len); rc != SPECKV_OK) return rc;
         const VBlk *vb = nullptr;
         for (const VBlk &v : vs)
             if (k.token_pos >= v.token_pos && k.token_pos - v.token_pos <= v.bytes / row && k.token_pos - v.token_pos + k.tokens <= v.bytes / row) {
@@ -329,10 +326,10 @@ int Pool::attend(uint64_t tenant, uint64_t request, uint32_t layer, const float 
                         " (request %" PRIu64 ", layer %u)",
                         k.token_pos, k.token_pos + k.tokens - 1, request, layer);
         if (vb->dtype != dtype) return fail(SPECKV_EINVAL, "V block 0x%" PRIx64 " has another dtype than its K block", vb->handle);
-        if (int rc = read(vb->handle, (k.token_pos - vb->token_pos) * row, vbuf.data() + j * page_size_, len);
+        if (int rc = io_.read(vb->handle, (k.token_pos - vb->token_pos) * row, vbuf.data() + j * L_.page_size, len);
             rc != SPECKV_OK)
             return rc;
-        kv[j] = nmp::PageKV{kbuf.data() + j * page_size_, vbuf.data() + j * page_size_, k.tokens, C};
+        kv[j] = nmp::PageKV{kbuf.data() + j * L_.page_size, vbuf.data() + j * L_.page_size, k.tokens, C};
     }
     nmp::Partial part{res.out, res.max_score, res.sum_exp};
     if (keep.empty()) {  // every page excluded: the merge identity
