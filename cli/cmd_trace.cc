@@ -82,7 +82,7 @@ int do_replay(const ReplayArgs &a) {
     if (!(a.pnm_gbps > 0)) return error("--pnm-gbps must be > 0"), 2;
     if (!(a.pnm_churn >= 0 && a.pnm_churn <= 1)) return error("--pnm-churn must be in [0, 1]"), 2;
     if (a.pnm_page_tokens < 1) return error("--pnm-page-tokens must be >= 1"), 2;
-    if (!(a.pnm_select_x >= 0)) return error("--pnm-select-x must be >= 0 (0 = from the model's query heads per KV head)"), 2;
+    if (!(a.pnm_select_x >= 0)) return error("--pnm-select-x must be >= 0 (0 = measured on the library at start)"), 2;
     st::PaceWait pace_wait;
     st::Payload payload;
     if (!st::parse_payload(a.payload, &payload)) return error("unknown --payload \"" + a.payload + "\" (synthetic, model)"), 2;
@@ -375,7 +375,7 @@ void register_trace_command(CLI::App &app) {
                   "cxl_pnm: share of the selected pages recalled per step; the rest stay in the staging buffer as far as it "
                   "holds them (steady pages; default 1: all recalled every step)");
     r->add_option("--pnm-select-x", ra->pnm_select_x,
-                  "cxl_pnm: selection cost, x a memcpy of the summaries (default 0: from q heads per KV head, docs/selection.md 6.2)");
+                  "cxl_pnm: selection cost, x a memcpy of the summaries (default 0: measured at start on this library's page selection, docs/trace.md)");
     add_no_progress(r);
     r->callback([ra] { g_exit = do_replay(*ra); });
 

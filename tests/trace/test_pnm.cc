@@ -3,8 +3,10 @@
 // invariants of its model on small long-context traces (docs/trace.md "PNM model").
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
+#include "pnm_cost.h"
 #include "trace.h"
 
 using namespace speckv_trace;
@@ -119,4 +121,30 @@ TEST_CASE("cxl_pnm: when every context fits HBM it is cxl_speckv, number for num
     CHECK(j.find("\"pnm_steps\": 0") != std::string::npos);
     CHECK(j.find("\"pnm_budget\": 0.125") != std::string::npos);
     CHECK(to_json({spec}, o, "t").find("pnm") == std::string::npos);
+}
+
+TEST_CASE("cxl_pnm: its selection cost is measured on the library's page selection, or given") {
+    // llama-3-8b's K rows: 8 KV heads x 128 channels, 32 query heads.
+    const SelectCost c = measure_select_cost(8, 128, 32, 0.125);
+    CAPTURE(c.x);
+    CHECK(std::isfinite(c.x));
+    CHECK(c.x > 0);
+    CHECK(c.pages >= 1024);
+    CHECK(c.bytes == uint64_t(c.pages) * (16 + 4 * 8 * 128));  // nmp::summary_size(1024)
+    CHECK(c.runs == 7);
+    CHECK(measure_select_cost(8, 128, 32, 0.125).x == c.x);  // once per geometry in a process
+    CHECK(measure_select_cost(0, 128, 32, 0.125).x == 0);    // a geometry the library refuses
+    // A replay uses the measured figure and says so; --pnm-select-x replaces it.
+    std::string t = long_trace(6, 48 * 1024, 16);
+    EngineOptions o = opts();
+    o.hbm_kv_bytes = 4e9;
+    Result p = run(t, System::CxlPnm, o);
+    CHECK(p.pnm_select_x_measured);
+    CHECK(p.pnm_select_x == c.x);
+    o.pnm_select_x = 2.5;
+    Result q = run(t, System::CxlPnm, o);
+    CHECK_FALSE(q.pnm_select_x_measured);
+    CHECK(q.pnm_select_x == 2.5);
+    std::string j = to_json({q}, o, "t");
+    CHECK(j.find("\"pnm_select_x_source\": \"option\"") != std::string::npos);
 }

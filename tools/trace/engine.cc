@@ -29,6 +29,7 @@
 #include <unordered_map>
 
 #include "speckv.h"
+#include "pnm_cost.h"
 #include "trace.h"
 
 // Weak: a library built without the sharing API leaves these null and the
@@ -356,16 +357,22 @@ int Engine::setup(std::string *err) {
     if (pnm()) {
         uint32_t dev = o_.pnm_devices ? o_.pnm_devices : static_cast<uint32_t>(link_dev_);
         pnm_bw_ = dev * o_.pnm_bw;
-        // Score + select, x a memcpy of the summaries, measured on one core
-        // (docs/selection.md §6.2, CRC verified, one call): 1.85 at 1 query
-        // head per KV head, 2.02 at 4, 2.99 at 8; scoring is compute-bound
-        // there, so beyond 8 it grows with the query heads (405B: 16 -> 5.98).
-        double qpk = static_cast<double>(m.q_heads) / std::max<uint32_t>(m.kv_heads, 1);
-        pnm_sel_x_ = o_.pnm_select_x > 0 ? o_.pnm_select_x
-                     : qpk <= 1   ? 1.85
-                     : qpk <= 4   ? 2.02
-                     : qpk <= 8   ? 2.99
-                                  : 2.99 * qpk / 8;
+        // Score (CRC checked) + select for every KV head group, x a memcpy of
+        // the summaries: measured now on this library (pnm_cost.h), once per
+        // geometry and budget in a process, unless --pnm-select-x fixes it.
+        if (o_.pnm_select_x > 0) {
+            pnm_sel_x_ = o_.pnm_select_x;
+        } else {
+            const SelectCost c = measure_select_cost(m.kv_heads, m.head_dim, m.q_heads, o_.pnm_budget);
+            if (!(c.x > 0)) {
+                *err = "cxl_pnm: the library's page selection refused the geometry of " + std::string(m.name) +
+                       " (set --pnm-select-x)";
+                return -1;
+            }
+            pnm_sel_x_ = c.x;
+            r_.pnm_select_x_measured = true;
+        }
+        r_.pnm_select_x = pnm_sel_x_;
         summary_page_ = 16.0 + 4.0 * m.kv_heads * m.head_dim;  // summary_size(C), C = K row channels
     }
     r_.gpus = G_;

@@ -198,6 +198,8 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
             x["pnm_summary_bytes"] = n(r.pnm_summary_bytes);
             x["pnm_select_s"] = n(r.pnm_select_s);
             x["pnm_attend_s"] = n(r.pnm_attend_s);
+            x["pnm_select_x"] = n(r.pnm_select_x);  // the cost used: measured, or the option
+            x["pnm_select_x_source"] = r.pnm_select_x_measured ? "measured" : "option";
         }
         Json p = {{"allocs", r.pool_allocs},
                   {"lookups", r.pool_lookups},

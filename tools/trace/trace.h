@@ -238,7 +238,7 @@ struct EngineOptions {
     // them, uncompressed) and only this share of them is recalled per step.
     // 1 = every selected page crosses the link every step (the default).
     double pnm_churn = 1.0;
-    double pnm_select_x = 0;        // selection cost, x a memcpy of the summaries; 0 = from q heads per KV head (docs/selection.md §6.2)
+    double pnm_select_x = 0;        // selection cost, x a memcpy of the summaries; 0 = measured on the library (pnm_cost.h)
     // Called every ~1% of the trace read (progress bar); may be null.
     void (*progress)(void *user, uint64_t done) = nullptr;
     void *progress_user = nullptr;
@@ -313,6 +313,10 @@ struct Result {
     double decode_tokens = 0, decode_s = 0;  // decode-only iterations (every system; reported beside cxl_pnm)
     double pnm_moved_bytes = 0;  // of the selected bytes, those recalled over the link (before compression; churn)
     double pnm_scan_bytes = 0, pnm_summary_bytes = 0, pnm_recall_bytes = 0, pnm_select_s = 0, pnm_attend_s = 0;
+    // cxl_pnm's selection cost used (x a memcpy of the summaries): measured on
+    // the library at the start of the run (pnm_cost.h), or --pnm-select-x.
+    double pnm_select_x = 0;
+    bool pnm_select_x_measured = false;
     // Throughput vs batch (for the plots): decode-only iterations bucketed by batch.
     std::vector<std::pair<uint32_t, double>> batch_curve;  // (batch, tokens/s)
     std::vector<std::pair<uint32_t, double>> depth_curve;  // (depth k, hit rate)
