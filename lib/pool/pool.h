@@ -180,10 +180,6 @@ class Pool {
     int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
-    // With page `page` locked and its slot holding `logical` bytes in clear:
-    // replaces them by the record (zero tail) if the codec shrinks them, and
-    // puts the values a read will return in `decoded` (page_size bytes).
-    bool encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded);
     // Decodes a verified copy of a coded page into out (page_size bytes,
     // zero tail). SPECKV_ECORRUPT names the page.
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);

@@ -34,6 +34,7 @@
 #include "util/seqlock.h"
 
 #include "pool/page_decoder.h"
+#include "pool/page_encoder.h"
 #include "pool/pool_internal.h"
 
 namespace speckv {
@@ -43,7 +44,7 @@ using namespace fmt;
 namespace {
 thread_local std::vector<unsigned char> t_scratch;
 // Codec staging: a page's record (cap max_record_size(page)) and a decoded page.
-thread_local std::vector<unsigned char> t_record, t_decoded;
+thread_local std::vector<unsigned char> t_decoded;
 }  // namespace
 
 unsigned char *decoded_page_scratch(size_t n) { return scratch_of(t_decoded, n); }
@@ -132,7 +133,8 @@ restart:
                 mode = codec_.adaptive(relaxed_load(r.rec->layer), hf, d, logical, page_size_, r.dtype, log_);
             if (mode) {
                 unsigned char *dec = scratch_of(t_decoded, page_size_);
-                if ((coded = encode_page_locked(page, logical, mode, r.dtype, dec))) l1 = dec;
+                const PageEncoder enc(page_size_, codec_.channels(), &counters_);
+                if ((coded = enc.encode_page(d, logical, mode, r.dtype, dec))) l1 = dec;
             }
             // A completed K page gets its summary, of the values reads return.
             if ((hf & SPECKV_HINT_KEYS) && summaries_ && sel_.channels())
@@ -311,45 +313,6 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
 }
 
 // ---- codec (docs/codec.md §17)
-
-bool Pool::encode_page_locked(uint64_t page, size_t logical, uint8_t mode, uint8_t dtype, unsigned char *decoded) {
-    unsigned char *d = page_data(page);
-    size_t es = codec::dtype_size(dtype);
-    if (es == 0 || logical % es) {
-        bump(kEncBypass);
-        return false;
-    }
-    size_t cap = codec::max_record_size(logical);
-    unsigned char *rec = scratch_of(t_record, cap);
-    size_t len = 0;
-    codec::Layout lay{codec_.channels()};
-    if (codec::encode(static_cast<codec::Mode>(mode), dtype, d, logical, lay, rec, cap, &len) != SPECKV_OK) {
-        clear_error();
-        bump(kEncBypass);
-        return false;
-    }
-    // A record the codec stored raw (its bypass rule), or one that would not
-    // fit the page, leaves the page in clear: a raw record only adds a header.
-    codec::Header hd;
-    if (codec::peek_header(rec, len, &hd) != SPECKV_OK || hd.mode == codec::Mode::raw || len > page_size_) {
-        clear_error();
-        bump(kEncBypass);
-        return false;
-    }
-    size_t out = 0;
-    if (codec::decode(rec, len, decoded, page_size_, &out) != SPECKV_OK) {  // cannot happen: our own record
-        clear_error();
-        bump(kEncBypass);
-        return false;
-    }
-    std::memset(decoded + out, 0, page_size_ - out);
-    std::memcpy(d, rec, len);
-    std::memset(d + len, 0, page_size_ - len);
-    bump(kEncPages);
-    bump(kEncRaw, logical);
-    bump(kEncStored, len);
-    return true;
-}
 
 int Pool::decode_page(uint64_t page, const unsigned char *slot, unsigned char *out) {
     return PageDecoder(page_size_, &counters_).decode_page(page, slot, out);
