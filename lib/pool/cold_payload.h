@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the L4 parts of the pool share (pool_cold.cc: the role, promotion;
+// cold_requests.cc: the requests to the holder;
 // pool_demote.cc: demotion): the layout of a block's L4 payload, clocks,
-// the futexes of the holder protocol. Included by those two files only.
+// the futexes of the holder protocol. Included by those three files only.
 #pragma once
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -34,6 +34,7 @@ void Pool::bind_layout() {
     summaries_ = L.summaries;
     summary_bytes_ = L.summary_bytes;
     lock_.bind(L.sh);
+    cold_reqs_.bind(L.sh);
     resolver_.bind(L, &lock_);
     packed_.bind(L);
     room_.bind(L);

@@ -24,6 +24,7 @@
 #include "pool/block_resolver.h"
 #include "pool/block_view.h"
 #include "pool/codec_choice.h"
+#include "pool/cold_requests.h"
 #include "pool/counters.h"
 #include "pool/image.h"
 #include "pool/log.h"
@@ -263,18 +264,13 @@ class Pool {
     // (BlockRemoved, REMOTE), so lookups miss it. Takes the lock; true if dropped.
     bool drop_lost_block(uint64_t handle, uint64_t tseq);
     // For a view of a block in L4: promotes it (the holder) or asks the
-    // holder to (ask_holder), then re-resolves *v; or fails clearly. OK at
+    // holder to (cold_reqs_), then re-resolves *v; or fails clearly. OK at
     // once for a block in the pool.
     int ensure_hot(uint64_t handle, BlockView *v);
     // Called by release_block_locked for a block in L4: its L4 copy goes.
     void cold_forget_locked(uint64_t handle);
-    // A process that does not hold L4 asks the holder to bring a block back
-    // (SharedHeader::cold_req) and waits up to cold.wait_ms for the answer.
-    int ask_holder(uint64_t handle);
-    // The same without waiting (the prefetch thread): a best-effort request.
-    void post_detached(uint64_t handle);
-    // The holder's thread that answers those requests (started by init_cold).
-    void cold_server();
+    // Requests to the L4 holder, and the holder's server thread (pool/cold_requests.h).
+    ColdRequests cold_reqs_;
 
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
@@ -335,11 +331,9 @@ class Pool {
     std::unique_ptr<ColdTier> cold_;
     std::unique_ptr<HeatTracker> heat_;
     uint32_t cold_batch_ = 16;
-    uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long ask_holder waits
-    std::unique_ptr<std::thread> cold_srv_;     // the holder's request server
+    uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long a request to the holder waits
     std::mutex demote_mu_;
     std::unordered_set<uint64_t> demoting_;     // handles being demoted by this process now (under demote_mu_)
-    std::atomic<bool> cold_srv_stop_{false};
     // Whether this handle, in this process (not a fork() child), holds the L4 tier.
     bool holder() const { return cold_ && attach_pid_ == getpid(); }
     Selector sel_;  // near-memory page selection (pool/selector.h)
