@@ -36,6 +36,7 @@
 #include "config/uri.h"
 
 #include "util/seqlock.h"
+#include "util/self_pid.h"
 
 #include "pool/pool_internal.h"
 
@@ -136,8 +137,7 @@ void Pool::stats_local(speckv_pool_stats *st) const {
     }
     if (PrefetchController *c = ctl_.load(std::memory_order_acquire)) {
         v.prefetch_beta_ppm = static_cast<uint32_t>(c->beta() * 1e6 + 0.5);
-        PrefetchStats ps = c->stats();
-        v.prefetch_depth = ps.history.empty() ? 0 : static_cast<uint32_t>(ps.history.back().mean_depth + 0.5);
+        v.prefetch_depth = static_cast<uint32_t>(c->last_mean_depth() + 0.5);
     } else {
         v.prefetch_beta_ppm = static_cast<uint32_t>(pf_params_.beta_max * 1e6 + 0.5);
     }
@@ -150,7 +150,7 @@ void Pool::stats(speckv_pool_stats *st) const {
 }
 
 void Pool::publish_tier_counters(const speckv_pool_stats *have) const {
-    if (attach_slot_ < 0 || attach_pid_ != getpid() || !map_.base() || read_only()) return;
+    if (attach_slot_ < 0 || attach_pid_ != self_pid() || !map_.base() || read_only()) return;
     speckv_pool_stats v;
     if (have) {
         v = *have;
