@@ -441,12 +441,15 @@ TEST_CASE("without L1, a read of part of a page still checks the whole page") {
     PoolGuard g;
     open0(g);
     speckv_config_free(c0);
+    std::fill(back.begin(), back.end(), 0xAB);
     CHECK(speckv_access(g.p, h, 0, back.data(), 64, 0) == SPECKV_ECORRUPT);
     CHECK(std::string(speckv_errmsg()).find("page 0 ") != std::string::npos);
+    CHECK(std::all_of(back.begin(), back.end(), [](unsigned char c) { return c == 0xAB; }));  // no byte of it copied
     CHECK(speckv_access(g.p, h, 4096 + 2000, back.data(), 64, 0) == SPECKV_ECORRUPT);
     CHECK(std::string(speckv_errmsg()).find("page 1 ") != std::string::npos);
     CHECK(speckv_access(g.p, h, 2 * 4096 + 256, back.data(), 64, 0) == SPECKV_ECORRUPT);
     CHECK(std::string(speckv_errmsg()).find("page 2 ") != std::string::npos);
+    CHECK(std::all_of(back.begin(), back.end(), [](unsigned char c) { return c == 0xAB; }));
     // Page 3 is intact.
     REQUIRE(speckv_access(g.p, h, 3 * 4096 + 5, back.data(), 64, 0) == SPECKV_OK);
     CHECK(std::memcmp(back.data(), a.data() + 3 * 4096 + 5, 64) == 0);
