@@ -34,9 +34,11 @@ class PoolCounters {
     // overflow() to know whether it is shared.
     std::atomic<uint64_t> *mine() { return shards_[thread_shard()].v; }
     const std::atomic<uint64_t> *overflow() const { return shards_[kShards].v; }
+    // The shards handed out so far and the shared one (the others are all
+    // zero: never written).
     uint64_t total(Counter c) const {
-        uint64_t t = 0;
-        for (int i = 0; i <= kShards; i++) t += shards_[i].v[c].load(std::memory_order_relaxed);
+        uint64_t t = shards_[kShards].v[c].load(std::memory_order_relaxed);
+        for (int i = 0, n = thread_shards_assigned(); i < n; i++) t += shards_[i].v[c].load(std::memory_order_relaxed);
         return t;
     }
 

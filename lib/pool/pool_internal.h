@@ -39,6 +39,18 @@ inline uint32_t copy_crc_from_pool(void *dst, const void *src, size_t n) {
     return c;
 }
 
+// The CRC32C of all n bytes of a pool page, in one pass, copying bytes
+// [off, off + len) of it to dst on the way (the CRC of those is of the copy).
+inline uint32_t copy_part_crc_from_pool(void *dst, const void *src, size_t n, size_t off, size_t len) {
+    const auto *s = static_cast<const unsigned char *>(src);
+    SEQLOCK_IGNORE_BEGIN();
+    uint32_t c = off ? crc32c(0, s, off) : 0;
+    c = crc32c_copy(c, dst, s + off, len);
+    if (off + len < n) c = crc32c(c, s + off + len, n - off - len);
+    SEQLOCK_IGNORE_END();
+    return c;
+}
+
 inline uint32_t crc_of_pool(const void *src, size_t n) {
     SEQLOCK_IGNORE_BEGIN();
     uint32_t c = crc32c(0, src, n);

@@ -190,6 +190,14 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             if (pe.seq.load(std::memory_order_acquire) == s1) return SPECKV_OK;
             continue;
         }
+        // Part of a page, with no L1 to take the whole of it (cache.bytes =
+        // 0): only the bytes asked for are copied, from L2 or from the pool.
+        // The pool's page is still checked whole (a CRC over all of it, the
+        // part asked for in the same pass as its copy), so a corrupt byte
+        // anywhere in the page fails the read as before. The range goes
+        // through scratch first, as before: dst gets no byte of a page that
+        // fails.
+        const bool part = plen != page_size_ && !cache_->enabled() && !(fl & kPageCoded);
         unsigned char *buf = dst;
         if (plen != page_size_) {
             if (t_scratch.size() < page_size_) t_scratch.resize(page_size_);
@@ -197,14 +205,21 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
         }
         // L2: a copy the prefetcher verified, of exactly this version (the
         // tag holds seq and epoch). It moves up to L1.
-        if (l2_ && l2_->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
+        if (part) {
+            if (l2_ && l2_->get(page, l2_tag(s1, epoch), poff, plen, buf)) {
+                std::memcpy(dst, buf, plen);
+                *src = 1;
+                return SPECKV_OK;
+            }
+        } else if (l2_ && l2_->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
             cache_->put(page, s1, epoch, buf);
             if (buf != dst) std::memcpy(dst, buf + poff, plen);
             *src = 1;
             return SPECKV_OK;
         }
         // Copy and CRC in one pass (issue 27); the CRC is of the copy.
-        uint32_t got = copy_crc_from_pool(buf, page_data(page), page_size_);
+        uint32_t got = part ? copy_part_crc_from_pool(buf, page_data(page), page_size_, poff, plen)
+                            : copy_crc_from_pool(buf, page_data(page), page_size_);
         uint32_t stored = pe.crc.load(std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: retry
@@ -225,6 +240,10 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
             }
             if (cache_->admit_read(page)) cache_->put(page, s1, epoch, dec);
             std::memcpy(dst, dec + poff, plen);
+            return SPECKV_OK;
+        }
+        if (part) {  // the range is at buf[0, plen); no L1
+            std::memcpy(dst, buf, plen);
             return SPECKV_OK;
         }
         // Into L1 only as the admission policy says (config cache.admit).

@@ -21,6 +21,7 @@
 #include "util/crc32c.h"
 #include "pool/page_decoder.h"
 #include "pool/pool.h"
+#include "pool/pool_internal.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 
@@ -248,13 +249,12 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
             const size_t ps = c->dec->page_size();
             const PageEntry &e = *c->pe;
             unsigned char *buf = c->coded ? pf_slot(ps) : static_cast<unsigned char *>(dst);
-            SEQLOCK_IGNORE_BEGIN();
-            std::memcpy(buf, c->src, ps);
-            SEQLOCK_IGNORE_END();
+            // Copy and CRC in one pass (as a read does); the CRC is of the copy.
+            const uint32_t got = copy_crc_from_pool(buf, c->src, ps);
             uint32_t stored = e.crc.load(std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
-            if (crc32c(0, buf, ps) != stored) return false;  // a bad page is left to the synchronous path
+            if (got != stored) return false;  // a bad page is left to the synchronous path
             if (!c->coded) {
                 c->moved = ps;
                 return true;

@@ -17,6 +17,7 @@
 #include "pool/tlb.h"
 #include "util/json.h"
 #include "util/seqlock.h"
+#include "util/self_pid.h"
 #include "util/status.h"
 
 namespace speckv {
@@ -117,8 +118,7 @@ void PoolReporter::stats_local(speckv_pool_stats *st) const {
     }
     if (const PrefetchController *c = s_.ctl) {
         v.prefetch_beta_ppm = static_cast<uint32_t>(c->beta() * 1e6 + 0.5);
-        PrefetchStats ps = c->stats();
-        v.prefetch_depth = ps.history.empty() ? 0 : static_cast<uint32_t>(ps.history.back().mean_depth + 0.5);
+        v.prefetch_depth = static_cast<uint32_t>(c->last_mean_depth() + 0.5);
     } else {
         v.prefetch_beta_ppm = static_cast<uint32_t>(s_.beta_max * 1e6 + 0.5);
     }
@@ -131,7 +131,7 @@ void PoolReporter::stats(speckv_pool_stats *st) const {
 }
 
 void PoolReporter::publish_tier_counters(const speckv_pool_stats *have) const {
-    if (s_.attach_slot < 0 || s_.attach_pid != getpid() || !s_.writable) return;
+    if (s_.attach_slot < 0 || s_.attach_pid != self_pid() || !s_.writable) return;
     speckv_pool_stats v;
     if (have) {
         v = *have;

@@ -452,6 +452,11 @@ PrefetchStats PrefetchController::stats() const {
     return s;
 }
 
+double PrefetchController::last_mean_depth() const {
+    std::lock_guard lk(mu_);
+    return history_.empty() ? 0.0 : history_.back().mean_depth;
+}
+
 bool PrefetchController::accuracy(uint64_t request, RequestAccuracy *out) const {
     std::lock_guard lk(mu_);
     auto it = reqs_.find(request);

@@ -176,6 +176,9 @@ class PrefetchController {
     double beta() const { return beta_.load(std::memory_order_relaxed); }
     double utilisation() const { return util_.load(std::memory_order_relaxed); }
     PrefetchStats stats() const;
+    // The newest sample's mean depth (0 before the first): what stats()
+    // .history.back() holds, without copying the history (speckv_stats).
+    double last_mean_depth() const;
     // false for a request not tracked.
     bool accuracy(uint64_t request, RequestAccuracy *out) const;
     const PrefetchParams &params() const { return p_; }

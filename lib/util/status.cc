@@ -19,6 +19,11 @@ int assign_thread_shard() {
     return t_shard;
 }
 
+int thread_shards_assigned() {
+    int n = g_next_shard.load(std::memory_order_relaxed);
+    return n < 64 ? n : 64;
+}
+
 int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

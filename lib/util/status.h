@@ -25,6 +25,11 @@ const char *last_error();
 extern __attribute__((tls_model("initial-exec"))) thread_local int t_shard;
 int assign_thread_shard();
 inline int thread_shard() { return t_shard >= 0 ? t_shard : assign_thread_shard(); }
+// How many of the private shards [0, 64) have been handed out so far (the
+// shared one, 64, not counted): a shard above it has never been written, so
+// sums over shards stop there. A thread's shard is assigned before its first
+// write to it, so whatever makes that write visible makes this count visible.
+int thread_shards_assigned();
 
 // Static text for a code.
 const char *status_text(int code);

@@ -397,6 +397,68 @@ TEST_CASE("a flipped bit in a data page: SPECKV_ECORRUPT naming the page, nothin
     CHECK(back == a);
 }
 
+TEST_CASE("without L1, a read of part of a page still checks the whole page") {
+    // cache.bytes = 0: a short read copies only the bytes asked for, but the
+    // page's CRC covers all of it, so a flipped bit before, inside or after
+    // the range read fails the read.
+    std::string path = fresh_pool("partcrc");
+    auto a = pattern(4 * 4096, 9);
+    speckv_handle h;
+    {
+        PoolGuard g;
+        REQUIRE(speckv_pool_open(uri_of(path).c_str(), nullptr, &g.p) == SPECKV_OK);
+        REQUIRE(speckv_alloc(g.p, a.size(), 0, nullptr, &h) == SPECKV_OK);
+        REQUIRE(speckv_write(g.p, h, 0, a.data(), a.size()) == SPECKV_OK);
+    }
+    const uint64_t data_off = info_of(path).data_off;
+    speckv_config *c0 = nullptr;
+    REQUIRE(speckv_config_new(&c0) == SPECKV_OK);
+    REQUIRE(speckv_config_set_int(c0, "cache.bytes", 0) == SPECKV_OK);
+    auto open0 = [&](PoolGuard &g) { REQUIRE(speckv_pool_open(("file:" + path).c_str(), c0, &g.p) == SPECKV_OK); };
+    std::vector<unsigned char> back(a.size());
+    {
+        // Intact: every range reads back right (inside a page, at its ends, across two).
+        PoolGuard g;
+        open0(g);
+        const std::pair<size_t, size_t> ranges[] = {{0, 64}, {100, 200}, {4096 - 96, 96}, {4096 - 10, 20},
+                                                    {2 * 4096, 1}, {4 * 4096 - 1, 1}, {3 * 4096 + 1, 4095}};
+        for (auto [off, len] : ranges) {
+            std::fill(back.begin(), back.end(), 0);
+            REQUIRE(speckv_access(g.p, h, off, back.data(), len, 0) == SPECKV_OK);
+            CHECK(std::memcmp(back.data(), a.data() + off, len) == 0);
+        }
+        speckv_pool_stats st;
+        st.struct_size = sizeof st;
+        REQUIRE(speckv_stats(g.p, &st) == SPECKV_OK);
+        CHECK(st.cache_hits == 0);
+        CHECK(st.sync_reads == 8);  // the read across two pages reads both
+        CHECK(st.checksum_failures == 0);
+    }
+    // Page 0: a bit after the range; page 1: before it; page 2: inside it.
+    flip_bit(path, data_off + 0 * 4096 + 4000, 3);
+    flip_bit(path, data_off + 1 * 4096 + 10, 6);
+    flip_bit(path, data_off + 2 * 4096 + 300, 0);
+    PoolGuard g;
+    open0(g);
+    speckv_config_free(c0);
+    std::fill(back.begin(), back.end(), 0xAB);
+    CHECK(speckv_access(g.p, h, 0, back.data(), 64, 0) == SPECKV_ECORRUPT);
+    CHECK(std::string(speckv_errmsg()).find("page 0 ") != std::string::npos);
+    CHECK(std::all_of(back.begin(), back.end(), [](unsigned char c) { return c == 0xAB; }));  // no byte of it copied
+    CHECK(speckv_access(g.p, h, 4096 + 2000, back.data(), 64, 0) == SPECKV_ECORRUPT);
+    CHECK(std::string(speckv_errmsg()).find("page 1 ") != std::string::npos);
+    CHECK(speckv_access(g.p, h, 2 * 4096 + 256, back.data(), 64, 0) == SPECKV_ECORRUPT);
+    CHECK(std::string(speckv_errmsg()).find("page 2 ") != std::string::npos);
+    CHECK(std::all_of(back.begin(), back.end(), [](unsigned char c) { return c == 0xAB; }));
+    // Page 3 is intact.
+    REQUIRE(speckv_access(g.p, h, 3 * 4096 + 5, back.data(), 64, 0) == SPECKV_OK);
+    CHECK(std::memcmp(back.data(), a.data() + 3 * 4096 + 5, 64) == 0);
+    speckv_pool_stats st;
+    st.struct_size = sizeof st;
+    REQUIRE(speckv_stats(g.p, &st) == SPECKV_OK);
+    CHECK(st.checksum_failures == 3);
+}
+
 TEST_CASE("a pin trusts this process's earlier check of the same page version, never of another") {
     std::string path = fresh_pool("pinmemo");
     auto a = pattern(8192, 6);
