@@ -102,11 +102,11 @@ class Pool {
         return sel_.attend(tenant, request, layer, q, q_len, p, exclude, n_exclude, out);
     }
 
-    // Reporting, block table walks and `pool check` (pool/reporter.h, pool/checker.h).
-    void stats(speckv_pool_stats *s) const;
     // The memory class L3 was placed in and the L3->L2 bandwidth the
     // prefetcher measures against (docs/devices.md "placement").
     const Placement &placement() const { return placement_; }
+    // Reporting, block table walks and `pool check` (pool/reporter.h, pool/checker.h).
+    void stats(speckv_pool_stats *s) const;
     void publish_tier_counters(const speckv_pool_stats *have = nullptr) const;
     std::string stats_json() const;
     void info(PoolInfo *out) const;
