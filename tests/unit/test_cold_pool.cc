@@ -618,6 +618,14 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
         run_holder(uri, l4, kN + 3, fds[1]);
     }
     close(fds[1]);
+    // Whatever fails below, the holder does not outlive the test (stopped, it
+    // would keep the test's output open and the run waiting for it).
+    struct Reap {
+        pid_t pid;
+        ~Reap() {
+            if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+        }
+    } reap{holder};
     std::vector<speckv_handle> hs(kN + 3);
     REQUIRE(read(fds[0], hs.data(), hs.size() * sizeof hs[0]) == ssize_t(hs.size() * sizeof hs[0]));
     close(fds[0]);
@@ -628,8 +636,14 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     for (int r = 0; r < 4; r++) {
         pid_t c = fork();
         if (c == 0) {
+            // A generous wait for the holder: four readers and the holder
+            // share a loaded CI machine's cores (the default is 5 s).
+            speckv_config *rc = nullptr;
+            speckv_config_new(&rc);
+            speckv_config_set_str(rc, "cold.wait_ms", "60000");
             speckv_pool *q = nullptr;
-            if (speckv_pool_open(uri.c_str(), nullptr, &q) != SPECKV_OK) _exit(20);
+            if (speckv_pool_open(uri.c_str(), rc, &q) != SPECKV_OK) _exit(20);
+            speckv_config_free(rc);
             std::vector<unsigned char> buf(kBlock);
             for (int k = 0; k < kN; k++) {
                 int i = (k * 7 + r * 11) % kN;
@@ -698,6 +712,7 @@ TEST_CASE("L4: processes without it get its blocks through the holder; a stopped
     REQUIRE(kill(holder, SIGKILL) == 0);
     int st = 0;
     REQUIRE(waitpid(holder, &st, 0) == holder);
+    reap.pid = 0;
     CHECK(speckv_access(q, hs[kN + 1], 0, buf.data(), buf.size(), 0) == SPECKV_EBUSY);
     CHECK(std::string(speckv_errmsg()).find("no process holds the tier") != std::string::npos);
     speckv_pool_close(q);
