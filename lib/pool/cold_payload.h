@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the L4 parts of the pool share (pool_cold.cc: the role, promotion;
-// cold_requests.cc: the requests to the holder;
+// cold_requests.cc: the requests to the holder; cold_choice.cc: what goes first;
 // pool_demote.cc: demotion): the layout of a block's L4 payload, clocks,
-// the futexes of the holder protocol. Included by those three files only.
+// the futexes of the holder protocol. Included by those four files only.
 #pragma once
 #include <linux/futex.h>
 #include <sys/syscall.h>

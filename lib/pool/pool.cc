@@ -35,6 +35,7 @@ void Pool::bind_layout() {
     summary_bytes_ = L.summary_bytes;
     lock_.bind(L.sh);
     cold_reqs_.bind(L.sh);
+    cold_choice_.bind(L);
     resolver_.bind(L, &lock_);
     packed_.bind(L);
     room_.bind(L);

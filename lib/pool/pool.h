@@ -24,6 +24,7 @@
 #include "pool/block_resolver.h"
 #include "pool/block_view.h"
 #include "pool/codec_choice.h"
+#include "pool/cold_choice.h"
 #include "pool/cold_requests.h"
 #include "pool/counters.h"
 #include "pool/image.h"
@@ -239,9 +240,8 @@ class Pool {
     // Demotion batches an allocation writes to L4 with the pool lock
     // released before it falls back to demoting under the lock.
     static constexpr int kOfflockRounds = 8;
-    // The heat tracker's position and sharing signals from the block table
-    // (under the lock, the holder): recency and frequency come from touches.
-    void refresh_heat_locked();
+    // Which blocks go first, from the block table and the heat (pool/cold_choice.h).
+    ColdChoice cold_choice_;
     // Demotes exactly these slots (one put batch). have_lock: the caller holds
     // the pool lock throughout; else the snapshot and the L4 write run off it
     // and only the commit takes it. Returns how many moved; *why (may be

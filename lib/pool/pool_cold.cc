@@ -181,10 +181,8 @@ void Pool::promote_hot() {
         clear_error();
         return;
     }
-    refresh_heat_locked();
-    uint64_t hits = total(kHits), misses = total(kMisses);
-    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / n,
-                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
+    const uint64_t hits = total(kHits), misses = total(kMisses);
+    cold_choice_.refresh_locked(*heat_, hits + misses ? double(misses) / double(hits + misses) : 0.0);
     const double th = heat_->t_hot();
     const uint64_t now = mono_ns(), hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
     struct Hot {

@@ -290,42 +290,11 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
 }
 
 std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_cold_only) {
-    const SharedHeader *h = sh();
-    const uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks), now = mono_ns();
-    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
-    struct Cand {
-        double heat;
-        uint64_t last_use, slot;
-        bool operator<(const Cand &o) const {
-            return heat != o.heat ? heat < o.heat : last_use != o.last_use ? last_use < o.last_use : slot < o.slot;
-        }
-    };
-    // The thresholds follow pressure and the fast tiers' miss rate
-    // (lib/tiers/heat.h). Under an allocation that finds no room the coldest go
-    // first, below T_c or not; the background pass takes only blocks below T_c.
-    refresh_heat_locked();
-    uint64_t hits = total(kHits), misses = total(kMisses);
-    heat_->adapt(double(h->pages_used.load(std::memory_order_relaxed)) / double(sb()->n_pages),
-                 hits + misses ? double(misses) / double(hits + misses) : 0.0);
-    const double below = below_cold_only ? heat_->t_cold() : 2.0;  // scores are in [0, 1]
-    std::vector<Cand> cand;
-    for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
-        uint64_t hd = r.handle.load(std::memory_order_relaxed);
-        if (!hd || i == keep || (r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;
-        if (r.holders.load(std::memory_order_relaxed) & ~mine) continue;  // others hold it (maybe pinned there)
-        if (!(r.state & kBlockPublished) && r.owner != 0 && r.owner != attach_id_)
-            continue;  // another live process's unpublished block: its own to move
-        if (pinned(hd)) continue;
-        const double heat = heat_->score(hd, now);
-        if (heat >= below) continue;
-        cand.push_back({heat, r.last_use.load(std::memory_order_relaxed), i});
-    }
-    std::sort(cand.begin(), cand.end());
-    std::vector<uint64_t> out;
-    out.reserve(cand.size());
-    for (const Cand &c : cand) out.push_back(c.slot);
-    return out;
+    const uint64_t hits = total(kHits), misses = total(kMisses);
+    cold_choice_.refresh_locked(*heat_, hits + misses ? double(misses) / double(hits + misses) : 0.0);
+    return cold_choice_.candidates_locked(*heat_, keep, below_cold_only,
+                                          attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0, attach_id_,
+                                          [this](uint64_t hd) { return pinned(hd); });
 }
 
 bool Pool::demote_offlock_locked(uint64_t keep, int *rounds) {
@@ -352,28 +321,6 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, b
     }
     clear_error();
     return moved;
-}
-
-void Pool::refresh_heat_locked() {
-    // Position: a block's first token against its request's end (the end of
-    // its latest block here), so attention-sink and recent-window blocks are
-    // hot; sharing: how many processes reference it.
-    const uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, sb()->max_blocks);
-    auto key = [](const BlockRecord &r) { return r.tenant * 0x9E3779B97F4A7C15ull ^ r.request; };
-    std::unordered_map<uint64_t, uint64_t> ends;
-    for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
-        if (!r.handle.load(std::memory_order_relaxed) || !r.token_count) continue;
-        uint64_t &e = ends[key(r)];
-        e = std::max(e, r.token_pos + r.token_count);
-    }
-    for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
-        const uint64_t hd = r.handle.load(std::memory_order_relaxed);
-        if (!hd) continue;
-        heat_->set_sharing(hd, uint32_t(__builtin_popcountll(r.holders.load(std::memory_order_relaxed) & ~kHoldersDying)));
-        if (r.token_count) heat_->set_position(hd, r.token_pos, ends[key(r)]);
-    }
 }
 
 int Pool::demote(uint64_t handle) {
