@@ -70,4 +70,18 @@ std::vector<uint64_t> ColdChoice::candidates_locked(const HeatTracker &heat, uin
     return out;
 }
 
+std::vector<ColdChoice::Hot> ColdChoice::hot_locked(const HeatTracker &heat) const {
+    const double th = heat.t_hot();
+    const uint64_t now = mono_ns(), hwm = std::min<uint64_t>(L_.sh->slot_hwm, L_.sb->max_blocks);
+    std::vector<Hot> hot;
+    for (uint64_t i = 0; i < hwm; i++) {
+        const BlockRecord &r = L_.blocks[i];
+        const uint64_t hd = r.handle.load(std::memory_order_relaxed);
+        if (!hd || !(r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;  // in L4 only
+        if (const double s = heat.score(hd, now); s > th) hot.push_back({s, hd, r.packed_pages ? r.packed_pages : r.npages});
+    }
+    std::sort(hot.begin(), hot.end(), [](const Hot &a, const Hot &b) { return a.heat > b.heat; });
+    return hot;
+}
+
 }  // namespace speckv

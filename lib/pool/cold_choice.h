@@ -3,7 +3,8 @@
 // §9). It feeds the heat tracker what the block table knows (a block's
 // position in its request, how many processes reference it) and adapts its
 // thresholds to the pool's pressure and the fast tiers' miss rate, then lists
-// the blocks that may go, coldest first. It reads the block table of the
+// the blocks that may go, coldest first, and those in L4 hot enough to come
+// back, hottest first. It reads the block table of the
 // image it is bound to and nothing else; the pool lock is the caller's.
 #pragma once
 #include <cstdint>
@@ -31,6 +32,14 @@ class ColdChoice {
     std::vector<uint64_t> candidates_locked(const HeatTracker &heat, uint64_t keep, bool below_cold_only,
                                             uint64_t mine_mask, uint64_t attach_id,
                                             const std::function<bool(uint64_t handle)> &pinned) const;
+
+    // Under the lock, after refresh_locked: the blocks in L4 whose heat is
+    // above T_h, hottest first, with the pool pages each would take.
+    struct Hot {
+        double heat;
+        uint64_t handle, pages;
+    };
+    std::vector<Hot> hot_locked(const HeatTracker &heat) const;
 
   private:
     PoolLayout L_;

@@ -183,25 +183,12 @@ void Pool::promote_hot() {
     }
     const uint64_t hits = total(kHits), misses = total(kMisses);
     cold_choice_.refresh_locked(*heat_, hits + misses ? double(misses) / double(hits + misses) : 0.0);
-    const double th = heat_->t_hot();
-    const uint64_t now = mono_ns(), hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
-    struct Hot {
-        double heat;
-        uint64_t handle, pages;
-    };
-    std::vector<Hot> hot;
-    for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
-        const uint64_t hd = r.handle.load(std::memory_order_relaxed);
-        if (!hd || !(r.tier_seq.load(std::memory_order_relaxed) & 1)) continue;  // in L4 only
-        if (const double s = heat_->score(hd, now); s > th) hot.push_back({s, hd, r.packed_pages ? r.packed_pages : r.npages});
-    }
+    const std::vector<ColdChoice::Hot> hot = cold_choice_.hot_locked(*heat_);
     unlock();
-    std::sort(hot.begin(), hot.end(), [](const Hot &a, const Hot &b) { return a.heat > b.heat; });
     // Hottest first, one batch, while the pool stays under the band (so the
     // next pass does not demote them again).
     uint64_t moved = 0;
-    for (const Hot &x : hot) {
+    for (const ColdChoice::Hot &x : hot) {
         if (moved >= cold_batch_ ||
             double(h->pages_used.load(std::memory_order_relaxed) + x.pages) > (below + kPromoteMargin / 2) * n)
             break;
