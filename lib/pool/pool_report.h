@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the pool reports to the CLI and the tests (pool_report.cc: block
+// What the pool reports to the CLI and the tests (reporter.cc: block
 // list, info; checker.cc: `pool check`): plain values, no pool inside.
 #pragma once
 #include <cstdint>
