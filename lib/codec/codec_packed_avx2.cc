@@ -211,12 +211,64 @@ void decode4(const uint8_t *src, size_t T, size_t C, unsigned group, const float
     }
 }
 
+// 8 FP32 results -> 8 FP16 or BF16 fields (round to nearest even), as store8.
+template <bool kSat, int kDtype>
+inline __m128i to16x8(__m256 y) {
+    if constexpr (kDtype == SPECKV_DTYPE_FP16) {
+        const __m256 lim = _mm256_set1_ps(65504.0f);
+        if (kSat) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        return _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        const __m256i u = _mm256_castps_si256(y);
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    }
+}
+
+// b = 4, C a multiple of 32, one (s, z) per token or page (V), FP16 or BF16
+// out: the 16 possible outputs of a row are computed once (the same fma and
+// rounding as decode4, so the same bits) and each value is looked up. A
+// 16-bit table does not fit one PSHUFB, so it is split in its low and high
+// bytes (one 16-byte table each, in both lanes): per 32 values two PSHUFBs
+// and two byte interleaves replace 4 x (widen, convert, fma, round).
+template <bool kSat, int kDtype>
+void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    const __m256 i0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), i1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i m0f = _mm256_set1_epi16(0x0F), mf0 = _mm256_set1_epi16(0xF0);
+    __m256i tl = _mm256_setzero_si256(), th = tl;
+    for (size_t t = 0; t < T; t++) {
+        if (t == 0 || group != kGroupPage) {  // the row's table, in registers
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
+            const __m128i h0 = _mm_shuffle_epi8(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv)), split);
+            const __m128i h1 = _mm_shuffle_epi8(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv)), split);
+            tl = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(h0, h1));  // low bytes of entries 0..15
+            th = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(h0, h1));  // high bytes
+        }
+        for (size_t c = 0; c < C; c += 32, src += 16, o += 64) {
+            // word k = byte k widened: value 2k (low nibble) in its low byte, 2k+1 in its high byte
+            const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src)));
+            const __m256i idx = _mm256_or_si256(_mm256_and_si256(w, m0f), _mm256_slli_epi16(_mm256_and_si256(w, mf0), 4));
+            const __m256i lo = _mm256_shuffle_epi8(tl, idx), hi = _mm256_shuffle_epi8(th, idx);
+            const __m256i a = _mm256_unpacklo_epi8(lo, hi), b = _mm256_unpackhi_epi8(lo, hi);  // 0-7|16-23, 8-15|24-31
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_permute2x128_si256(a, b, 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 32), _mm256_permute2x128_si256(a, b, 0x31));
+        }
+    }
+}
+
 template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
     const size_t es = dtype_size(dtype);
     auto o = static_cast<uint8_t *>(out);
     if constexpr (B == 4) {
+        if (C % 32 == 0 && group != kGroupChannel && dtype != SPECKV_DTYPE_FP32) {
+            if (dtype == SPECKV_DTYPE_FP16) return decode4_lut<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+            return decode4_lut<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+        }
         if (C % 16 == 0) {
             if (dtype == SPECKV_DTYPE_FP16) return decode4<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
             if (dtype == SPECKV_DTYPE_BF16) return decode4<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
