@@ -211,6 +211,29 @@ void decode4(const uint8_t *src, size_t T, size_t C, unsigned group, const float
     }
 }
 
+// b = 4, C a multiple of 16, one (s, z) per channel (K): 16 channels at a
+// time down all the rows, so their scales and zero points stay in registers
+// (a row of 32 or 64 channels would need 8 or 16 of them), 16 values a step.
+template <bool kSat, int kDtype>
+void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *out) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (size_t c = 0; c < C; c += 16) {
+        const __m256 s0 = _mm256_loadu_ps(s + c), s1 = _mm256_loadu_ps(s + c + 8);
+        const __m256 z0 = _mm256_loadu_ps(z + c), z1 = _mm256_loadu_ps(z + c + 8);
+        const uint8_t *in = src + c / 2;
+        uint8_t *o = out + c * es;
+        for (size_t t = 0; t < T; t++, in += C / 2, o += C * es) {
+            const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(in));
+            const __m128i v = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+            const __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), s0, z0);
+            const __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), s1, z1);
+            store8<kSat>(y0, kDtype, o);
+            store8<kSat>(y1, kDtype, o + 8 * es);
+        }
+    }
+}
+
 // 8 FP32 results -> 8 FP16 or BF16 fields (round to nearest even), as store8.
 template <bool kSat, int kDtype>
 inline __m128i to16x8(__m256 y) {
@@ -269,6 +292,11 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
             if (dtype == SPECKV_DTYPE_FP16) return decode4_lut<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
             return decode4_lut<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
         }
+        if (C % 16 == 0 && group == kGroupChannel) {
+            if (dtype == SPECKV_DTYPE_FP16) return decode4_ch<kSat, SPECKV_DTYPE_FP16>(src, T, C, s, z, o);
+            if (dtype == SPECKV_DTYPE_BF16) return decode4_ch<kSat, SPECKV_DTYPE_BF16>(src, T, C, s, z, o);
+            return decode4_ch<kSat, SPECKV_DTYPE_FP32>(src, T, C, s, z, o);
+        }
         if (C % 16 == 0) {
             if (dtype == SPECKV_DTYPE_FP16) return decode4<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
             if (dtype == SPECKV_DTYPE_BF16) return decode4<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
@@ -304,9 +332,11 @@ void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned
 }
 
 // 8 (s16, z16) pairs per step: F16C conversions (exact), checks on the bits.
-bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
+bool params_avx2(const uint8_t *p, size_t G, float top, float *s, float *z, bool *sat) {
     size_t g = 0;
     __m256i bad = _mm256_setzero_si256();
+    __m256 over = _mm256_setzero_ps();
+    const __m256 tv = _mm256_set1_ps(top), lim = _mm256_set1_ps(65000.0f);
     const __m256i e = _mm256_set1_epi32(0x7C00), sm = _mm256_set1_epi32(0x8000), lo = _mm256_set1_epi32(0xFFFF);
     for (; g + 8 <= G; g += 8) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 4 * g));
@@ -315,11 +345,16 @@ bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
         bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(zv, e), e));
         bad = _mm256_or_si256(bad, _mm256_and_si256(sv, sm));
         const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(sv, zv), 0xD8);  // s0..7 | z0..7
-        _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm256_castsi256_si128(pk)));
-        _mm256_storeu_ps(z + g, _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1)));
+        const __m256 sf = _mm256_cvtph_ps(_mm256_castsi256_si128(pk)), zf = _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1));
+        _mm256_storeu_ps(s + g, sf);
+        _mm256_storeu_ps(z + g, zf);
+        over = _mm256_or_ps(over, _mm256_cmp_ps(_mm256_add_ps(_mm256_mul_ps(tv, sf), zf), lim, _CMP_GT_OQ));
     }
     if (!_mm256_testz_si256(bad, bad)) return false;
-    return g == G || packed_params_scalar(p + 4 * g, G - g, s + g, z + g);
+    bool rest = false;
+    if (g < G && !packed_params_scalar(p + 4 * g, G - g, top, s + g, z + g, &rest)) return false;
+    *sat = rest || _mm256_movemask_ps(over) != 0;
+    return true;
 }
 
 // §19.2 for 8 groups per step: F16C's directed conversions are the
