@@ -258,17 +258,20 @@ inline __m128i to16x8(__m256 y) {
 template <bool kSat, int kDtype>
 void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
     const __m256 i0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), i1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10,
+                                           12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i m0f = _mm256_set1_epi16(0x0F), mf0 = _mm256_set1_epi16(0xF0);
     __m256i tl = _mm256_setzero_si256(), th = tl;
     for (size_t t = 0; t < T; t++) {
         if (t == 0 || group != kGroupPage) {  // the row's table, in registers
             const size_t g = group == kGroupPage ? 0 : t;
             const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
-            const __m128i h0 = _mm_shuffle_epi8(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv)), split);
-            const __m128i h1 = _mm_shuffle_epi8(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv)), split);
-            tl = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(h0, h1));  // low bytes of entries 0..15
-            th = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(h0, h1));  // high bytes
+            const __m256i h = _mm256_shuffle_epi8(  // lane k: low bytes, high bytes of entries 8k..8k+7
+                _mm256_inserti128_si256(_mm256_castsi128_si256(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv))),
+                                        to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv)), 1),
+                split);
+            tl = _mm256_permute4x64_epi64(h, 0x88);  // low bytes of entries 0..15, in both lanes
+            th = _mm256_permute4x64_epi64(h, 0xDD);  // high bytes
         }
         for (size_t c = 0; c < C; c += 32, src += 16, o += 64) {
             // word k = byte k widened: value 2k (low nibble) in its low byte, 2k+1 in its high byte

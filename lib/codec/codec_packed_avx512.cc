@@ -207,15 +207,18 @@ inline void store16(__m512 y, int dtype, uint8_t *o) {
 template <bool kSat, int kDtype>
 void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *o) {
     constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
-    for (size_t t = 0; t < T; t++) {
-        for (size_t c = 0; c < C; c += 32, src += 16, o += 32 * es) {
-            const __m256i q = nibbles32(src);
-            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))),
-                                              _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c));
-            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))),
-                                              _mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(z + c + 16));
-            store16<kSat>(y0, kDtype, o);
-            store16<kSat>(y1, kDtype, o + 16 * es);
+    // 32 channels at a time down all the rows: their s and z stay in registers.
+    for (size_t c = 0; c < C; c += 32) {
+        const __m512 s0 = _mm512_loadu_ps(s + c), s1 = _mm512_loadu_ps(s + c + 16);
+        const __m512 z0 = _mm512_loadu_ps(z + c), z1 = _mm512_loadu_ps(z + c + 16);
+        const uint8_t *in = src + c / 2;
+        uint8_t *oc = o + c * es;
+        for (size_t t = 0; t < T; t++, in += C / 2, oc += C * es) {
+            const __m256i q = nibbles32(in);
+            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))), s0, z0);
+            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))), s1, z1);
+            store16<kSat>(y0, kDtype, oc);
+            store16<kSat>(y1, kDtype, oc + 16 * es);
         }
     }
 }
