@@ -42,6 +42,7 @@ void Pool::bind_layout() {
     share_.bind(L);
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
+    reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
     sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
     sel_.set_ports({[this](uint64_t t, uint64_t r, uint32_t l, std::vector<uint64_t> *hs) {
                         xlate_collect(t, r, l, ~0ull, hs);
@@ -82,6 +83,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
+    p->reader_.set_tiers(p->cache_.get(), p->l2_.get());
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {
@@ -112,6 +114,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     p->map_ = std::move(m);
     p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
+    p->reader_.set_tiers(p->cache_.get(), nullptr);
     *out = std::move(p);
     return SPECKV_OK;
 }

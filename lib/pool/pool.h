@@ -31,6 +31,7 @@
 #include "pool/log.h"
 #include "pool/packed_image.h"
 #include "pool/page_lock.h"
+#include "pool/page_reader.h"
 #include "pool/pool_lock.h"
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
@@ -173,19 +174,15 @@ class Pool {
     uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
-    uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
     // A live block's placement from its handle, without the lock (pool/block_resolver.h).
     BlockResolver resolver_;
     __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
-    // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
-    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
-    int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
-    // Decodes a verified copy of a coded page into out (page_size bytes,
-    // zero tail). SPECKV_ECORRUPT names the page.
-    int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
+    // Pages and packed pages through L1, L2 and the pool, checked and decoded;
+    // the prefetcher's L2 fill (pool/page_reader.h).
+    PageReader reader_;
     // Under the lock: the one place a block record's placement changes
     // (first_page, packed_pages, their CRC), atomically for a crash through
     // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by
@@ -202,13 +199,7 @@ class Pool {
     // image's pages go free. Re-resolves *v. The block stays packed and
     // readable on failure (no room, quota, a bad image).
     int unpack_block(uint64_t handle, BlockView *v);
-    // Reads bytes [poff, poff+plen) of logical page i of a packed block
-    // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
-    int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
-                         int *src);
     PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
-    // Pages into L2 from a packed block (the prefetcher).
-    uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle);
     RoomFinder room_;  // where a block's pages go (pool/room.h)
