@@ -183,7 +183,7 @@ HintQueue::Work Pool::prefetch_work() {
         if (now - *published < 100'000'000) return;
         *published = now;
         publish_tier_counters();
-        cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
+        cold_.tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
     return w;
 }
@@ -199,7 +199,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         return 0;
     }
     // In L4: the holder brings it back into the pool ahead of its use (L4 -> L3), then on into L2.
-    if (v.cold() && ensure_hot(handle, &v) != SPECKV_OK) {
+    if (v.cold() && cold_.ensure_hot(handle, &v) != SPECKV_OK) {
         clear_error();
         return 0;
     }
