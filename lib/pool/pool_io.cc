@@ -244,6 +244,4 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
   }
 }
 
-void (*testing::placement_hook)(uint64_t slot, int stage) = nullptr;
-
 }  // namespace speckv
