@@ -40,8 +40,11 @@ void Pool::bind_layout() {
     share_.bind(L);
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
+    reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
+    sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
+    sharing_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); }});
     cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
                      [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
                          blocks_.commit_placement_locked(r, slot, first, packed, step);
@@ -83,6 +86,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->resolver_.set_tenant(p->tenant_id_);
     p->flush_ = cfg.get("share.flush") != 0;
     p->blocks_.set_flush(p->flush_);
+    p->sharing_.set_flush(p->flush_);
     p->codec_.configure(cfg);
     p->room_.set_unit_slack(static_cast<uint32_t>(cfg.get("alloc.unit_slack")));
     p->pack_ = cfg.get("codec.pack") != 0;
@@ -91,8 +95,10 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
+    p->reader_.set_tiers(p->cache_.get(), p->l2_.get());
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
+    p->sharing_.set_events(p->events_.get());
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->cold_.open(cfg, {p->attach_slot_, p->attach_pid_, p->attach_id_, p->read_only()}, p->events_.get());
         rc != SPECKV_OK) {
@@ -123,6 +129,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     p->map_ = std::move(m);
     p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
+    p->reader_.set_tiers(p->cache_.get(), nullptr);
     *out = std::move(p);
     return SPECKV_OK;
 }
@@ -198,6 +205,7 @@ int Pool::attach() {
     attach_id_ = c.id;
     attach_pid_ = getpid();
     blocks_.set_self(attach_slot_, attach_id_);
+    sharing_.set_attach_slot(attach_slot_);
     return SPECKV_OK;
 }
 

@@ -30,6 +30,7 @@
 #include "pool/log.h"
 #include "pool/packed_image.h"
 #include "pool/page_lock.h"
+#include "pool/page_reader.h"
 #include "pool/pool_lock.h"
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
@@ -38,6 +39,7 @@
 #include "pool/refs.h"
 #include "pool/room.h"
 #include "pool/selector.h"
+#include "pool/sharing.h"
 #include "prefetch/aliases.h"
 #include "prefetch/hint_queue.h"
 #include "share/share_table.h"
@@ -78,11 +80,13 @@ class Pool {
     int demote(uint64_t handle);
     int prefetch(const speckv_hint *hint);
 
-    // Sharing (docs/sharing.md).
-    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical);
-    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out);
-    int tenant_set_quota(uint64_t tenant, uint64_t max_pages);
-    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota);
+    // Sharing (pool/sharing.h, docs/sharing.md).
+    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
+        return sharing_.publish(handle, hash, canonical);
+    }
+    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) { return sharing_.lookup(tenant, hash, out); }
+    int tenant_set_quota(uint64_t tenant, uint64_t max_pages) { return sharing_.set_quota(tenant, max_pages); }
+    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) { return sharing_.usage(tenant, used, quota); }
     // Runs recovery now (reclaims what dead processes left, rebuilds the
     // derived tables): `speckv pool check --repair`.
     int repair();
@@ -140,6 +144,8 @@ class Pool {
     ShareTable share_;
     // New blocks, release, placement commits, eviction, references (pool/block_table.h).
     BlockTable blocks_;
+    // Publish, lookup, quotas (pool/sharing.h).
+    Sharing sharing_;
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
     // Translation index (pool/xlate_index.h). xlate_collect: lock-free
     // (retries while the index changes), under the lock if it keeps changing.
@@ -161,19 +167,15 @@ class Pool {
     uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
     void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
-    uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
     // A live block's placement from its handle, without the lock (pool/block_resolver.h).
     BlockResolver resolver_;
     __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
-    // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
-    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
-    int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
-    // Decodes a verified copy of a coded page into out (page_size bytes,
-    // zero tail). SPECKV_ECORRUPT names the page.
-    int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
+    // Pages and packed pages through L1, L2 and the pool, checked and decoded;
+    // the prefetcher's L2 fill (pool/page_reader.h).
+    PageReader reader_;
     // Packed blocks (lib/pool/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.
@@ -183,13 +185,7 @@ class Pool {
     // image's pages go free. Re-resolves *v. The block stays packed and
     // readable on failure (no room, quota, a bad image).
     int unpack_block(uint64_t handle, BlockView *v);
-    // Reads bytes [poff, poff+plen) of logical page i of a packed block
-    // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
-    int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
-                         int *src);
     PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
-    // Pages into L2 from a packed block (the prefetcher).
-    uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle) { return refs_.pinned(handle); }
     RoomFinder room_;  // where a block's pages go (pool/room.h)
