@@ -3,7 +3,7 @@
 // "Packed blocks", "Validation"): the only way any reader (info, reads,
 // prefetch, select, unpack, check) takes an image's head and directory
 // entries. PackedImage owns those checks and the L1/L2 key of a packed page;
-// packing and unpacking themselves stay with the pool (pool_pack.cc).
+// packing and unpacking themselves are pool/packer.{h,cc}.
 // Invariants: a head is copied out and checked against the view (magic, the
 // block's handle, pages and bytes, page size, summary slots, image_bytes); an
 // entry is copied and checked against that head (a zero page is kPageZero

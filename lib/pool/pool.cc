@@ -43,6 +43,11 @@ void Pool::bind_layout() {
     reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
+    packer_.bind(L, {&resolver_, &room_, &refs_, &share_, &blocks_, &cold_, &plocks_, &packed_, &counters_, &log_});
+    packer_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
+                       [this](const char *why) {
+                           if (any_dead_locked()) recover_locked(why);
+                       }});
     sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
     sharing_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); }});
     cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
@@ -96,6 +101,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     p->reader_.set_tiers(p->cache_.get(), p->l2_.get());
+    p->packer_.set_l1(p->cache_.get());
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
     p->sharing_.set_events(p->events_.get());
@@ -130,6 +136,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
     p->reader_.set_tiers(p->cache_.get(), nullptr);
+    p->packer_.set_l1(p->cache_.get());
     *out = std::move(p);
     return SPECKV_OK;
 }
@@ -206,6 +213,7 @@ int Pool::attach() {
     attach_pid_ = getpid();
     blocks_.set_self(attach_slot_, attach_id_);
     sharing_.set_attach_slot(attach_slot_);
+    packer_.set_attach_slot(attach_slot_);
     return SPECKV_OK;
 }
 

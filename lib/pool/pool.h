@@ -29,6 +29,7 @@
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/packed_image.h"
+#include "pool/packer.h"
 #include "pool/page_lock.h"
 #include "pool/page_reader.h"
 #include "pool/pool_lock.h"
@@ -176,15 +177,9 @@ class Pool {
     // Pages and packed pages through L1, L2 and the pool, checked and decoded;
     // the prefetcher's L2 fill (pool/page_reader.h).
     PageReader reader_;
-    // Packed blocks (lib/pool/pool_pack.cc, docs/pool-format.md "Packed blocks").
-    // The write that completes a block whose pages are coded packs it: its
-    // records, back to back, in fewer fresh pages; the old pages go free.
-    // Best effort: a block that cannot be packed now stays as it is.
-    void pack_block(uint64_t handle);
-    // Back to one page per page (for a write or a pin): fresh pages, then the
-    // image's pages go free. Re-resolves *v. The block stays packed and
-    // readable on failure (no room, quota, a bad image).
-    int unpack_block(uint64_t handle, BlockView *v);
+    // Packed blocks: pack on the write that completes a coded block, unpack
+    // for a write or a pin (pool/packer.h, docs/pool-format.md "Packed blocks").
+    Packer packer_;
     PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle) { return refs_.pinned(handle); }

@@ -216,7 +216,7 @@ again:
     if (r.cold())
         if (int rc = cold_.ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
     if (r.packed) {  // the pointer must show values page by page: unpack first
-        if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
+        if (int rc = packer_.unpack_block(handle, &r); rc != SPECKV_OK) return rc;
         if (r.packed || r.cold()) {
             if (++attempt < 16) goto again;
             return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving while pinning", handle);

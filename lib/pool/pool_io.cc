@@ -70,7 +70,7 @@ restart:
     if (r.packed) [[unlikely]] {  // back to a page per page first (fresh pages; the block stays packed on failure)
         if (relaxed_load(r.rec->state) & kBlockPublished)
             return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is published: its contents are immutable", handle);
-        if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
+        if (int rc = packer_.unpack_block(handle, &r); rc != SPECKV_OK) return rc;
         if (r.packed || r.cold()) {  // packed or moved again meanwhile
             if (++attempt > 16) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving during the write", handle);
             goto restart;
@@ -162,7 +162,7 @@ restart:
     // packed into fewer pages (format 6, codec.pack).
     if (off + len == r.bytes && len && pack_ && r.npages > 1 && sb()->format_version >= 6 &&
         codec_.mode_for(relaxed_load(r.rec->hint_flags), r.dtype) != 0)
-        pack_block(handle);
+        packer_.pack_block(handle);
     return SPECKV_OK;
 }
 

@@ -1,21 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Packed blocks (docs/pool-format.md "Packed blocks"): the write that
-// completes a block whose pages are codec records moves those records, back
-// to back, into fewer fresh pages (a PackHead image) and frees the block's
-// pages, so the codec's ratio becomes pool capacity, not only link bytes.
-//
-// The image is written whole before the block record points at it and is
-// never changed while it does; every move (pack, unpack, L4) bumps the
-// record's tier_seq under the pool lock. So readers copy from an image without
-// page locks and re-check handle and tier_seq afterwards, exactly as they do
-// for L4 moves, and the L1/L2 copies of a packed page are keyed by (slot,
-// logical page) and tagged with that tier_seq.
-//
-// Crash consistency: the image goes into pages no record names, then the
-// record's placement changes (commit_placement_locked: recorded first in the
-// shared header, so recovery finishes a change cut short between the
-// record's stores), then the old pages go free. A process killed before
-// that leaves leaked pages that recovery reclaims.
+// Packer (pool/packer.h, which describes packed blocks and their moves):
+// pack_block and unpack_block.
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -24,7 +9,10 @@
 #include "codec/codec.h"
 #include "util/crc32c.h"
 #include "select/nmp.h"
-#include "pool/pool.h"
+#include "pool/packer.h"
+#include "pool/cold_role.h"
+#include "pool/pool_internal.h"
+#include "tiers/page_cache.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 
@@ -66,7 +54,7 @@ uint64_t slot_of(uint64_t handle) { return (handle & ((uint64_t(1) << kSlotBits)
 
 // ---------------------------------------------------------------- pack
 
-void Pool::pack_block(uint64_t handle) {
+void Packer::pack_block(uint64_t handle) {
     BlockView v{};
     if (resolve(handle, &v) != SPECKV_OK) {
         clear_error();
@@ -74,14 +62,14 @@ void Pool::pack_block(uint64_t handle) {
     }
     if (v.cold() || v.packed || v.npages < 2) return;
     const uint32_t np = v.npages;
-    const size_t ps = page_size_;
-    const size_t sb = summaries_ ? summary_bytes_ : 0;
+    const size_t ps = L_.page_size;
+    const size_t sb = L_.summaries ? L_.summary_bytes : 0;
     const size_t meta = PackedImage::dir_bytes(np) + size_t(np) * sb;
     // Worth it only in at most np - 1 pages; image offsets are 32-bit.
     const size_t limit = (size_t(np) - 1) * ps;
     auto skip = [&](const char *why) {
-        bump(kPackSkipped);
-        log(SPECKV_LOG_DEBUG, "block 0x%" PRIx64 " not packed: %s", handle, why);
+        bump(PoolCounters::kPackSkipped);
+        (*p_.log)(SPECKV_LOG_DEBUG, "block 0x%" PRIx64 " not packed: %s", handle, why);
     };
     if (limit > UINT32_MAX) return skip("the block is too large for an image (4 GiB)");
     if (meta >= limit) return skip("its directory alone fills the pages it would save");
@@ -100,7 +88,7 @@ void Pool::pack_block(uint64_t handle) {
         PageEntry &pe = pages()[p];
         for (int tries = 0;; tries++) {
             uint64_t s1;
-            if (tries > 8 || plocks_.wait_even(pe, &s1) != SPECKV_OK) {
+            if (tries > 8 || p_.plocks->wait_even(pe, &s1) != SPECKV_OK) {
                 clear_error();
                 return skip("a page is being written");
             }
@@ -132,7 +120,7 @@ void Pool::pack_block(uint64_t handle) {
                 next = off + len;
             }
             if (sb && (e.flags & kPageSummary))
-                pool_copy(img + PackedImage::dir_bytes(np) + size_t(i) * sb, summaries_ + p * sb, sb);
+                pool_copy(img + PackedImage::dir_bytes(np) + size_t(i) * sb, L_.summaries + p * sb, sb);
             std::atomic_thread_fence(std::memory_order_acquire);
             if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: copy it again
             dir[i] = e;
@@ -160,7 +148,7 @@ void Pool::pack_block(uint64_t handle) {
     BlockRecord &r = blocks()[slot_of(handle)];
     SharedHeader *h = sh();
     const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
-    PinShard &pshard = refs_.pin_shard(handle);
+    PinShard &pshard = p_.refs->pin_shard(handle);
     std::unique_lock pins(pshard.mu);  // pin() registers under it and re-checks tier_seq
     uint64_t first = UINT64_MAX;
     const char *why = nullptr;
@@ -170,7 +158,7 @@ void Pool::pack_block(uint64_t handle) {
         why = "it is pinned";
     else if (r.holders.load(std::memory_order_seq_cst) & ~mine)
         why = "other processes hold references to it (maybe pins)";
-    else if (!room_.find_pages_locked(P, &first))
+    else if (!p_.room->find_pages_locked(P, &first))
         why = "no run of free pages for its image";
     uint32_t locked = 0;
     for (; !why && locked < np; locked++) {
@@ -198,14 +186,14 @@ void Pool::pack_block(uint64_t handle) {
         const uint64_t p = first + j;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
+        const uint64_t q = p_.plocks->claim(pe);  // a stale writer of the page's previous block may hold it a moment
         std::memcpy(page_data(p), img + j * ps, ps);
         pe.crc.store(crcs[j], std::memory_order_relaxed);
         pe.flags.store(kPagePacked, std::memory_order_relaxed);
         pe.seq.store(q + 2, std::memory_order_release);
     }
     const uint64_t old_first = v.first_page;
-    blocks_.commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
+    p_.blocks->commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
     for (uint32_t i = 0; i < np; i++) {
         const uint64_t p = old_first + i;
         PageEntry &pe = pages()[p];
@@ -214,7 +202,7 @@ void Pool::pack_block(uint64_t handle) {
         bm[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
     h->pages_used.fetch_sub(np - P, std::memory_order_relaxed);
-    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np - P, std::memory_order_relaxed);
+    if (TenantEntry *t = p_.share->tenant_row(r.tenant)) t->used_pages.fetch_sub(np - P, std::memory_order_relaxed);
     if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
     pins.unlock();
     unlock();
@@ -223,34 +211,34 @@ void Pool::pack_block(uint64_t handle) {
     const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
     unsigned char *tmp = grow(t_ppage, ps);
     for (uint32_t i = 0; i < np; i++)
-        if (!(dir[i].flags & kPageZero) && cache_->get(old_first + i, seqs[i], epoch, 0, ps, tmp))
-            cache_->put(PackedImage::key(slot, i), v.tseq + 2, epoch, tmp);
-    bump(kPacks);
-    bump(kPackSaved, np - P);
-    log(SPECKV_LOG_DEBUG, "packed block 0x%" PRIx64 ": %u pages into %" PRIu64, handle, np, P);
+        if (!(dir[i].flags & kPageZero) && l1_->get(old_first + i, seqs[i], epoch, 0, ps, tmp))
+            l1_->put(PackedImage::key(slot, i), v.tseq + 2, epoch, tmp);
+    bump(PoolCounters::kPacks);
+    bump(PoolCounters::kPackSaved, np - P);
+    (*p_.log)(SPECKV_LOG_DEBUG, "packed block 0x%" PRIx64 ": %u pages into %" PRIu64, handle, np, P);
 }
 
 // ---------------------------------------------------------------- unpack
 
-int Pool::unpack_block(uint64_t handle, BlockView *v) {
-    const size_t ps = page_size_;
+int Packer::unpack_block(uint64_t handle, BlockView *v) {
+    const size_t ps = L_.page_size;
     int offlock_rounds = 0;  // demotions with the lock released (bounded: kOfflockRounds), not attempts
     for (int attempt = 0; v->packed && !v->cold(); attempt++) {
         if (attempt >= 8) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving while being unpacked", handle);
         const uint32_t np = v->npages;
         const uint64_t P = v->packed;
-        const size_t sbytes = summaries_ ? summary_bytes_ : 0;
+        const size_t sbytes = L_.summaries ? L_.summary_bytes : 0;
         // 1. The pages as they will be, off the lock, each checked.
         unsigned char *img = grow(t_image, size_t(np) * ps);
         std::vector<uint32_t> crcs(np), flags(np);
         std::vector<unsigned char> sums(size_t(np) * sbytes);
         const unsigned char *src = page_data(v->first_page);
         PackHead ph{};
-        int bad = packed_.head(*v, &ph) ? -1 : 0;
+        int bad = p_.packed->head(*v, &ph) ? -1 : 0;
         for (uint32_t i = 0; i < np && bad < 0; i++) {
             PackEntry e;
             unsigned char *d = img + size_t(i) * ps;
-            if (!packed_.entry(*v, i, &e)) {
+            if (!p_.packed->entry(*v, i, &e)) {
                 bad = int(i);
                 break;
             }
@@ -288,10 +276,10 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             continue;
         }
         const uint64_t more = np - P;
-        if (TenantEntry *t = share_.tenant_row(r.tenant); t && t->quota_pages) {
+        if (TenantEntry *t = p_.share->tenant_row(r.tenant); t && t->quota_pages) {
             const uint64_t tenant = r.tenant;
             auto under = [&] { return t->used_pages.load(std::memory_order_relaxed) + more <= t->quota_pages; };
-            if (!under()) blocks_.evict_locked(under, &tenant);
+            if (!under()) p_.blocks->evict_locked(under, &tenant);
             if (!under()) {
                 unlock();
                 return fail(SPECKV_EQUOTA,
@@ -301,18 +289,18 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             }
         }
         uint64_t first = UINT64_MAX;
-        auto room = [&] { return room_.find_pages_locked(np, &first); };
-        if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held to unpack a block");
-        if (first == UINT64_MAX && !room() && cold_.demote_offlock_locked(slot, &offlock_rounds)) {
+        auto room = [&] { return p_.room->find_pages_locked(np, &first); };
+        if (!room()) ports_.recover_if_dead_locked("processes died; reclaiming what they held to unpack a block");
+        if (first == UINT64_MAX && !room() && p_.cold->demote_offlock_locked(slot, &offlock_rounds)) {
             if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;  // unlocked: start over
             attempt--;
             continue;
         }
-        if (first == UINT64_MAX && !room() && cold_.opened()) cold_.demote_locked(room, slot);
-        if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) blocks_.evict_locked(room, nullptr);
+        if (first == UINT64_MAX && !room() && p_.cold->opened()) p_.cold->demote_locked(room, slot);
+        if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) p_.blocks->evict_locked(room, nullptr);
         if (!same() || (first == UINT64_MAX && !room())) {
             const bool moved = !same();
-            const uint64_t freep = sb()->n_pages - h->pages_used.load();
+            const uint64_t freep = L_.sb->n_pages - h->pages_used.load();
             unlock();
             if (moved) {
                 if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
@@ -329,40 +317,40 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             const uint64_t p = first + i;
             bm[p / 64] |= uint64_t(1) << (p % 64);
             PageEntry &pe = pages()[p];
-            const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
+            const uint64_t q = p_.plocks->claim(pe);  // a stale writer of the page's previous block may hold it a moment
             if (!(flags[i] & kPageZero)) {
                 std::memcpy(page_data(p), img + size_t(i) * ps, ps);
                 pe.crc.store(crcs[i], std::memory_order_relaxed);
             }
-            if (flags[i] & kPageSummary) std::memcpy(summaries_ + p * sbytes, &sums[size_t(i) * sbytes], sbytes);
+            if (flags[i] & kPageSummary) std::memcpy(L_.summaries + p * sbytes, &sums[size_t(i) * sbytes], sbytes);
             pe.flags.store(flags[i], std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
             seqs[i] = q + 2;
         }
         const uint64_t old_first = v->first_page;
-        blocks_.commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
+        p_.blocks->commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
         // The image's pages go free. Nobody locks them but a writer with a
         // stale view, for a moment (it backs off on the moved tier_seq).
         for (uint64_t j = 0; j < P; j++) {
             const uint64_t p = old_first + j;
             PageEntry &pe = pages()[p];
-            const uint64_t q = plocks_.claim(pe);
+            const uint64_t q = p_.plocks->claim(pe);
             pe.flags.store(kPageZero, std::memory_order_relaxed);
             pe.seq.store(q + 2, std::memory_order_release);
             bm[p / 64] &= ~(uint64_t(1) << (p % 64));
         }
         h->pages_used.fetch_add(more, std::memory_order_relaxed);
-        if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_add(more, std::memory_order_relaxed);
+        if (TenantEntry *t = p_.share->tenant_row(r.tenant)) t->used_pages.fetch_add(more, std::memory_order_relaxed);
         if (old_first < h->alloc_cursor) h->alloc_cursor = old_first;
         unlock();
         // Decoded copies in L1 move back to the pages' keys.
         const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
         unsigned char *tmp = grow(t_ppage, ps);
         for (uint32_t i = 0; i < np; i++)
-            if (!(flags[i] & kPageZero) && cache_->get(PackedImage::key(slot, i), v->tseq, epoch, 0, ps, tmp))
-                cache_->put(first + i, seqs[i], epoch, tmp);
-        bump(kUnpacks);
-        log(SPECKV_LOG_DEBUG, "unpacked block 0x%" PRIx64 ": %" PRIu64 " pages back to %u", handle, P, np);
+            if (!(flags[i] & kPageZero) && l1_->get(PackedImage::key(slot, i), v->tseq, epoch, 0, ps, tmp))
+                l1_->put(first + i, seqs[i], epoch, tmp);
+        bump(PoolCounters::kUnpacks);
+        (*p_.log)(SPECKV_LOG_DEBUG, "unpacked block 0x%" PRIx64 ": %" PRIu64 " pages back to %u", handle, P, np);
         if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
     }
     return SPECKV_OK;
