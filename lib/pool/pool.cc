@@ -119,7 +119,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
 Pool::~Pool() { close(); }
 
 int Pool::close() {
-    stop_prefetcher();
+    pf_.stop();
     close_cold();
     events_.reset();  // sends what is queued (bounded wait)
     if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
@@ -212,8 +212,8 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
 
 // Reporting (pool/reporter.h) and `pool check` (pool/checker.h).
 PoolReporter Pool::report() const {
-    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, l2_.get(), tlb_.get(),
-                         ctl_.load(std::memory_order_acquire), pf_params_.beta_max, &placement_, events_.get(), &codec_,
+    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, pf_.l2(), tlb_.get(),
+                         pf_.controller(), pf_.params().beta_max, &placement_, events_.get(), &codec_,
                          cold_ != nullptr, attach_slot_, attach_pid_, map_.base() && !read_only()});
 }
 int Pool::block_info(uint64_t handle, speckv_block_meta *out) const { return report().block_info(handle, out); }

@@ -377,7 +377,7 @@ int Pool::ensure_hot(uint64_t handle, BlockView *v) {
             const SharedHeader *h = sh();
             uint32_t pid = h->cold_pid.load();
             const bool alive = pid && process_alive(pid, h->cold_start_time);
-            const bool on_pf = pf_queue_.on_thread();
+            const bool on_pf = pf_.on_thread();
             // The prefetch thread asks without waiting: the block is in the
             // pool by the time it is used, if the holder keeps up.
             if (alive && on_pf && !read_only() && cold_wait_ms_ != 0) cold_reqs_.post_detached(handle);

@@ -206,12 +206,12 @@ int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst,
         // L2: a copy the prefetcher verified, of exactly this version (the
         // tag holds seq and epoch). It moves up to L1.
         if (part) {
-            if (l2_ && l2_->get(page, l2_tag(s1, epoch), poff, plen, buf)) {
+            if (l2() && l2()->get(page, l2_tag(s1, epoch), poff, plen, buf)) {
                 std::memcpy(dst, buf, plen);
                 *src = 1;
                 return SPECKV_OK;
             }
-        } else if (l2_ && l2_->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
+        } else if (l2() && l2()->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
             cache_->put(page, s1, epoch, buf);
             if (buf != dst) std::memcpy(dst, buf + poff, plen);
             *src = 1;
@@ -321,8 +321,8 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         if (l2) add(c[kL2Hits], l2, own);
         if (misses != l2) add(c[kSyncReads], misses - l2, own);
     }
-    if (ctl_.load(std::memory_order_relaxed)) [[unlikely]]
-        note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
+    if (pf_.active()) [[unlikely]]
+        pf_.note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
     if (rc == SPECKV_OK) {
         add(c[kReads], 1, own);
         add(c[kRBytes], len, own);

@@ -383,7 +383,7 @@ int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size
         return SPECKV_OK;
     }
     unsigned char *page = grow(t_ppage, ps);
-    if (l2_ && l2_->get(key, l2_tag(v.tseq, epoch), 0, ps, page)) {  // the prefetcher decoded it: up to L1
+    if (l2() && l2()->get(key, l2_tag(v.tseq, epoch), 0, ps, page)) {  // the prefetcher decoded it: up to L1
         cache_->put(key, v.tseq, epoch, page);
         std::memcpy(dst, page + poff, plen);
         *src = 1;
@@ -446,14 +446,14 @@ int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size
 uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link) {
     const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
     const uint64_t tag = l2_tag(v.tseq, epoch);
-    const uint32_t gen = l2_->generation(owner);
+    const uint32_t gen = l2()->generation(owner);
     const PageDecoder dec(page_size_, &counters_);
     uint64_t n = 0;
     for (uint32_t i = 0; i < v.npages; i++) {
         PackEntry e;
         if (!packed_.entry(v, i, &e) || (e.flags & kPageZero)) continue;  // zeros cost nothing; damage is the reader's to report
         const uint64_t key = PackedImage::key(slot, i);
-        if (cache_->contains(key, v.tseq, epoch) || l2_->contains(key, tag)) continue;
+        if (cache_->contains(key, v.tseq, epoch) || l2()->contains(key, tag)) continue;
         // L2 holds decoded pages: the record is what crosses the link.
         // The fill gets the image, the view, the entry and the decoder: no Pool.
         struct Fill {
@@ -475,7 +475,7 @@ uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t own
             std::memcpy(dst, rec, ps);
             return true;
         };
-        if (l2_->insert_with(key, tag, owner, gen, fill, &ctx)) {
+        if (l2()->insert_with(key, tag, owner, gen, fill, &ctx)) {
             n++;
             *link += e.len;
         }
