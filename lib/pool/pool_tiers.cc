@@ -54,7 +54,7 @@ int Pool::translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t 
     // A TLB entry is only a hint: it is checked against the live record, so
     // a block freed or reused by any process is never returned.
     // A block of another request counts if this process learnt that the
-    // request reads it (a shared prefix block: an alias, see note_access).
+    // request reads it (a shared prefix block: an alias, see PrefetchEngine::note_access).
     const AliasKey key{tenant, request, layer};
     std::vector<Alias> al;
     auto valid = [&](uint64_t hd) {
