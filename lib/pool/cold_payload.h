@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the L4 parts of the pool share (pool_cold.cc: the role, promotion;
+// What the L4 parts of the pool share (cold_role.cc: the role, promotion;
 // cold_requests.cc: the requests to the holder; cold_choice.cc: what goes first;
-// pool_demote.cc: demotion): the layout of a block's L4 payload, clocks,
+// cold_demote.cc: demotion): the layout of a block's L4 payload, clocks,
 // the futexes of the holder protocol. Included by those four files only.
 #pragma once
 #include <linux/futex.h>

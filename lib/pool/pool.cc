@@ -34,19 +34,26 @@ void Pool::bind_layout() {
     summaries_ = L.summaries;
     summary_bytes_ = L.summary_bytes;
     lock_.bind(L.sh);
-    cold_reqs_.bind(L.sh);
-    cold_choice_.bind(L);
     resolver_.bind(L, &lock_);
     packed_.bind(L);
     room_.bind(L);
     share_.bind(L);
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
+    cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
+    cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
+                     [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
+                         commit_placement_locked(r, slot, first, packed, step);
+                     },
+                     [this](BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium m) {
+                         evict_dying_locked(r, slot, handle, m);
+                     },
+                     [this] { return pf_.on_thread(); }});
     sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
     sel_.set_ports({[this](uint64_t t, uint64_t r, uint32_t l, std::vector<uint64_t> *hs) {
                         xlate_collect(t, r, l, ~0ull, hs);
                     },
-                    [this](uint64_t h, BlockView *v) { return ensure_hot(h, v); },
+                    [this](uint64_t h, BlockView *v) { return cold_.ensure_hot(h, v); },
                     [this](uint64_t h, uint64_t off, void *dst, size_t len) { return read(h, off, dst, len); }});
 }
 
@@ -84,7 +91,8 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
-    if (int rc = p->init_cold(cfg); rc != SPECKV_OK) {
+    if (int rc = p->cold_.open(cfg, {p->attach_slot_, p->attach_pid_, p->attach_id_, p->read_only()}, p->events_.get());
+        rc != SPECKV_OK) {
         std::string why = last_error();
         p->close();
         return fail(rc, "%s", why.c_str());
@@ -120,7 +128,7 @@ Pool::~Pool() { close(); }
 
 int Pool::close() {
     pf_.stop();
-    close_cold();
+    cold_.close();
     events_.reset();  // sends what is queued (bounded wait)
     if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
     if (attach_slot_ >= 0 && map_.base()) {
@@ -194,6 +202,11 @@ void Pool::recover_locked(const char *why) {
         .run_locked(why);
 }
 
+int Pool::demote(uint64_t handle) {
+    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    return cold_.demote(handle);
+}
+
 int Pool::repair() {
     if (read_only() || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
     bool rec;
@@ -214,7 +227,7 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
 PoolReporter Pool::report() const {
     return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, pf_.l2(), tlb_.get(),
                          pf_.controller(), pf_.params().beta_max, &placement_, events_.get(), &codec_,
-                         cold_ != nullptr, attach_slot_, attach_pid_, map_.base() && !read_only()});
+                         cold_.opened(), attach_slot_, attach_pid_, map_.base() && !read_only()});
 }
 int Pool::block_info(uint64_t handle, speckv_block_meta *out) const { return report().block_info(handle, out); }
 void Pool::stats(speckv_pool_stats *st) const { report().stats(st); }

@@ -19,13 +19,11 @@
 #include "backend/backend.h"
 #include "tiers/cold_tier.h"
 #include "config/config.h"
-#include "tiers/heat.h"
 #include "tiers/page_cache.h"
 #include "pool/block_resolver.h"
 #include "pool/block_view.h"
 #include "pool/codec_choice.h"
-#include "pool/cold_choice.h"
-#include "pool/cold_requests.h"
+#include "pool/cold_role.h"
 #include "pool/counters.h"
 #include "pool/image.h"
 #include "pool/log.h"
@@ -120,7 +118,7 @@ class Pool {
 
     bool read_only() const { return !map_.writable(); }
     // The L4 tier, when this handle holds it (L5 attaches behind it: lib/api.cc).
-    ColdTier *l4_tier() { return holder() ? cold_.get() : nullptr; }
+    ColdTier *l4_tier() { return cold_.holder() ? cold_.tier() : nullptr; }
     // The raw mapping, for tools and tests that need the pool's bytes.
     const unsigned char *image() const { return map_.base(); }
     size_t image_size() const { return map_.size(); }
@@ -208,58 +206,9 @@ class Pool {
     int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
     uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
 
-    // L4 cold tier (lib/pool/pool_cold.cc, docs/tiers.md §9). One process holds
-    // it (cold_ != null): it alone moves blocks between L3 and L4.
-    int init_cold(const Config &cfg);   // after attach: take the role, reconcile the file with the pool
-    void close_cold();                  // before detach: give the role up
-    // Under the lock: demotes blocks, coldest first, until fits() (at least
-    // one batch when it is called). Never the block in slot `keep`.
-    // below_cold_only: only blocks whose heat is under T_c (the background pass).
-    uint64_t demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only = false);
-    // Under the lock, no room: demotes one batch (never slot `keep`) with the lock released
-    // and returns true, unlocked: start over. False, locked, after kOfflockRounds or with
-    // nothing to demote: fall back to demote_locked (which sends nothing to L5).
-    bool demote_offlock_locked(uint64_t keep, int *rounds);
-    // From the prefetch thread (every 100 ms): above the heat module's
-    // pressure target, one batch of blocks below T_c goes to L4 ahead of need;
-    // kPromoteMargin below it, one batch of blocks in L4 above T_h comes back.
-    void cold_tick();
-    void promote_hot();
-    static constexpr double kPromoteMargin = 0.1;
-    // Demotion batches an allocation writes to L4 with the pool lock
-    // released before it falls back to demoting under the lock.
-    static constexpr int kOfflockRounds = 8;
-    // Which blocks go first, from the block table and the heat (pool/cold_choice.h).
-    ColdChoice cold_choice_;
-    // Demotes exactly these slots (one put batch). have_lock: the caller holds
-    // the pool lock throughout; else the snapshot and the L4 write run off it
-    // and only the commit takes it. Returns how many moved; *why (may be
-    // null): SPECKV_OK if any moved, else why none did.
-    uint64_t demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why = nullptr);
-    // demote_slots' steps: snapshot a block (claim it, copy its pages under
-    // their sequence locks), then, after the L4 write, commit it under the lock.
-    struct DemoteVictim;
-    struct DemoteWhy;
-    bool demote_claim(uint64_t handle);
-    void demote_unclaim(uint64_t handle);
-    bool demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVictim *out);
-    bool demote_copy_pages(DemoteVictim *v, uint32_t *data_pages);
-    bool demote_commit_locked(const DemoteVictim &v, uint64_t mine);
-    // Under the lock: demotion candidates, coldest first (slots).
-    std::vector<uint64_t> demote_candidates_locked(uint64_t keep, bool below_cold_only);
-    // Brings a block back from L4 (the holder only); OK if it is in the pool now.
-    int promote(uint64_t handle);
-    // Its L5 copy is gone: a published, unreferenced block still at `tseq` is evicted
-    // (BlockRemoved, REMOTE), so lookups miss it. Takes the lock; true if dropped.
-    bool drop_lost_block(uint64_t handle, uint64_t tseq);
-    // For a view of a block in L4: promotes it (the holder) or asks the
-    // holder to (cold_reqs_), then re-resolves *v; or fails clearly. OK at
-    // once for a block in the pool.
-    int ensure_hot(uint64_t handle, BlockView *v);
-    // Called by release_block_locked for a block in L4: its L4 copy goes.
-    void cold_forget_locked(uint64_t handle);
-    // Requests to the L4 holder, and the holder's server thread (pool/cold_requests.h).
-    ColdRequests cold_reqs_;
+    // The L4 cold tier role (pool/cold_role.h): the file, the heat, demotion
+    // and promotion, the holder's request server.
+    ColdRole cold_;
 
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
@@ -295,15 +244,6 @@ class Pool {
     std::unique_ptr<Tlb> tlb_;
     Placement placement_;
     PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
-    // The L4 tier, when this process holds it, and the heat that picks what goes there.
-    std::unique_ptr<ColdTier> cold_;
-    std::unique_ptr<HeatTracker> heat_;
-    uint32_t cold_batch_ = 16;
-    uint32_t cold_wait_ms_ = 5000;              // cold.wait_ms: how long a request to the holder waits
-    std::mutex demote_mu_;
-    std::unordered_set<uint64_t> demoting_;     // handles being demoted by this process now (under demote_mu_)
-    // Whether this handle, in this process (not a fork() child), holds the L4 tier.
-    bool holder() const { return cold_ && attach_pid_ == getpid(); }
     Selector sel_;  // near-memory page selection (pool/selector.h)
     // Process-local counters (pool/counters.h).
     PoolCounters counters_;

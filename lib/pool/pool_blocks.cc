@@ -92,9 +92,9 @@ int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
     // threads' and processes' allocations and frees do not wait for this
     // one's I/O; then the allocation starts over (someone may take the room
     // first). After a few rounds lost that way, it demotes holding the lock.
-    if (pl->first == UINT64_MAX && !room() && holder()) {
-        if (demote_offlock_locked(UINT64_MAX, offlock_rounds)) return kAllocRetry;
-        demote_locked(room, UINT64_MAX);
+    if (pl->first == UINT64_MAX && !room() && cold_.holder()) {
+        if (cold_.demote_offlock_locked(UINT64_MAX, offlock_rounds)) return kAllocRetry;
+        cold_.demote_locked(room, UINT64_MAX);
     }
     if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
     if (pl->first == UINT64_MAX && !room()) {
@@ -306,7 +306,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
         h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
         h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
-        cold_forget_locked(handle);
+        cold_.forget_copy_locked(handle);
         if (r.state & kBlockPublished) {
             h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
             h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
@@ -314,7 +314,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
         r.holders.store(0, std::memory_order_relaxed);
         h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
         h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
-        if (heat_) heat_->forget(handle);
+        cold_.forget_heat(handle);
         if (r.generation < kMaxGeneration) {
             r.next_free = h->slot_free_head;
             h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
@@ -346,7 +346,7 @@ void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
     r.holders.store(0, std::memory_order_relaxed);
     h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
     h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
-    if (heat_) heat_->forget(handle);
+    cold_.forget_heat(handle);
     if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
         r.next_free = h->slot_free_head;
         h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
@@ -467,7 +467,7 @@ again:
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (r.cold())
-        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+        if (int rc = cold_.ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
     if (r.packed) {  // the pointer must show values page by page: unpack first
         if (int rc = unpack_block(handle, &r); rc != SPECKV_OK) return rc;
         if (r.packed || r.cold()) {

@@ -58,9 +58,9 @@ restart:
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (r.cold()) [[unlikely]]
-        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
-    if (heat_) [[unlikely]]
-        heat_->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
+        if (int rc = cold_.ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+    if (HeatTracker *ht = cold_.heat()) [[unlikely]]
+        ht->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
     if (!src && len) return fail(SPECKV_EINVAL, "src is NULL");
     if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "write of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
@@ -258,7 +258,7 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     BlockView r{};
     if (int rc = resolve(handle, &r); rc != SPECKV_OK) return rc;
     if (r.cold()) [[unlikely]]
-        if (int rc = ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
+        if (int rc = cold_.ensure_hot(handle, &r); rc != SPECKV_OK) return rc;
     if (!dst && len) return fail(SPECKV_EINVAL, "dst is NULL");
     if (off > r.bytes || len > r.bytes - off)
         return fail(SPECKV_ERANGE, "read of %zu bytes at offset %" PRIu64 " runs past the block's %" PRIu64 " bytes", len,
@@ -306,8 +306,8 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         }
         if (rc == SPECKV_OK) rc = fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers during the read", handle);
     }
-    if (heat_) [[unlikely]]
-        heat_->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
+    if (HeatTracker *ht = cold_.heat()) [[unlikely]]
+        ht->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
     // One shard lookup for all the counters of this call.
     std::atomic<uint64_t> *c = counters_.mine();
     auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {

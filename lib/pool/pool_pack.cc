@@ -305,12 +305,12 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         uint64_t first = UINT64_MAX;
         auto room = [&] { return room_.find_pages_locked(np, &first); };
         if (!room() && any_dead_locked()) recover_locked("processes died; reclaiming what they held to unpack a block");
-        if (first == UINT64_MAX && !room() && demote_offlock_locked(slot, &offlock_rounds)) {
+        if (first == UINT64_MAX && !room() && cold_.demote_offlock_locked(slot, &offlock_rounds)) {
             if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;  // unlocked: start over
             attempt--;
             continue;
         }
-        if (first == UINT64_MAX && !room() && cold_) demote_locked(room, slot);
+        if (first == UINT64_MAX && !room() && cold_.opened()) cold_.demote_locked(room, slot);
         if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_until_locked(room, nullptr);
         if (!same() || (first == UINT64_MAX && !room())) {
             const bool moved = !same();

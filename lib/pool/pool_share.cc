@@ -45,7 +45,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     if (!hash) return fail(SPECKV_EINVAL, "hash is NULL");
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
     if (BlockView v0{}; resolve(handle, &v0) == SPECKV_OK && v0.cold())  // published blocks may be flushed: in the pool
-        if (int rc = ensure_hot(handle, &v0); rc != SPECKV_OK) return rc;
+        if (int rc = cold_.ensure_hot(handle, &v0); rc != SPECKV_OK) return rc;
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     BlockView v{};

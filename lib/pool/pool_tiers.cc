@@ -116,7 +116,7 @@ int Pool::init_tiers(const Config &cfg) {
     };
     ports.tick = [this] {
         publish_tier_counters();  // to the attach record, where `speckv pool stats` reads them
-        cold_tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
+        cold_.tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
     };
     const PrefetchSetup setup{double(where.bandwidth), page_size_, tenant_id_, &resolver_, &counters_};
     if (int rc = pf_.configure(cfg, setup, std::move(ports)); rc != SPECKV_OK) return rc;
@@ -150,7 +150,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
         return 0;
     }
     // In L4: the holder brings it back into the pool ahead of its use (L4 -> L3), then on into L2.
-    if (v.cold() && ensure_hot(handle, &v) != SPECKV_OK) {
+    if (v.cold() && cold_.ensure_hot(handle, &v) != SPECKV_OK) {
         clear_error();
         return 0;
     }

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Demotion to the L4 cold tier (docs/tiers.md §9; the protocol is described
-// at the top of pool_cold.cc): demote_slots and its steps (claim, snapshot,
-// copy the pages under their sequence locks, one batched L4 write, commit
-// under the lock), the candidates by heat, demote_locked for allocation,
-// and speckv_demote.
+// ColdRole's demotion to L4 (pool/cold_role.h has the protocol):
+// demote_slots and its steps (claim, snapshot, copy the pages under their
+// sequence locks, one batched L4 write, commit under the lock), the
+// candidates by heat, demote_locked for allocation, and speckv_demote.
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -13,7 +12,7 @@
 #include <cstring>
 #include "util/crc32c.h"
 #include "events/publisher.h"
-#include "pool/pool.h"
+#include "pool/cold_role.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 #include "pool/cold_payload.h"
@@ -25,7 +24,7 @@ using namespace fmt;
 
 // One block demote_slots moves: where it was when snapshot, its pages'
 // sequence numbers then, and its L4 payload.
-struct Pool::DemoteVictim {
+struct ColdRole::Victim {
     uint64_t slot, handle, first, np, tseq;
     std::vector<uint64_t> seqs;
     std::vector<unsigned char> payload;
@@ -34,7 +33,7 @@ struct Pool::DemoteVictim {
 
 // Why the last block demote_slots skipped was skipped (the error it reports
 // when none moved).
-struct Pool::DemoteWhy {
+struct ColdRole::Why {
     int rc = SPECKV_OK;
     std::string why;
     void skip(int r, const char *f, uint64_t hd) {
@@ -45,26 +44,33 @@ struct Pool::DemoteWhy {
     }
 };
 
+bool ColdRole::pinned(uint64_t handle) const {
+    PinShard &ps = p_.refs->pin_shard(handle);
+    if (ps.total.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard g(ps.mu);
+    return ps.pinned(handle);
+}
+
 // Blocks this process is moving to L4 right now: no two demotions of one
 // block at once (the loser's undo would forget the winner's copy).
-bool Pool::demote_claim(uint64_t hd) {
+bool ColdRole::claim(uint64_t hd) {
     std::lock_guard g(demote_mu_);
     return demoting_.insert(hd).second;
 }
 
-void Pool::demote_unclaim(uint64_t hd) {
+void ColdRole::unclaim(uint64_t hd) {
     std::lock_guard g(demote_mu_);
     demoting_.erase(hd);
 }
 
-bool Pool::demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVictim *out) {
+bool ColdRole::snapshot(uint64_t slot, Why *w, Victim *out) {
     BlockRecord &r = blocks()[slot];
     const uint64_t hd = r.handle.load(std::memory_order_acquire);
     if (!hd) return false;
     // Claimed before the view is read: a view read first could predate
     // another thread's whole demotion of the block, and our put would
     // then replace its committed L4 copy (and our undo forget it).
-    if (!demote_claim(hd)) {
+    if (!claim(hd)) {
         w->skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is being demoted by another thread", hd);
         return false;
     }
@@ -73,45 +79,45 @@ bool Pool::demote_snapshot(uint64_t slot, uint64_t mine, DemoteWhy *w, DemoteVic
                  r.tier_seq.load(std::memory_order_acquire), relaxed_field(r.packed_pages)};
     if (bv.cold() || !record_geometry_ok(*sb(), bv.first_page, bv.packed, bv.npages, bv.bytes, relaxed_field(r.dtype), false) ||
         r.handle.load(std::memory_order_acquire) != hd) {
-        demote_unclaim(hd);
+        unclaim(hd);
         return false;  // in L4 already, or freed / being reused meanwhile
     }
-    if (r.holders.load() & ~mine) {  // referenced there: maybe pinned
-        demote_unclaim(hd);
+    if (r.holders.load() & ~mine_mask()) {  // referenced there: maybe pinned
+        unclaim(hd);
         w->skip(SPECKV_EBUSY, "block 0x%" PRIx64 " is referenced by another process", hd);
         return false;
     }
     // A packed block goes as its image (its pool pages), and comes back as it.
-    DemoteVictim v{slot, hd, bv.first_page, bv.stored(), bv.tseq, {}, {}};
+    Victim v{slot, hd, bv.first_page, bv.stored(), bv.tseq, {}, {}};
     const uint64_t np = v.np;
-    const bool sums = summaries_ != nullptr;
-    size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + (sums ? np * summary_bytes_ : 0);
+    const bool sums = L_.summaries != nullptr;
+    size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + (sums ? np * L_.summary_bytes : 0);
     v.payload.resize(meta);
     v.seqs.resize(np);
     uint32_t data_pages = 0;
-    const bool ok = demote_copy_pages(&v, &data_pages);
+    const bool ok = copy_pages(&v, &data_pages);
     clear_error();
     if (!ok) {
-        demote_unclaim(hd);
+        unclaim(hd);
         w->skip(SPECKV_EBUSY, "block 0x%" PRIx64 " has a page being written or quarantined", hd);
         return false;
     }
-    ColdHead ch{kColdMagic, uint32_t(np), hd, bv.bytes, page_size_, sums ? summary_bytes_ : 0, data_pages, 0};
+    ColdHead ch{kColdMagic, uint32_t(np), hd, bv.bytes, L_.page_size, sums ? L_.summary_bytes : 0, data_pages, 0};
     std::memcpy(v.payload.data(), &ch, sizeof ch);
     *out = std::move(v);
     return true;
 }
 
-bool Pool::demote_copy_pages(DemoteVictim *vp, uint32_t *data_pages) {
-    DemoteVictim &v = *vp;
+bool ColdRole::copy_pages(Victim *vp, uint32_t *data_pages) {
+    Victim &v = *vp;
     const uint64_t first = v.first, np = v.np;
-    const bool sums = summaries_ != nullptr;
+    const bool sums = L_.summaries != nullptr;
     bool ok = true;
     for (uint64_t i = 0; ok && i < np; i++) {
         PageEntry &pe = pages()[first + i];
         for (int tries = 0;; tries++) {
             uint64_t s1;
-            if (plocks_.wait_even(pe, &s1) != SPECKV_OK || tries > 8) {
+            if (p_.plocks->wait_even(pe, &s1) != SPECKV_OK || tries > 8) {
                 ok = false;
                 break;
             }
@@ -123,16 +129,16 @@ bool Pool::demote_copy_pages(DemoteVictim *vp, uint32_t *data_pages) {
             ColdPage cp{pe.crc.load(std::memory_order_relaxed), fl};
             size_t at = v.payload.size();
             if (!(fl & kPageZero)) {
-                v.payload.resize(at + page_size_);
+                v.payload.resize(at + L_.page_size);
                 std::atomic_thread_fence(std::memory_order_acquire);
                 SEQLOCK_IGNORE_BEGIN();  // validated by the page's sequence below
-                std::memcpy(v.payload.data() + at, page_data(first + i), page_size_);
+                std::memcpy(v.payload.data() + at, page_data(first + i), L_.page_size);
                 SEQLOCK_IGNORE_END();
             }
             if (sums) {
                 SEQLOCK_IGNORE_BEGIN();
-                std::memcpy(v.payload.data() + sizeof(ColdHead) + np * sizeof(ColdPage) + i * summary_bytes_,
-                            summaries_ + (first + i) * summary_bytes_, summary_bytes_);
+                std::memcpy(v.payload.data() + sizeof(ColdHead) + np * sizeof(ColdPage) + i * L_.summary_bytes,
+                            L_.summaries + (first + i) * L_.summary_bytes, L_.summary_bytes);
                 SEQLOCK_IGNORE_END();
             }
             std::atomic_thread_fence(std::memory_order_acquire);
@@ -149,11 +155,11 @@ bool Pool::demote_copy_pages(DemoteVictim *vp, uint32_t *data_pages) {
     return ok;
 }
 
-bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
+bool ColdRole::commit_locked(const Victim &v) {
     SharedHeader *h = sh();
     BlockRecord &r = blocks()[v.slot];
     const uint64_t first = v.first, np = v.np;
-    PinShard &ps = refs_.pin_shard(v.handle);
+    PinShard &ps = p_.refs->pin_shard(v.handle);
     std::unique_lock pins(ps.mu);  // pin() registers under it and re-checks tier_seq
     bool ok = r.handle.load() == v.handle && r.tier_seq.load() == v.tseq && !ps.pinned(v.handle);
     uint64_t locked = 0;
@@ -161,7 +167,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
         PageEntry &pe = pages()[first + locked];
         uint64_t want = v.seqs[locked];
         if (!pe.seq.compare_exchange_strong(want, want + 1)) ok = false;  // written since the snapshot
-        else if (attach_slot_ >= 0) pe.flags.fetch_or(uint32_t(attach_slot_ + 1) << kPageWriterShift);
+        else if (self_.attach_slot >= 0) pe.flags.fetch_or(uint32_t(self_.attach_slot + 1) << kPageWriterShift);
         if (!ok) break;
     }
     if (ok) {
@@ -170,7 +176,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
         // pin() re-checks tier_seq after taking the reference, we check
         // the references after moving tier_seq (both seq_cst), so one of
         // us sees the other. Seen here: the move is undone.
-        if (r.holders.load(std::memory_order_seq_cst) & ~mine) {
+        if (r.holders.load(std::memory_order_seq_cst) & ~mine_mask()) {
             r.tier_seq.fetch_add(1, std::memory_order_seq_cst);  // back in the pool, at the same pages
             ok = false;
         }
@@ -184,7 +190,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
         return false;
     }
     pins.unlock();
-    uint64_t *bm = bitmap();
+    uint64_t *bm = L_.bitmap;
     for (uint64_t i = 0; i < np; i++) {
         PageEntry &pe = pages()[first + i];
         pe.flags.store(kPageZero, std::memory_order_relaxed);
@@ -193,7 +199,7 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     }
     h->pages_used.fetch_sub(np, std::memory_order_relaxed);
     if (first < h->alloc_cursor) h->alloc_cursor = first;
-    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
+    if (TenantEntry *t = p_.share->tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_add(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     h->demotions.fetch_add(1, std::memory_order_relaxed);
@@ -203,18 +209,17 @@ bool Pool::demote_commit_locked(const DemoteVictim &v, uint64_t mine) {
     return true;
 }
 
-uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why) {
+uint64_t ColdRole::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, int *why) {
     SharedHeader *h = sh();
-    const uint64_t mine = attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0;
-    std::vector<DemoteVictim> vs;
-    DemoteWhy w;
+    std::vector<Victim> vs;
+    Why w;
     // 1. Snapshot. Without the pool lock this is safe: the view comes from
     // resolve() and every page copy from its sequence lock; the commit below
     // re-checks, under the lock, that the block is still that block at those
     // pages (handle, tier_seq) and that no page changed (sequence CAS).
     for (uint64_t slot : slots) {
-        DemoteVictim v;
-        if (demote_snapshot(slot, mine, &w, &v)) vs.push_back(std::move(v));
+        Victim v;
+        if (snapshot(slot, &w, &v)) vs.push_back(std::move(v));
     }
     if (vs.empty()) {
         if (w.rc != SPECKV_OK) fail(w.rc, "%s", w.why.c_str());
@@ -237,7 +242,7 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
             cold_->forget(undo);
             clear_error();
         }
-        for (auto &v : vs) demote_unclaim(v.handle);
+        for (auto &v : vs) unclaim(v.handle);
     };
     bool rec;
     if (!have_lock) {
@@ -253,23 +258,23 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
     }
     uint64_t moved = 0;
     for (size_t k = 0; k < vs.size(); k++) {
-        const DemoteVictim &v = vs[k];
+        const Victim &v = vs[k];
         if (items[k].status != SPECKV_OK) {
             h->demote_failures.fetch_add(1);
-            log(SPECKV_LOG_WARN, "demoting block 0x%" PRIx64 " to L4 failed; it stays in the pool: %s", v.handle,
+            (*p_.log)(SPECKV_LOG_WARN, "demoting block 0x%" PRIx64 " to L4 failed; it stays in the pool: %s", v.handle,
                 put_why.c_str());
             w.rc = items[k].status;
             w.why = put_why;
             continue;
         }
-        if (!demote_commit_locked(v, mine)) {
+        if (!commit_locked(v)) {
             undo.push_back(v.handle);
             w.rc = SPECKV_EBUSY;
             w.why = "the block was written, pinned, referenced, moved or freed while it was being demoted";
             continue;
         }
         moved++;
-        log(SPECKV_LOG_DEBUG, "demoted block 0x%" PRIx64 " (%" PRIu64 " pages) to L4", v.handle, v.np);
+        (*p_.log)(SPECKV_LOG_DEBUG, "demoted block 0x%" PRIx64 " (%" PRIu64 " pages) to L4", v.handle, v.np);
     }
     // Blocks the put moved from the L4 file to L5 (their record says L4 for
     // both): routers see them leave NVME for REMOTE.
@@ -289,33 +294,32 @@ uint64_t Pool::demote_slots(const std::vector<uint64_t> &slots, bool have_lock, 
     return moved;
 }
 
-std::vector<uint64_t> Pool::demote_candidates_locked(uint64_t keep, bool below_cold_only) {
-    const uint64_t hits = total(kHits), misses = total(kMisses);
-    cold_choice_.refresh_locked(*heat_, hits + misses ? double(misses) / double(hits + misses) : 0.0);
-    return cold_choice_.candidates_locked(*heat_, keep, below_cold_only,
-                                          attach_slot_ >= 0 ? uint64_t(1) << attach_slot_ : 0, attach_id_,
+std::vector<uint64_t> ColdRole::candidates_locked(uint64_t keep, bool below_cold_only) {
+    choice_.refresh_locked(*heat_, l1_miss_rate());
+    return choice_.candidates_locked(*heat_, keep, below_cold_only,
+                                          mine_mask(), self_.attach_id,
                                           [this](uint64_t hd) { return pinned(hd); });
 }
 
-bool Pool::demote_offlock_locked(uint64_t keep, int *rounds) {
+bool ColdRole::demote_offlock_locked(uint64_t keep, int *rounds) {
     if (!holder() || *rounds >= kOfflockRounds) return false;
-    std::vector<uint64_t> batch = demote_candidates_locked(keep, /*below_cold_only=*/false);
+    std::vector<uint64_t> batch = candidates_locked(keep, /*below_cold_only=*/false);
     if (batch.empty()) return false;
-    if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+    if (batch.size() > batch_) batch.resize(batch_);
     unlock();
     (*rounds)++;
-    bump(kL4Offlock, demote_slots(batch, /*have_lock=*/false));
+    bump(PoolCounters::kL4Offlock, demote_slots(batch, /*have_lock=*/false));
     clear_error();
     return true;
 }
 
-uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {
+uint64_t ColdRole::demote_locked(const std::function<bool()> &fits, uint64_t keep, bool below_cold_only) {
     if (!holder()) return 0;
-    const std::vector<uint64_t> cand = demote_candidates_locked(keep, below_cold_only);
+    const std::vector<uint64_t> cand = candidates_locked(keep, below_cold_only);
     uint64_t moved = 0;
     for (size_t at = 0; at < cand.size();) {
         std::vector<uint64_t> batch;
-        for (; at < cand.size() && batch.size() < cold_batch_; at++) batch.push_back(cand[at]);
+        for (; at < cand.size() && batch.size() < batch_; at++) batch.push_back(cand[at]);
         moved += demote_slots(batch, /*have_lock=*/true);
         if (fits()) break;
     }
@@ -323,8 +327,8 @@ uint64_t Pool::demote_locked(const std::function<bool()> &fits, uint64_t keep, b
     return moved;
 }
 
-int Pool::demote(uint64_t handle) {
-    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+int ColdRole::demote(uint64_t handle) {
+    if (self_.read_only) return fail(SPECKV_EPERM, "pool is open read-only");
     BlockView v{};
     if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
     if (!holder())

@@ -1,23 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pool's L4 cold tier (docs/tiers.md §9): blocks demoted from the pool
-// live in a file on NVMe (lib/cold_tier.*: io_uring, O_DIRECT, registered
-// buffers), keyed by their handle, and come back on their next use.
-//
-// One live process per pool holds the tier (SharedHeader::cold_pid): the one
-// opened with config cold.path. It alone moves blocks, so a move needs no
-// cross-process protocol beyond the pool lock and the block's tier_seq:
-//   demote: under the lock, snapshot the block's pages (seqlock copies), write
-//           them to L4, then lock every page, check none changed since the
-//           snapshot and no pin appeared, bump tier_seq to odd (the commit
-//           point) and free the pages. A failed L4 write leaves the block as
-//           it was: nothing is lost.
-//   promote: read the L4 copy (CRC32C checked), then under the lock take a
-//           run of free pages, fill them, point the record at them, bump
-//           tier_seq to even (the commit point), and drop the L4 copy.
-// Readers and writers that resolved the block before a move see tier_seq
-// changed after their copy and start again (lib/pool/pool_io.cc). A crash before a
-// commit leaves the block where it was (recovery rebuilds the page bitmap
-// from the records, and the next holder drops L4 copies no record names).
+// ColdRole (pool/cold_role.h, which describes the protocol): taking and
+// giving up the role, promotion, the background tick and ensure_hot.
+// Demotion is cold_demote.cc.
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -29,7 +13,7 @@
 
 #include "util/crc32c.h"
 #include "events/publisher.h"
-#include "pool/pool.h"
+#include "pool/cold_role.h"
 #include "util/seqlock.h"
 #include "util/status.h"
 
@@ -39,11 +23,21 @@ namespace speckv {
 
 using namespace fmt;
 
-int Pool::init_cold(const Config &cfg) {
+void ColdRole::bind(const PoolLayout &L, const Parts &parts, bool read_only) {
+    L_ = L;
+    p_ = parts;
+    self_.read_only = read_only;
+    choice_.bind(L);
+    reqs_.bind(L.sh);
+}
+
+int ColdRole::open(const Config &cfg, const Self &self, events::Publisher *events) {
+    self_ = self;
+    events_ = events;
     const std::string path = cfg.get_str("cold.path");
-    cold_wait_ms_ = static_cast<uint32_t>(cfg.get("cold.wait_ms"));
-    if (path.empty() || read_only()) return SPECKV_OK;
-    cold_batch_ = static_cast<uint32_t>(cfg.get("cold.batch"));
+    wait_ms_ = static_cast<uint32_t>(cfg.get("cold.wait_ms"));
+    if (path.empty() || self_.read_only) return SPECKV_OK;
+    batch_ = static_cast<uint32_t>(cfg.get("cold.batch"));
     SharedHeader *h = sh();
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
@@ -111,7 +105,7 @@ int Pool::init_cold(const Config &cfg) {
     if (!stale.empty()) {
         cold_->drop(stale);
         clear_error();
-        log(SPECKV_LOG_INFO, "L4 tier %s: dropped %zu copies of blocks no longer in it", path.c_str(), stale.size());
+        (*p_.log)(SPECKV_LOG_INFO, "L4 tier %s: dropped %zu copies of blocks no longer in it", path.c_str(), stale.size());
     }
     uint64_t missing = 0;
     for (uint64_t i = 0; i < hwm; i++) {
@@ -119,7 +113,7 @@ int Pool::init_cold(const Config &cfg) {
         if (hd && (blocks()[i].tier_seq.load() & 1) && !cold_->contains(hd)) missing++;
     }
     if (missing)
-        log(SPECKV_LOG_ERROR,
+        (*p_.log)(SPECKV_LOG_ERROR,
             "L4 tier %s: %" PRIu64 " blocks of the pool are in L4 but this file holds no copy of them: reads of them fail "
             "(SPECKV_ECORRUPT) until they are freed",
             path.c_str(), missing);
@@ -129,13 +123,13 @@ int Pool::init_cold(const Config &cfg) {
         if (rc == SPECKV_OK)
             heat_->touch(hd, mono_ns());  // just used elsewhere: not the next background victim
         else
-            log(SPECKV_LOG_WARN, "block 0x%" PRIx64 " asked for by process %u stays in L4: %s", hd, requester,
+            (*p_.log)(SPECKV_LOG_WARN, "block 0x%" PRIx64 " asked for by process %u stays in L4: %s", hd, requester,
                 last_error());
     };
     serve.idle = [this] {  // the on-disk headers of copies promoted or freed since (forget() left that I/O out of the lock)
         if (cold_->flush_forgotten() != SPECKV_OK) clear_error();
     };
-    if (int rc = cold_reqs_.start(std::move(serve)); rc != SPECKV_OK) {
+    if (int rc = reqs_.start(std::move(serve)); rc != SPECKV_OK) {
         std::string why = last_error();
         cold_.reset();
         heat_.reset();
@@ -145,17 +139,17 @@ int Pool::init_cold(const Config &cfg) {
     return SPECKV_OK;
 }
 
-void Pool::close_cold() {
+void ColdRole::close() {
     if (!cold_) return;
-    if (attach_pid_ != getpid()) {  // a fork() child: the role, the ring and the server are the parent's
+    if (self_.attach_pid != getpid()) {  // a fork() child: the role, the ring and the server are the parent's
         (void)cold_.release();
         (void)heat_.release();
-        cold_reqs_.forget_after_fork();
+        reqs_.forget_after_fork();
         return;
     }
-    cold_reqs_.stop();
+    reqs_.stop();
     bool rec;
-    if (attach_slot_ >= 0 && lock(&rec) == SPECKV_OK) {
+    if (self_.attach_slot >= 0 && lock(&rec) == SPECKV_OK) {
         if (sh()->cold_pid.load() == uint32_t(getpid())) sh()->cold_pid.store(0);
         unlock();
     }
@@ -163,13 +157,13 @@ void Pool::close_cold() {
     heat_.reset();
 }
 
-void Pool::cold_forget_locked(uint64_t handle) {
+void ColdRole::forget_copy_locked(uint64_t handle) {
     if (!holder()) return;  // the next holder drops it when it opens
     const uint64_t k = handle;
     cold_->forget(std::span<const uint64_t>(&k, 1));
     clear_error();
 }
-void Pool::promote_hot() {
+void ColdRole::promote_hot() {
     SharedHeader *h = sh();
     const double n = double(sb()->n_pages);
     const double below = heat_->params().pressure_target - kPromoteMargin;
@@ -181,26 +175,25 @@ void Pool::promote_hot() {
         clear_error();
         return;
     }
-    const uint64_t hits = total(kHits), misses = total(kMisses);
-    cold_choice_.refresh_locked(*heat_, hits + misses ? double(misses) / double(hits + misses) : 0.0);
-    const std::vector<ColdChoice::Hot> hot = cold_choice_.hot_locked(*heat_);
+    choice_.refresh_locked(*heat_, l1_miss_rate());
+    const std::vector<ColdChoice::Hot> hot = choice_.hot_locked(*heat_);
     unlock();
     // Hottest first, one batch, while the pool stays under the band (so the
     // next pass does not demote them again).
     uint64_t moved = 0;
     for (const ColdChoice::Hot &x : hot) {
-        if (moved >= cold_batch_ ||
+        if (moved >= batch_ ||
             double(h->pages_used.load(std::memory_order_relaxed) + x.pages) > (below + kPromoteMargin / 2) * n)
             break;
         if (promote(x.handle) == SPECKV_OK) {
             moved++;
-            bump(kL4Ahead);
+            bump(PoolCounters::kL4Ahead);
         }
         clear_error();
     }
 }
 
-void Pool::cold_tick() {
+void ColdRole::tick() {
     if (!holder()) return;
     const SharedHeader *h = sh();
     const double n = double(sb()->n_pages);
@@ -218,14 +211,14 @@ void Pool::cold_tick() {
     // and miss rate first), chosen under the lock and written to L4 off it:
     // allocations and frees of every process go on meanwhile, and each
     // victim's commit re-checks it under the lock.
-    std::vector<uint64_t> batch = demote_candidates_locked(UINT64_MAX, /*below_cold_only=*/true);
+    std::vector<uint64_t> batch = candidates_locked(UINT64_MAX, /*below_cold_only=*/true);
     unlock();
-    if (batch.size() > cold_batch_) batch.resize(cold_batch_);
+    if (batch.size() > batch_) batch.resize(batch_);
     if (!batch.empty()) demote_slots(batch, /*have_lock=*/false);
     clear_error();
 }
 
-bool Pool::drop_lost_block(uint64_t handle, uint64_t tseq) {
+bool ColdRole::drop_lost_block(uint64_t handle, uint64_t tseq) {
     bool rec;
     if (lock(&rec) != SPECKV_OK) {
         clear_error();
@@ -240,8 +233,8 @@ bool Pool::drop_lost_block(uint64_t handle, uint64_t tseq) {
     // reference (we leave the block) or misses.
     if (resolve(handle, &now) == SPECKV_OK && now.cold() && now.tseq == tseq && (r.state & kBlockPublished) &&
         r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) {
-        evict_dying_locked(r, slot, handle, events::Medium::kRemote);
-        log(SPECKV_LOG_INFO, "published block 0x%" PRIx64 " dropped: its L5 copy is gone", handle);
+        ports_.evict_dying_locked(r, slot, handle, events::Medium::kRemote);
+        (*p_.log)(SPECKV_LOG_INFO, "published block 0x%" PRIx64 " dropped: its L5 copy is gone", handle);
         dropped = true;
     }
     clear_error();
@@ -249,7 +242,7 @@ bool Pool::drop_lost_block(uint64_t handle, uint64_t tseq) {
     return dropped;
 }
 
-int Pool::promote(uint64_t handle) {
+int ColdRole::promote(uint64_t handle) {
     if (!holder())
         return fail(SPECKV_ENOTSUP, "this pool handle does not hold the L4 tier (open the pool with config cold.path)");
     BlockView v{};
@@ -292,13 +285,13 @@ int Pool::promote(uint64_t handle) {
     const size_t sb_bytes = ch.summary_bytes;
     const size_t meta = sizeof(ColdHead) + np * sizeof(ColdPage) + np * sb_bytes;
     if (buf.size() < sizeof ch || ch.magic != kColdMagic || ch.handle != handle || ch.npages != np ||
-        ch.bytes != v.bytes || ch.page_size != page_size_ || (sb_bytes != 0 && sb_bytes != summary_bytes_) ||
-        ch.data_pages > np || buf.size() != meta + size_t(ch.data_pages) * page_size_)
+        ch.bytes != v.bytes || ch.page_size != L_.page_size || (sb_bytes != 0 && sb_bytes != L_.summary_bytes) ||
+        ch.data_pages > np || buf.size() != meta + size_t(ch.data_pages) * L_.page_size)
         return fail(SPECKV_ECORRUPT, "block 0x%" PRIx64 ": its L4 copy does not match its record; it stays in L4", handle);
     const auto *cps = reinterpret_cast<const unsigned char *>(buf.data() + sizeof(ColdHead));
     const uint64_t slot = slot_of(handle) - 1;
     uint64_t first = UINT64_MAX;
-    auto room = [&] { return room_.find_room_locked(np, &first); };
+    auto room = [&] { return p_.room->find_room_locked(np, &first); };
     for (int rounds = 0;;) {
         bool rec;
         if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
@@ -322,7 +315,7 @@ int Pool::promote(uint64_t handle) {
     }
     BlockRecord &r = blocks()[slot];
     SharedHeader *h = sh();
-    uint64_t *bm = bitmap();
+    uint64_t *bm = L_.bitmap;
     const unsigned char *data = buf.data() + meta;
     // The copy this promotion drops: the one in L4 now (nobody puts a block
     // that is in L4). Once tier_seq is even a demoter (off the pool lock)
@@ -333,23 +326,23 @@ int Pool::promote(uint64_t handle) {
         const uint64_t p = first + i;
         bm[p / 64] |= uint64_t(1) << (p % 64);
         PageEntry &pe = pages()[p];
-        const uint64_t q = plocks_.claim(pe);  // a stale writer of the page's previous block may hold it a moment
+        const uint64_t q = p_.plocks->claim(pe);  // a stale writer of the page's previous block may hold it a moment
         ColdPage cp;
         std::memcpy(&cp, cps + i * sizeof(ColdPage), sizeof cp);
         if (!(cp.flags & kPageZero)) {
-            std::memcpy(page_data(p), data, page_size_);
-            data += page_size_;
+            std::memcpy(page_data(p), data, L_.page_size);
+            data += L_.page_size;
         }
-        if (sb_bytes && summaries_)
-            std::memcpy(summaries_ + p * summary_bytes_, cps + np * sizeof(ColdPage) + i * sb_bytes, sb_bytes);
+        if (sb_bytes && L_.summaries)
+            std::memcpy(L_.summaries + p * L_.summary_bytes, cps + np * sizeof(ColdPage) + i * sb_bytes, sb_bytes);
         pe.crc.store(cp.crc, std::memory_order_relaxed);
-        pe.flags.store(cp.flags & ~kPageWriterMask & (sb_bytes && summaries_ ? ~0u : ~kPageSummary),
+        pe.flags.store(cp.flags & ~kPageWriterMask & (sb_bytes && L_.summaries ? ~0u : ~kPageSummary),
                        std::memory_order_relaxed);
         pe.seq.store(q + 2, std::memory_order_release);
     }
-    commit_placement_locked(r, slot, first, r.packed_pages, 1);  // commit point: the block is in the pool again
+    ports_.commit_placement_locked(r, slot, first, r.packed_pages, 1);  // commit point: the block is in the pool again
     h->pages_used.fetch_add(np, std::memory_order_relaxed);
-    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
+    if (TenantEntry *t = p_.share->tenant_row(r.tenant)) t->used_pages.fetch_add(np, std::memory_order_relaxed);
     h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
     h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
     h->promotions.fetch_add(1, std::memory_order_relaxed);
@@ -363,11 +356,11 @@ int Pool::promote(uint64_t handle) {
     if (have_copy) cold_->forget_if(handle, copy_gen);
     clear_error();
     unlock();
-    log(SPECKV_LOG_DEBUG, "promoted block 0x%" PRIx64 " (%" PRIu64 " pages) from L4", handle, np);
+    (*p_.log)(SPECKV_LOG_DEBUG, "promoted block 0x%" PRIx64 " (%" PRIu64 " pages) from L4", handle, np);
     return SPECKV_OK;
 }
 
-int Pool::ensure_hot(uint64_t handle, BlockView *v) {
+int ColdRole::ensure_hot(uint64_t handle, BlockView *v) {
     for (int attempt = 0; v->cold(); attempt++) {
         if (attempt >= 8) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " kept moving between tiers", handle);
         if (!holder()) {
@@ -377,18 +370,18 @@ int Pool::ensure_hot(uint64_t handle, BlockView *v) {
             const SharedHeader *h = sh();
             uint32_t pid = h->cold_pid.load();
             const bool alive = pid && process_alive(pid, h->cold_start_time);
-            const bool on_pf = pf_.on_thread();
+            const bool on_pf = ports_.on_prefetch_thread();
             // The prefetch thread asks without waiting: the block is in the
             // pool by the time it is used, if the holder keeps up.
-            if (alive && on_pf && !read_only() && cold_wait_ms_ != 0) cold_reqs_.post_detached(handle);
-            if (alive && (read_only() || cold_wait_ms_ == 0 || on_pf))
+            if (alive && on_pf && !self_.read_only && wait_ms_ != 0) reqs_.post_detached(handle);
+            if (alive && (self_.read_only || wait_ms_ == 0 || on_pf))
                 return fail(SPECKV_EBUSY,
                             "block 0x%" PRIx64 " is in the L4 cold tier held by process %u%s (docs/tiers.md §9.1)", handle,
                             pid,
-                            read_only() ? "; a read-only handle cannot ask it to bring the block back"
+                            self_.read_only ? "; a read-only handle cannot ask it to bring the block back"
                             : on_pf     ? "; the prefetch thread asked it and does not wait"
                                         : "; cold.wait_ms = 0: not asking it to bring the block back");
-            int rc = alive ? cold_reqs_.ask(handle, cold_wait_ms_) : SPECKV_ENOENT;
+            int rc = alive ? reqs_.ask(handle, wait_ms_) : SPECKV_ENOENT;
             if (rc == SPECKV_ENOENT)
                 return fail(SPECKV_EBUSY,
                             "block 0x%" PRIx64 " is in the L4 cold tier and no process holds the tier now: open the pool "
