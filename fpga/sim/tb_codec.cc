@@ -9,6 +9,7 @@
 // vp6s, v4p).
 //
 //   tb_codec [--pages N] [--fuzz N] [--seed S] [--stall PCT] [--perf N] [--corpus DIR]
+//            [--perf-modes 1,16,31,36]   mode ids of the throughput runs
 //            [--vectors DIR]   the triples of `speckv codec vectors --out DIR` (docs/codec.md §12)
 //
 // Exit status: 0 all equal, 1 a mismatch, 2 usage.
@@ -346,6 +347,7 @@ int main(int argc, char **argv) {
     uint64_t pages = 2000, fuzz = 500, seed = 1, perf = 500;
     int stall = 30;
     std::string corpus, vecdir;
+    std::vector<int> perf_modes = {1, 16, 31, 36};
     CLI::App app{"Verilator testbench of the codec RTL against the C++ reference", "tb_codec"};
     app.allow_extras();  // +verilator+... arguments are Verilator's (taken above)
     app.add_option("--pages", pages, "random pages through encoder and decoder");
@@ -353,6 +355,9 @@ int main(int argc, char **argv) {
     app.add_option("--seed", seed, "generator seed");
     app.add_option("--stall", stall, "percent of cycles with back-pressure")->check(CLI::Range(0, 100));
     app.add_option("--perf", perf, "pages of the throughput run");
+    app.add_option("--perf-modes", perf_modes, "mode ids of the throughput runs (comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::Range(0, speckv::codec::kModeCount - 1));
     app.add_option("--corpus", corpus, "also decode every file of this fuzz corpus directory");
     app.add_option("--vectors", vecdir, "`speckv codec vectors --out DIR` triples to check");
     try {
@@ -467,7 +472,7 @@ int main(int argc, char **argv) {
     }
     // ---------------------------------------------------------------- throughput runs, no stalls
     // paper (bytes + RLE), vp6 (Rice, the adaptive policy's V preset), vp6s (split Rice), v4p (packed)
-    for (int pm : {1, 16, 31, 36}) {
+    for (int pm : perf_modes) {
         if (!perf) break;
         Harness h(seed + 1, 0);
         uint64_t bytes = 0, rec_bytes = 0, raw_recs = 0;

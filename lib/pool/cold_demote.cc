@@ -44,13 +44,6 @@ struct ColdRole::Why {
     }
 };
 
-bool ColdRole::pinned(uint64_t handle) const {
-    PinShard &ps = p_.refs->pin_shard(handle);
-    if (ps.total.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard g(ps.mu);
-    return ps.pinned(handle);
-}
-
 // Blocks this process is moving to L4 right now: no two demotions of one
 // block at once (the loser's undo would forget the winner's copy).
 bool ColdRole::claim(uint64_t hd) {

@@ -150,7 +150,7 @@ class ColdRole {
     fmt::PageEntry *pages() const { return L_.pages; }
     unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
     int resolve(uint64_t handle, BlockView *v) const { return p_.resolver->resolve(handle, v); }
-    bool pinned(uint64_t handle) const;
+    bool pinned(uint64_t handle) const { return p_.refs->pinned(handle); }
     void bump(PoolCounters::Counter c, uint64_t n = 1) { p_.counters->bump(c, n); }
     // misses / reads of L1 in this process (ColdChoice adapts to it).
     double l1_miss_rate() const {

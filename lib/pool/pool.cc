@@ -41,12 +41,13 @@ void Pool::bind_layout() {
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
+    blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
     cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
                      [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
-                         commit_placement_locked(r, slot, first, packed, step);
+                         blocks_.commit_placement_locked(r, slot, first, packed, step);
                      },
                      [this](BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium m) {
-                         evict_dying_locked(r, slot, handle, m);
+                         blocks_.evict_dying_locked(r, slot, handle, m);
                      },
                      [this] { return pf_.on_thread(); }});
     sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
@@ -81,6 +82,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->tenant_id_ = cfg.get("tenant.id");
     p->resolver_.set_tenant(p->tenant_id_);
     p->flush_ = cfg.get("share.flush") != 0;
+    p->blocks_.set_flush(p->flush_);
     p->codec_.configure(cfg);
     p->room_.set_unit_slack(static_cast<uint32_t>(cfg.get("alloc.unit_slack")));
     p->pack_ = cfg.get("codec.pack") != 0;
@@ -90,6 +92,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
+    p->blocks_.set_events(p->events_.get());
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->cold_.open(cfg, {p->attach_slot_, p->attach_pid_, p->attach_id_, p->read_only()}, p->events_.get());
         rc != SPECKV_OK) {
@@ -194,6 +197,7 @@ int Pool::attach() {
     attach_slot_ = c.slot;
     attach_id_ = c.id;
     attach_pid_ = getpid();
+    blocks_.set_self(attach_slot_, attach_id_);
     return SPECKV_OK;
 }
 

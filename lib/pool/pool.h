@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "tiers/page_cache.h"
 #include "pool/block_resolver.h"
+#include "pool/block_table.h"
 #include "pool/block_view.h"
 #include "pool/codec_choice.h"
 #include "pool/cold_role.h"
@@ -135,19 +136,8 @@ class Pool {
     bool any_dead_locked() const { return AttachTable(sh()).any_dead_locked(); }
     // Tenant rows and the hash index of published blocks (share/share_table.h).
     ShareTable share_;
-    // Frees a live block's slot and pages (the caller checked it may go).
-    void release_block_locked(fmt::BlockRecord &r, uint64_t handle);
-    // Evicts unreferenced published blocks, least recently used first, until
-    // `fits` says there is room. tenant_only: only that tenant's. Returns how many.
-    template <typename Fits>
-    uint64_t evict_locked(Fits fits, const uint64_t *tenant_only);
-    // The same, for other translation units (the template lives in pool_blocks.cc).
-    uint64_t evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only);
-    // One eviction, the block already marked Dying: unpublish, BlockRemoved (medium m), release, count.
-    void evict_dying_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium medium);
-    // Process references (lock-free; a RefShard's mutex inside).
-    int acquire_ref(uint64_t handle, bool need_published);
-    int release_ref(uint64_t handle);
+    // New blocks, release, placement commits, eviction, references (pool/block_table.h).
+    BlockTable blocks_;
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
     // Translation index (pool/xlate_index.h). xlate_collect: lock-free
     // (retries while the index changes), under the lock if it keeps changing.
@@ -173,13 +163,6 @@ class Pool {
     // zero tail). SPECKV_ECORRUPT names the page.
     int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
-    // Under the lock: the one place a block record's placement changes
-    // (first_page, packed_pages, their CRC), atomically for a crash through
-    // SharedHeader::move_slot, and for lock-free readers: tier_seq moves by
-    // tier_step (2: pack, unpack; 1: back from L4) before move_slot clears,
-    // and resolve() retakes a snapshot taken while move_slot names the slot.
-    void commit_placement_locked(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
-                                 uint64_t tier_step);
     // Packed blocks (lib/pool/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.
@@ -197,14 +180,13 @@ class Pool {
     // Pages into L2 from a packed block (the prefetcher).
     uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
     bool pack_ = true;  // config codec.pack
-    bool pinned(uint64_t handle);
+    bool pinned(uint64_t handle) { return refs_.pinned(handle); }
     RoomFinder room_;  // where a block's pages go (pool/room.h)
     // alloc()'s steps. The _locked ones that fail unlock first.
     static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
     int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
     int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
     int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
-    uint64_t alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint);
 
     // The L4 cold tier role (pool/cold_role.h): the file, the heat, demotion
     // and promotion, the holder's request server.
@@ -252,15 +234,6 @@ class Pool {
     void bump(Counter c, uint64_t n = 1) { counters_.bump(c, n); }
     uint64_t total(Counter c) const { return counters_.total(c); }
 };
-
-// Test-only, not part of the C ABI (libspeckv.so exports speckv_* alone):
-// commit_placement_locked calls it, pool lock held, at stage 0 between the
-// record's first_page and packed_pages stores and at stage 1 after both (and
-// their CRC), before the move is published. Null outside tests; tests set it
-// to interleave readers with a move deterministically.
-namespace testing {
-extern void (*placement_hook)(uint64_t slot, int stage);
-}
 
 }  // namespace speckv
 

@@ -69,7 +69,7 @@ int Pool::alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, u
 int Pool::alloc_quota_locked(TenantEntry *trow, uint64_t tenant, uint64_t np) {
     if (!trow || !trow->quota_pages) return SPECKV_OK;
     auto under = [&] { return trow->used_pages.load(std::memory_order_relaxed) + np <= trow->quota_pages; };
-    if (!under()) evict_locked(under, &tenant);
+    if (!under()) blocks_.evict_locked(under, &tenant);
     if (!under()) {
         uint64_t used = trow->used_pages.load(), quota = trow->quota_pages;
         unlock();
@@ -96,7 +96,7 @@ int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
         if (cold_.demote_offlock_locked(UINT64_MAX, offlock_rounds)) return kAllocRetry;
         cold_.demote_locked(room, UINT64_MAX);
     }
-    if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_locked(room, nullptr);
+    if (pl->first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) blocks_.evict_locked(room, nullptr);
     if (pl->first == UINT64_MAX && !room()) {
         bool slots = h->slot_free_head || h->slot_hwm < s.max_blocks;
         uint64_t freep = s.n_pages - h->pages_used.load();
@@ -110,64 +110,6 @@ int Pool::alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds) {
                     pl->np, freep, s.n_pages);
     }
     return SPECKV_OK;
-}
-
-uint64_t Pool::alloc_commit_locked(const AllocPlace &pl, uint64_t bytes, int dtype, uint64_t tenant, const speckv_hint *hint) {
-    SharedHeader *h = sh();
-    uint64_t *bm = bitmap();
-    const uint64_t first = pl.first, np = pl.np;
-    uint64_t slot;
-    if (h->slot_free_head) {
-        slot = h->slot_free_head - 1;
-        h->slot_free_head = blocks()[slot].next_free;
-    } else {
-        slot = h->slot_hwm++;
-    }
-    BlockRecord &r = blocks()[slot];
-    for (uint64_t p = first; p < first + np; p++) {
-        bm[p / 64] |= uint64_t(1) << (p % 64);
-        PageEntry &pe = pages()[p];
-        pe.flags.store(kPageZero, std::memory_order_relaxed);
-        uint64_t q = pe.seq.load(std::memory_order_relaxed);
-        pe.seq.store((q | 1) + 1, std::memory_order_release);  // new contents: cached copies miss
-    }
-    // A slot's first generation starts at a number drawn from the pool's UUID
-    // (32 random bits): a handle of another pool, or of this pool before it
-    // was re-created, names a live block here only by a 1-in-2^32 chance
-    // instead of always (every pool's first handle was 0x1000001).
-    uint64_t gen = r.generation ? r.generation + 1 : first_generation(*sb());
-    relaxed_store(r.first_page, first);
-    relaxed_store(r.bytes, bytes);
-    relaxed_store(r.npages, static_cast<uint32_t>(np));
-    relaxed_store(r.dtype, static_cast<uint8_t>(dtype));
-    relaxed_store(r.tenant, tenant);
-    relaxed_store(r.state, uint32_t(0));
-    // Read lock-free by translation and the prefetcher: stored atomically.
-    relaxed_store(r.request, hint ? hint->request : uint64_t(0));
-    relaxed_store(r.layer, hint ? hint->layer : uint32_t(0));
-    r.hint_flags = hint ? hint->flags : 0;
-    relaxed_store(r.token_pos, hint ? hint->token_pos : uint64_t(0));
-    relaxed_store(r.token_count, hint ? hint->token_count : uint64_t(0));
-    SEQLOCK_IGNORE_BEGIN();  // lookups compare keys optimistically, then re-check under a reference
-    std::memset(r.content_hash, 0, sizeof r.content_hash);
-    if (hint && (hint->flags & SPECKV_HINT_HAS_HASH)) std::memcpy(r.content_hash, hint->content_hash, sizeof r.content_hash);
-    SEQLOCK_IGNORE_END();
-    r.generation = gen;
-    r.created_ns = now_ns(CLOCK_REALTIME_COARSE);  // ms resolution is plenty; the precise clock costs ~25 ns
-    relaxed_store(r.packed_pages, uint64_t(0));  // read lock-free by resolve()
-    r.next_free = 0;
-    r.holders.store(0, std::memory_order_relaxed);
-    r.hash_next.store(0, std::memory_order_relaxed);
-    r.last_use.store(h->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-    r.owner = attach_id_;
-    r.xlate_next.store(0, std::memory_order_relaxed);
-    if (uint64_t t = r.tier_seq.load(std::memory_order_relaxed); t & 1)  // even: in the pool
-        r.tier_seq.store(t + 1, std::memory_order_relaxed);
-    r.crc = record_crc(r);
-    uint64_t handle = (gen << kSlotBits) | (slot + 1);
-    r.handle.store(handle, std::memory_order_release);  // commit point
-    if (r.token_count) xlate_index_.insert_locked(slot);
-    return handle;
 }
 
 int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
@@ -197,13 +139,7 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
         if (rc != SPECKV_OK) return rc;   // unlocked
         break;
     }
-    SharedHeader *h = sh();
-    const uint64_t handle = alloc_commit_locked(pl, bytes, dtype, tenant, hint);
-    h->blocks_live.fetch_add(1, std::memory_order_relaxed);
-    h->pages_used.fetch_add(np, std::memory_order_relaxed);
-    h->bytes_by_dtype[dtype].fetch_add(bytes, std::memory_order_relaxed);
-    if (trow) trow->used_pages.fetch_add(np, std::memory_order_relaxed);
-    if (!pl.follows) h->alloc_cursor = pl.first + np + pl.reserved;  // past the unit's room: other units start beyond it
+    const uint64_t handle = blocks_.commit_new_locked(pl, bytes, dtype, tenant, trow, hint);
     unlock();
     bump(kAllocs);
     if (pl.after != UINT64_MAX) {
@@ -215,35 +151,6 @@ int Pool::alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *ou
 }
 
 
-bool Pool::pinned(uint64_t handle) {
-    PinShard &ps = refs_.pin_shard(handle);
-    if (ps.total.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard g(ps.mu);
-    return ps.pinned(handle);
-}
-
-void Pool::commit_placement_locked(BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
-                                   uint64_t tier_step) {
-    SharedHeader *h = sh();
-    h->move_first_page = first_page;
-    h->move_packed_pages = packed_pages;
-    h->move_slot.store(slot + 1, std::memory_order_seq_cst);  // from here recovery completes the move
-    // Lock-free readers (resolve) read the two fields, then move_slot: one
-    // that saw either new field sees this move in progress (or tier_seq moved).
-    std::atomic_thread_fence(std::memory_order_release);
-    std::atomic_ref<uint64_t>(r.first_page).store(first_page, std::memory_order_relaxed);
-    if (testing::placement_hook) [[unlikely]]
-        testing::placement_hook(slot, 0);
-    std::atomic_ref<uint64_t>(r.packed_pages).store(packed_pages, std::memory_order_relaxed);
-    r.crc = record_crc(r);
-    if (testing::placement_hook) [[unlikely]]
-        testing::placement_hook(slot, 1);
-    // Published before the move is over: a reader that took any field of the
-    // new placement finds either move_slot still set or tier_seq moved, and
-    // reads the record again.
-    r.tier_seq.fetch_add(tier_step, std::memory_order_seq_cst);
-    h->move_slot.store(0, std::memory_order_seq_cst);
-}
 
 int Pool::free(uint64_t handle) {
     if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
@@ -251,7 +158,7 @@ int Pool::free(uint64_t handle) {
     if (int rc = resolve(handle, &v); rc != SPECKV_OK) return rc;
     // A published block is shared: free drops this process's reference.
     if (relaxed_load(v.rec->state) & kBlockPublished) {
-        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        if (int rc = blocks_.release_ref(handle); rc != SPECKV_OK) return rc;
         bump(kFrees);
         return SPECKV_OK;
     }
@@ -263,7 +170,7 @@ int Pool::free(uint64_t handle) {
     }
     if (v.rec->state & kBlockPublished) {  // published meanwhile
         unlock();
-        if (int rc = release_ref(handle); rc != SPECKV_OK) return rc;
+        if (int rc = blocks_.release_ref(handle); rc != SPECKV_OK) return rc;
         bump(kFrees);
         return SPECKV_OK;
     }
@@ -286,7 +193,7 @@ int Pool::free(uint64_t handle) {
         return rc;
     }
     const uint64_t first = v.first_page, np = v.packed || v.cold() ? 0 : v.npages;
-    release_block_locked(const_cast<BlockRecord &>(*v.rec), handle);
+    blocks_.release_locked(const_cast<BlockRecord &>(*v.rec), handle);
     unlock();
     // This process's L1 and L2 copies of its pages can never be read again:
     // their frames go first (a scan-resistant buffer would otherwise keep
@@ -296,166 +203,6 @@ int Pool::free(uint64_t handle) {
         if (l2()) l2()->invalidate(p);
     }
     bump(kFrees);
-    return SPECKV_OK;
-}
-
-void Pool::release_block_locked(BlockRecord &r, uint64_t handle) {
-    SharedHeader *h = sh();
-    if (r.token_count) xlate_index_.remove_locked(static_cast<uint64_t>(handle & ((1u << kSlotBits) - 1)) - 1);
-    r.handle.store(0, std::memory_order_seq_cst);  // commit point: the block is gone
-    if (r.tier_seq.load(std::memory_order_relaxed) & 1) {  // in L4: no pages here; its L4 copy goes
-        h->cold_blocks.fetch_sub(1, std::memory_order_relaxed);
-        h->cold_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
-        cold_.forget_copy_locked(handle);
-        if (r.state & kBlockPublished) {
-            h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
-            h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
-        }
-        r.holders.store(0, std::memory_order_relaxed);
-        h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
-        h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
-        cold_.forget_heat(handle);
-        if (r.generation < kMaxGeneration) {
-            r.next_free = h->slot_free_head;
-            h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
-        }
-        return;
-    }
-    // Writers lock a page, then re-check the handle; wait for any that got in first.
-    const uint64_t np = r.packed_pages ? r.packed_pages : r.npages;
-    bool stuck = false;
-    for (uint64_t p = r.first_page; p < r.first_page + np; p++) {
-        uint64_t q;
-        if (plocks_.wait_even(pages()[p], &q) != SPECKV_OK) stuck = true;
-    }
-    clear_error();
-    if (!stuck) {
-        uint64_t *bm = bitmap();
-        for (uint64_t p = r.first_page; p < r.first_page + np; p++) bm[p / 64] &= ~(uint64_t(1) << (p % 64));
-        h->pages_used.fetch_sub(np, std::memory_order_relaxed);
-        if (r.first_page < h->alloc_cursor) h->alloc_cursor = r.first_page;
-    } else {
-        log(SPECKV_LOG_WARN, "freeing block 0x%" PRIx64 ": a page is stuck in a write; its pages stay reserved until recovery",
-            handle);
-    }
-    if (r.state & kBlockPublished) {
-        h->blocks_published.fetch_sub(1, std::memory_order_relaxed);
-        h->shared_bytes.fetch_sub(r.bytes, std::memory_order_relaxed);
-    }
-    if (TenantEntry *t = share_.tenant_row(r.tenant)) t->used_pages.fetch_sub(np, std::memory_order_relaxed);
-    r.holders.store(0, std::memory_order_relaxed);
-    h->blocks_live.fetch_sub(1, std::memory_order_relaxed);
-    h->bytes_by_dtype[r.dtype & 3].fetch_sub(r.bytes, std::memory_order_relaxed);
-    cold_.forget_heat(handle);
-    if (r.generation < kMaxGeneration) {  // a slot whose generation ran out is retired
-        r.next_free = h->slot_free_head;
-        h->slot_free_head = (handle & ((1u << kSlotBits) - 1));
-    }
-}
-
-template <typename Fits>
-uint64_t Pool::evict_locked(Fits fits, const uint64_t *tenant_only) {
-    SharedHeader *h = sh();
-    uint64_t hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
-    std::vector<std::pair<uint64_t, uint64_t>> cand;  // (last use, slot)
-    for (uint64_t i = 0; i < hwm; i++) {
-        const BlockRecord &r = blocks()[i];
-        if (!r.handle.load(std::memory_order_relaxed) || !(r.state & kBlockPublished) ||
-            r.holders.load(std::memory_order_relaxed) != 0 || (tenant_only && r.tenant != *tenant_only) ||
-            (r.tier_seq.load(std::memory_order_relaxed) & 1))  // in L4: holds no pool page
-            continue;
-        cand.emplace_back(r.last_use.load(std::memory_order_relaxed), i);
-    }
-    // The scan costs O(blocks), so it is amortised: once it runs, at least
-    // 1/64 of the candidates go (the coldest), even if fewer would fit.
-    size_t batch = std::max<size_t>(1, cand.size() / 64);
-    auto order = [&](size_t upto) {
-        upto = std::min(upto, cand.size());
-        std::partial_sort(cand.begin(), cand.begin() + static_cast<long>(upto), cand.end());
-        return upto;
-    };
-    size_t sorted = order(batch);
-    uint64_t n = 0;
-    for (size_t c = 0; c < cand.size(); c++) {
-        if (c == sorted) sorted = order(cand.size());  // the batch was not enough: all of them, in order
-        const auto &[use, slot] = cand[c];
-        BlockRecord &r = blocks()[slot];
-        uint64_t hd = r.handle.load();
-        uint64_t none = 0;
-        // Dying first: a lookup racing us either got its reference in
-        // before (we skip the block) or sees Dying and misses.
-        if (!hd || !r.holders.compare_exchange_strong(none, kHoldersDying, std::memory_order_seq_cst)) continue;
-        evict_dying_locked(r, slot, hd, events::Medium::kPool);
-        n++;
-        log(SPECKV_LOG_DEBUG, "evicted published block 0x%" PRIx64, hd);
-        if (n >= batch && fits()) break;
-    }
-    return n;
-}
-
-void Pool::evict_dying_locked(BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium medium) {
-    share_.remove_locked(slot, flush_);
-    if (events_) events_->removed(r.tenant, r.content_hash, medium);
-    release_block_locked(r, handle);
-    sh()->evictions.fetch_add(1, std::memory_order_relaxed);
-}
-
-uint64_t Pool::evict_until_locked(const std::function<bool()> &fits, const uint64_t *tenant_only) {
-    return evict_locked(fits, tenant_only);
-}
-
-int Pool::acquire_ref(uint64_t handle, bool need_published) {
-    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
-    BlockRecord &r = blocks()[slot];
-    RefShard &rs = refs_.ref_shard(slot);
-    std::lock_guard g(rs.mu);
-    // An entry whose count is 0 is kept for the next reference (a pin and
-    // unpin in a loop then allocate nothing); it stands for no reference.
-    auto it = rs.map.find(slot);
-    if (it != rs.map.end() && it->second.second > 0) {
-        if (it->second.first == handle) {
-            it->second.second++;
-            return SPECKV_OK;
-        }
-        if (r.handle.load(std::memory_order_acquire) == it->second.first)
-            return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (its slot holds a newer block)", handle);
-        it->second.second = 0;  // a reference to a block a forced reset wiped (the reset cleared its bit)
-    }
-    uint64_t bit = uint64_t(1) << attach_slot_;
-    uint64_t cur = r.holders.load(std::memory_order_relaxed);
-    do {
-        if (cur & kHoldersDying) return fail(SPECKV_EBADHANDLE, "block 0x%" PRIx64 " is being evicted", handle);
-    } while (!r.holders.compare_exchange_weak(cur, cur | bit, std::memory_order_seq_cst));
-    if (r.handle.load(std::memory_order_seq_cst) != handle ||
-        (need_published && !(relaxed_load(r.state) & kBlockPublished))) {
-        r.holders.fetch_and(~bit, std::memory_order_relaxed);
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " is not live (freed meanwhile)", handle);
-    }
-    if (it != rs.map.end()) it->second = std::make_pair(handle, 1u);
-    else rs.map.emplace(slot, std::make_pair(handle, 1u));
-    return SPECKV_OK;
-}
-
-int Pool::release_ref(uint64_t handle) {
-    uint64_t slot = (handle & ((1u << kSlotBits) - 1)) - 1;
-    RefShard &rs = refs_.ref_shard(slot);
-    std::lock_guard g(rs.mu);
-    auto it = rs.map.find(slot);
-    if (it == rs.map.end() || it->second.first != handle || it->second.second == 0)
-        return fail(SPECKV_EBADHANDLE,
-                    "block 0x%" PRIx64 " is published and this process holds no reference to it (double free?)", handle);
-    if (--it->second.second == 0) {
-        if (rs.map.size() > ProcessRefs::kKeepIdle) rs.map.erase(it);
-        BlockRecord &r = blocks()[slot];
-        // A logical clock, not time: eviction order is then a function of
-        // the order of operations alone (replays are deterministic). Only
-        // published blocks are evicted by it; an unpublished one's reference
-        // is a pin's, and bumping the shared clock on every unpin would make
-        // threads that pin different blocks contend for its cache line.
-        if (relaxed_load(r.state) & kBlockPublished)
-            r.last_use.store(sh()->lru_clock.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-        r.holders.fetch_and(~(uint64_t(1) << attach_slot_), std::memory_order_release);
-    }
     return SPECKV_OK;
 }
 
@@ -539,7 +286,7 @@ again:
     // demotion and packing skip referenced blocks, and another process's
     // free of an unpublished one waits for the unpin (SPECKV_EBUSY).
     bool ref = true;
-    if (int rc = acquire_ref(handle, false); rc != SPECKV_OK) return rc;
+    if (int rc = blocks_.acquire_ref(handle, false); rc != SPECKV_OK) return rc;
     bool moved;
     {
         // The L4 holder demotes only with the handle's pin shard locked and re-checks the pins
@@ -584,7 +331,7 @@ int Pool::unpin(uint64_t handle) {
         if (--it->second.first == 0 && ps.map.size() > ProcessRefs::kKeepIdle) ps.map.erase(it);
         ps.total.fetch_sub(1, std::memory_order_release);
     }
-    return ref ? release_ref(handle) : SPECKV_OK;
+    return ref ? blocks_.release_ref(handle) : SPECKV_OK;
 }
 
 }  // namespace speckv

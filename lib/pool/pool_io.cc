@@ -361,6 +361,5 @@ int Pool::verify_page_inplace(uint64_t page, uint64_t *verified_seq) {
     }
 }
 
-void (*testing::placement_hook)(uint64_t slot, int stage) = nullptr;
 
 }  // namespace speckv

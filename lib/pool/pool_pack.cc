@@ -207,7 +207,7 @@ void Pool::pack_block(uint64_t handle) {
         pe.seq.store(q + 2, std::memory_order_release);
     }
     const uint64_t old_first = v.first_page;
-    commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
+    blocks_.commit_placement_locked(r, slot_of(handle), first, P, 2);  // readers: the block is its image now
     for (uint32_t i = 0; i < np; i++) {
         const uint64_t p = old_first + i;
         PageEntry &pe = pages()[p];
@@ -293,7 +293,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         if (TenantEntry *t = share_.tenant_row(r.tenant); t && t->quota_pages) {
             const uint64_t tenant = r.tenant;
             auto under = [&] { return t->used_pages.load(std::memory_order_relaxed) + more <= t->quota_pages; };
-            if (!under()) evict_until_locked(under, &tenant);
+            if (!under()) blocks_.evict_locked(under, &tenant);
             if (!under()) {
                 unlock();
                 return fail(SPECKV_EQUOTA,
@@ -311,7 +311,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             continue;
         }
         if (first == UINT64_MAX && !room() && cold_.opened()) cold_.demote_locked(room, slot);
-        if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) evict_until_locked(room, nullptr);
+        if (first == UINT64_MAX && !room() && h->blocks_published.load(std::memory_order_relaxed)) blocks_.evict_locked(room, nullptr);
         if (!same() || (first == UINT64_MAX && !room())) {
             const bool moved = !same();
             const uint64_t freep = sb()->n_pages - h->pages_used.load();
@@ -342,7 +342,7 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
             seqs[i] = q + 2;
         }
         const uint64_t old_first = v->first_page;
-        commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
+        blocks_.commit_placement_locked(r, slot, first, 0, 2);  // readers: page per page again
         // The image's pages go free. Nobody locks them but a writer with a
         // stale view, for a moment (it backs off on the moved tier_seq).
         for (uint64_t j = 0; j < P; j++) {

@@ -73,7 +73,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
         uint64_t eh = er.handle.load();
         me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
         if (canonical) {
-            if (int rc = acquire_ref(eh, true); rc != SPECKV_OK) {
+            if (int rc = blocks_.acquire_ref(eh, true); rc != SPECKV_OK) {
                 unlock();
                 return rc;
             }
@@ -109,7 +109,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     }
     r.crc = record_crc(r);
     r.owner = 0;
-    if (int rc = acquire_ref(handle, true); rc != SPECKV_OK) {  // cannot fail: we hold the lock and the block
+    if (int rc = blocks_.acquire_ref(handle, true); rc != SPECKV_OK) {  // cannot fail: we hold the lock and the block
         std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
         r.crc = record_crc(r);
         unlock();
@@ -181,9 +181,9 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
             if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash) &&
-                acquire_ref(hd, true) == SPECKV_OK) {
+                blocks_.acquire_ref(hd, true) == SPECKV_OK) {
                 if (relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash)) return hit(r, hd);
-                release_ref(hd);
+                blocks_.release_ref(hd);
             }
             idx = r.hash_next.load(std::memory_order_acquire);
         }
@@ -195,7 +195,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     uint64_t e = share_.find_published_locked(tenant, hash);
-    int rc = e ? acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
+    int rc = e ? blocks_.acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
     uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
     unlock();
     if (rc == SPECKV_OK) return hit(blocks()[e - 1], hd);

@@ -43,6 +43,14 @@ class ProcessRefs {
     RefShard &ref_shard(uint64_t slot) { return refs_[slot % kShards]; }
     PinShard &pin_shard(uint64_t handle) { return pins_[handle % kShards]; }  // low bits: the slot
     std::span<RefShard> ref_shards() { return refs_; }
+    // Whether this process pins the block now (takes its pin shard's lock
+    // unless no block of the shard is pinned).
+    bool pinned(uint64_t handle) {
+        PinShard &ps = pin_shard(handle);
+        if (ps.total.load(std::memory_order_acquire) == 0) return false;
+        std::lock_guard g(ps.mu);
+        return ps.pinned(handle);
+    }
 
   private:
     RefShard refs_[kShards];

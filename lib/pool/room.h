@@ -6,7 +6,7 @@
 // placement it prefers the pages right after its unit's last block, or a run
 // with alloc.unit_slack blocks of room to grow. It owns the search and
 // nothing else: it never marks a page used, moves the cursor or evicts
-// (Pool::alloc_commit_locked and the eviction/demotion paths do). Invariants:
+// (BlockTable::commit_new_locked and the eviction/demotion paths do). Invariants:
 // every call is made under the pool lock, over the layout of a validated
 // image; an answer is a run inside [0, n_pages) that was free when it was read.
 #pragma once
