@@ -42,6 +42,8 @@ void Pool::bind_layout() {
     plocks_.bind(L.pages);
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
+    sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
+    sharing_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); }});
     cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
                      [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
                          blocks_.commit_placement_locked(r, slot, first, packed, step);
@@ -83,6 +85,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->resolver_.set_tenant(p->tenant_id_);
     p->flush_ = cfg.get("share.flush") != 0;
     p->blocks_.set_flush(p->flush_);
+    p->sharing_.set_flush(p->flush_);
     p->codec_.configure(cfg);
     p->room_.set_unit_slack(static_cast<uint32_t>(cfg.get("alloc.unit_slack")));
     p->pack_ = cfg.get("codec.pack") != 0;
@@ -93,6 +96,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
+    p->sharing_.set_events(p->events_.get());
     if (int rc = p->attach(); rc != SPECKV_OK) return rc;
     if (int rc = p->cold_.open(cfg, {p->attach_slot_, p->attach_pid_, p->attach_id_, p->read_only()}, p->events_.get());
         rc != SPECKV_OK) {
@@ -198,6 +202,7 @@ int Pool::attach() {
     attach_id_ = c.id;
     attach_pid_ = getpid();
     blocks_.set_self(attach_slot_, attach_id_);
+    sharing_.set_attach_slot(attach_slot_);
     return SPECKV_OK;
 }
 

@@ -38,6 +38,7 @@
 #include "pool/refs.h"
 #include "pool/room.h"
 #include "pool/selector.h"
+#include "pool/sharing.h"
 #include "prefetch/engine.h"
 #include "share/share_table.h"
 #include "speckv.h"
@@ -76,11 +77,13 @@ class Pool {
     int demote(uint64_t handle);
     int prefetch(const speckv_hint *hint) { return pf_.prefetch(hint, !read_only()); }
 
-    // Sharing (docs/sharing.md).
-    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical);
-    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out);
-    int tenant_set_quota(uint64_t tenant, uint64_t max_pages);
-    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota);
+    // Sharing (pool/sharing.h, docs/sharing.md).
+    int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
+        return sharing_.publish(handle, hash, canonical);
+    }
+    int lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) { return sharing_.lookup(tenant, hash, out); }
+    int tenant_set_quota(uint64_t tenant, uint64_t max_pages) { return sharing_.set_quota(tenant, max_pages); }
+    int tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) { return sharing_.usage(tenant, used, quota); }
     // Runs recovery now (reclaims what dead processes left, rebuilds the
     // derived tables): `speckv pool check --repair`.
     int repair();
@@ -138,6 +141,8 @@ class Pool {
     ShareTable share_;
     // New blocks, release, placement commits, eviction, references (pool/block_table.h).
     BlockTable blocks_;
+    // Publish, lookup, quotas (pool/sharing.h).
+    Sharing sharing_;
     bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
     // Translation index (pool/xlate_index.h). xlate_collect: lock-free
     // (retries while the index changes), under the lock if it keeps changing.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Small helpers the pool's translation units share (pool.cc, pool_blocks.cc,
-// pool_io.cc, pool_share.cc, reporter.cc, checker.cc, attach_table.cc, ...). Not a part of
+// pool_io.cc, sharing.cc, reporter.cc, checker.cc, attach_table.cc, ...). Not a part of
 // its own: copies out of the seqlocked pool, CRCs, clocks, relaxed access to
 // the record fields lock-free readers snapshot.
 #pragma once

@@ -1,51 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
-// Sharing (docs/sharing.md): publish, lookup, tenant quotas and usage, over
-// the tenant rows and hash index of share/share_table.h.
-#include "events/publisher.h"
-#include "pool/pool.h"
+// Sharing (pool/sharing.h; docs/sharing.md): publish, lookup, tenant quotas
+// and usage, over the tenant rows and hash index of share/share_table.h.
+#include "pool/sharing.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sched.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <cinttypes>
-#include <cstdarg>
-#include <cstdio>
 #include <algorithm>
-#include <array>
+#include <cinttypes>
 #include <cstring>
-#include <fstream>
 
-#include "codec/codec.h"
-#include "util/crc32c.h"
-#include "backend/prefault.h"
+#include "events/publisher.h"
+#include "pool/cold_role.h"
+#include "pool/pool_internal.h"
 #include "share/index_key.h"
 #include "util/flush.h"
-#include "util/log_env.h"
-#include "select/nmp.h"
-#include "util/status.h"
-#include "config/uri.h"
-
 #include "util/seqlock.h"
-
-#include "pool/pool_internal.h"
+#include "util/status.h"
 
 namespace speckv {
 
 using namespace fmt;
 
-// ---------------------------------------------------------------- sharing
-
-int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
+int Sharing::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     if (!hash) return fail(SPECKV_EINVAL, "hash is NULL");
-    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (read_only_) return fail(SPECKV_EPERM, "pool is open read-only");
     if (BlockView v0{}; resolve(handle, &v0) == SPECKV_OK && v0.cold())  // published blocks may be flushed: in the pool
-        if (int rc = cold_.ensure_hot(handle, &v0); rc != SPECKV_OK) return rc;
+        if (int rc = p_.cold->ensure_hot(handle, &v0); rc != SPECKV_OK) return rc;
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     BlockView v{};
@@ -62,18 +42,18 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     // A bounded chain (issue 27): a bucket already holding kIndexMaxChain
     // blocks takes no more, so no publish walks a long chain under the lock.
     auto chain_full = [&] {
-        uint64_t idx = std::atomic_ref<uint64_t>(L_.buckets[share_.bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
+        uint64_t idx = std::atomic_ref<uint64_t>(L_.buckets[p_.share->bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
         uint64_t n = 0;
         for (; idx && idx <= sb()->max_blocks && n < kIndexMaxChain; n++)
             idx = blocks()[idx - 1].hash_next.load(std::memory_order_acquire);
         return n >= kIndexMaxChain;
     };
-    if (uint64_t e = share_.find_published_locked(r.tenant, hash)) {
+    if (uint64_t e = p_.share->find_published_locked(r.tenant, hash)) {
         BlockRecord &er = blocks()[e - 1];
         uint64_t eh = er.handle.load();
         me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
         if (canonical) {
-            if (int rc = blocks_.acquire_ref(eh, true); rc != SPECKV_OK) {
+            if (int rc = p_.blocks->acquire_ref(eh, true); rc != SPECKV_OK) {
                 unlock();
                 return rc;
             }
@@ -101,7 +81,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     std::atomic_ref<uint32_t>(r.state).store(r.state | kBlockPublished, std::memory_order_seq_cst);
     for (uint64_t p = v.first_page; p < v.first_page + v.stored(); p++) {
         uint64_t q;
-        if (int rc = plocks_.wait_even(pages()[p], &q); rc != SPECKV_OK) {
+        if (int rc = p_.plocks->wait_even(pages()[p], &q); rc != SPECKV_OK) {
             std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
             unlock();
             return rc;
@@ -109,7 +89,7 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     }
     r.crc = record_crc(r);
     r.owner = 0;
-    if (int rc = blocks_.acquire_ref(handle, true); rc != SPECKV_OK) {  // cannot fail: we hold the lock and the block
+    if (int rc = p_.blocks->acquire_ref(handle, true); rc != SPECKV_OK) {  // cannot fail: we hold the lock and the block
         std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
         r.crc = record_crc(r);
         unlock();
@@ -119,14 +99,14 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     if (flush_) {
         // Without hardware coherence, another host must find the data, the
         // page entries and the record in memory before it can find the link.
-        writeback_range(page_data(v.first_page), size_t(v.stored()) << page_shift_);
+        writeback_range(page_data(v.first_page), size_t(v.stored()) << L_.page_shift);
         writeback_range(&pages()[v.first_page], v.stored() * sizeof(PageEntry));
         writeback_range(&r, sizeof r);
     }
-    share_.insert_locked(slot);
+    p_.share->insert_locked(slot);
     if (flush_) {
         writeback_range(&r, sizeof r);
-        writeback_range(&L_.buckets[share_.bucket_of(r.tenant, r.content_hash)], 8);
+        writeback_range(&L_.buckets[p_.share->bucket_of(r.tenant, r.content_hash)], 8);
     }
     sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
     sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
@@ -136,17 +116,17 @@ int Pool::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
     return SPECKV_OK;
 }
 
-int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
+int Sharing::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     if (!hash || !out) return fail(SPECKV_EINVAL, "hash and out must not be NULL");
-    if (!tenant_visible(tenant))
+    if (!p_.resolver->tenant_visible(tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot look up tenant %" PRIu64,
-                    tenant_id_, tenant);
-    if (read_only() || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
+                    p_.resolver->tenant_id(), tenant);
+    if (read_only_ || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
     SharedHeader *h = sh();
     AttachRecord &me = h->attach[attach_slot_];
     me.lookups.fetch_add(1, std::memory_order_relaxed);
     const uint64_t max = sb()->max_blocks;
-    std::atomic_ref<uint64_t> head(L_.buckets[share_.bucket_of(tenant, hash)]);
+    std::atomic_ref<uint64_t> head(L_.buckets[p_.share->bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
             // Read what the publishing host wrote back, not stale lines (a
@@ -157,7 +137,7 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             if (!(r.tier_seq.load(std::memory_order_acquire) & 1) &&
                 record_geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
                 invalidate_range(&pages()[first], np * sizeof(PageEntry));
-                invalidate_range(page_data(first), size_t(np) << page_shift_);
+                invalidate_range(page_data(first), size_t(np) << L_.page_shift);
             }
         }
         me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
@@ -174,16 +154,16 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             sched_yield();
             continue;
         }
-        if (flush_) invalidate_range(&L_.buckets[share_.bucket_of(tenant, hash)], 8);
+        if (flush_) invalidate_range(&L_.buckets[p_.share->bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
             const BlockRecord &r = blocks()[idx - 1];
             if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
             if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash) &&
-                blocks_.acquire_ref(hd, true) == SPECKV_OK) {
+                p_.blocks->acquire_ref(hd, true) == SPECKV_OK) {
                 if (relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash)) return hit(r, hd);
-                blocks_.release_ref(hd);
+                p_.blocks->release_ref(hd);
             }
             idx = r.hash_next.load(std::memory_order_acquire);
         }
@@ -194,21 +174,21 @@ int Pool::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     // The index kept changing under us: look under the lock.
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    uint64_t e = share_.find_published_locked(tenant, hash);
-    int rc = e ? blocks_.acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
+    uint64_t e = p_.share->find_published_locked(tenant, hash);
+    int rc = e ? p_.blocks->acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
     uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
     unlock();
     if (rc == SPECKV_OK) return hit(blocks()[e - 1], hd);
     return fail(SPECKV_ENOENT, "tenant %" PRIu64 " has no block published under this hash", tenant);
 }
 
-int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
-    if (read_only()) return fail(SPECKV_EPERM, "pool is open read-only");
-    if (tenant_id_ >= 0) return fail(SPECKV_EPERM, "a pool handle bound to a tenant (tenant.id) cannot set quotas");
+int Sharing::set_quota(uint64_t tenant, uint64_t max_pages) {
+    if (read_only_) return fail(SPECKV_EPERM, "pool is open read-only");
+    if (p_.resolver->tenant_id() >= 0) return fail(SPECKV_EPERM, "a pool handle bound to a tenant (tenant.id) cannot set quotas");
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     SharedHeader *h = sh();
-    TenantEntry *t = share_.tenant_row(tenant);
+    TenantEntry *t = p_.share->tenant_row(tenant);
     if (!t) {
         if (max_pages == 0) {
             unlock();
@@ -233,11 +213,11 @@ int Pool::tenant_set_quota(uint64_t tenant, uint64_t max_pages) {
     return SPECKV_OK;
 }
 
-int Pool::tenant_usage(uint64_t tenant, uint64_t *used, uint64_t *quota) {
-    if (!tenant_visible(tenant))
-        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id)", tenant_id_);
+int Sharing::usage(uint64_t tenant, uint64_t *used, uint64_t *quota) const {
+    if (!p_.resolver->tenant_visible(tenant))
+        return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id)", p_.resolver->tenant_id());
     uint64_t u = 0, q = 0;
-    if (const TenantEntry *t = share_.tenant_row(tenant)) {
+    if (const TenantEntry *t = p_.share->tenant_row(tenant)) {
         u = t->used_pages.load();
         q = t->quota_pages;
     } else {
