@@ -2,7 +2,7 @@
 // Page I/O's decoder: turns the codec record a page (or a packed block's
 // entry) holds back into the page's values, zero-filled to the page size,
 // and counts what it decoded in the pool's counters. The read path
-// (Pool::decode_page) and the prefetcher's L2 fill callbacks use it; the
+// (PageReader, pool/page_reader.h) and its L2 fill callbacks use it; the
 // callbacks get this object and the bytes to read, never the Pool.
 #pragma once
 #include <cstddef>

@@ -40,6 +40,7 @@ void Pool::bind_layout() {
     share_.bind(L);
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
+    reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
     sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
@@ -94,6 +95,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
+    p->reader_.set_tiers(p->cache_.get(), p->pf_.l2());
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
     p->sharing_.set_events(p->events_.get());
@@ -127,6 +129,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     p->map_ = std::move(m);
     p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
+    p->reader_.set_tiers(p->cache_.get(), nullptr);
     *out = std::move(p);
     return SPECKV_OK;
 }

@@ -30,6 +30,7 @@
 #include "pool/log.h"
 #include "pool/packed_image.h"
 #include "pool/page_lock.h"
+#include "pool/page_reader.h"
 #include "pool/pool_lock.h"
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
@@ -155,19 +156,15 @@ class Pool {
     // into L2; returns the pages brought in; *link += the bytes that crossed L3 -> L2.
     uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
     PrefetchBuffer *l2() const { return pf_.l2(); }
-    uint64_t l2_tag(uint64_t seq, uint64_t epoch) const { return seq ^ (epoch << 44); }
     // A live block's placement from its handle, without the lock (pool/block_resolver.h).
     BlockResolver resolver_;
     __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
-    // *src: 0 = L1 (verified-page cache), 1 = L2 (prefetch buffer), 2 = L3 (the pool, checksummed now).
-    int read_page(uint64_t page, size_t off, size_t len, unsigned char *dst, int *src);
-    int verify_page_inplace(uint64_t page, uint64_t *verified_seq = nullptr);
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
-    // Decodes a verified copy of a coded page into out (page_size bytes,
-    // zero tail). SPECKV_ECORRUPT names the page.
-    int decode_page(uint64_t page, const unsigned char *slot, unsigned char *out);
     PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
+    // Pages and packed pages through L1, L2 and the pool, checked and decoded;
+    // the prefetcher's L2 fill (pool/page_reader.h).
+    PageReader reader_;
     // Packed blocks (lib/pool/pool_pack.cc, docs/pool-format.md "Packed blocks").
     // The write that completes a block whose pages are coded packs it: its
     // records, back to back, in fewer fresh pages; the old pages go free.
@@ -177,13 +174,7 @@ class Pool {
     // image's pages go free. Re-resolves *v. The block stays packed and
     // readable on failure (no room, quota, a bad image).
     int unpack_block(uint64_t handle, BlockView *v);
-    // Reads bytes [poff, poff+plen) of logical page i of a packed block
-    // (*src as read_page's). SPECKV_EBUSY with v.moved() when the block moved.
-    int read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
-                         int *src);
     PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
-    // Pages into L2 from a packed block (the prefetcher).
-    uint64_t prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link);
     bool pack_ = true;  // config codec.pack
     bool pinned(uint64_t handle) { return refs_.pinned(handle); }
     RoomFinder room_;  // where a block's pages go (pool/room.h)

@@ -253,7 +253,7 @@ again:
                     bump(kCrcFail);
                     rc = fail(SPECKV_ECORRUPT, "page %" PRIu64 " failed its CRC32C check; page quarantined", p);
                 } else {
-                    rc = decode_page(p, page_data(p), dec);
+                    rc = reader_.decode_page(p, page_data(p), dec);
                 }
                 if (rc == SPECKV_OK) {
                     std::memcpy(page_data(p), dec, page_size_);
@@ -277,7 +277,7 @@ again:
                 (cache_->verified(p, s1, epoch) || cache_->contains(p, s1, epoch)))
                 continue;
             uint64_t vs = 0;
-            if (int rc = verify_page_inplace(p, &vs); rc != SPECKV_OK) return rc;
+            if (int rc = reader_.verify_page_inplace(p, &vs); rc != SPECKV_OK) return rc;
             cache_->note_verified(p, vs, epoch);
         }
     }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Page I/O: write and read with their CRC32C checks over the seqlocked page
-// protocol (pool/page_lock.h), the codec's encode/decode of a page, in-place
-// verification. docs/pool-format.md "Pages".
+// protocol (pool/page_lock.h). A write encodes the page it completes
+// (pool/page_encoder.h); a read takes each page from the PageReader
+// (pool/page_reader.h: L1, L2 or the pool, checked, decoded).
+// docs/pool-format.md "Pages".
 #include "pool/pool.h"
 
 #include <errno.h>
@@ -42,8 +44,7 @@ namespace speckv {
 using namespace fmt;
 
 namespace {
-thread_local std::vector<unsigned char> t_scratch;
-// Codec staging: a page's record (cap max_record_size(page)) and a decoded page.
+// A decoded page (the write, pin, read and recovery paths).
 thread_local std::vector<unsigned char> t_decoded;
 }  // namespace
 
@@ -106,7 +107,7 @@ restart:
             // record's values. A record that does not check keeps the page
             // as it is (quarantined): nothing is written over it.
             unsigned char *dec = scratch_of(t_decoded, page_size_);
-            int rc = crc32c(0, d, page_size_) == pe.crc.load(std::memory_order_relaxed) ? decode_page(page, d, dec)
+            int rc = crc32c(0, d, page_size_) == pe.crc.load(std::memory_order_relaxed) ? reader_.decode_page(page, d, dec)
                      : fail(SPECKV_ECORRUPT, "page %" PRIu64 " failed its CRC32C check; page quarantined", page);
             if (rc != SPECKV_OK) {
                 pe.flags.store(fl | kPageQuarantined, std::memory_order_relaxed);
@@ -165,94 +166,6 @@ restart:
     return SPECKV_OK;
 }
 
-int Pool::read_page(uint64_t page, size_t poff, size_t plen, unsigned char *dst, int *src) {
-    *src = 2;
-    PageEntry &pe = pages()[page];
-    for (;;) {
-        uint64_t s1 = pe.seq.load(std::memory_order_acquire);
-        if (s1 & 1) [[unlikely]] {
-            if (int rc = plocks_.wait_even(pe, &s1); rc != SPECKV_OK) return rc;
-        }
-        // A cached copy is a verified copy of exactly this version of the
-        // page, so the hit path needs neither the flags nor the media.
-        uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
-        if (cache_->get(page, s1, epoch, poff, plen, dst)) [[likely]] {
-            *src = 0;
-            return SPECKV_OK;
-        }
-        uint32_t fl = pe.flags.load(std::memory_order_acquire);
-        if (fl & kPagePacked) [[unlikely]]  // the block was packed since the caller resolved it: its view is stale
-            return fail(SPECKV_EBUSY, "page %" PRIu64 " is part of a packed image now", page);
-        if (fl & kPageQuarantined)
-            return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
-        if (fl & kPageZero) {
-            std::memset(dst, 0, plen);
-            if (pe.seq.load(std::memory_order_acquire) == s1) return SPECKV_OK;
-            continue;
-        }
-        // Part of a page, with no L1 to take the whole of it (cache.bytes =
-        // 0): only the bytes asked for are copied, from L2 or from the pool.
-        // The pool's page is still checked whole (a CRC over all of it, the
-        // part asked for in the same pass as its copy), so a corrupt byte
-        // anywhere in the page fails the read as before. The range goes
-        // through scratch first, as before: dst gets no byte of a page that
-        // fails.
-        const bool part = plen != page_size_ && !cache_->enabled() && !(fl & kPageCoded);
-        unsigned char *buf = dst;
-        if (plen != page_size_) {
-            if (t_scratch.size() < page_size_) t_scratch.resize(page_size_);
-            buf = t_scratch.data();
-        }
-        // L2: a copy the prefetcher verified, of exactly this version (the
-        // tag holds seq and epoch). It moves up to L1.
-        if (part) {
-            if (l2() && l2()->get(page, l2_tag(s1, epoch), poff, plen, buf)) {
-                std::memcpy(dst, buf, plen);
-                *src = 1;
-                return SPECKV_OK;
-            }
-        } else if (l2() && l2()->get(page, l2_tag(s1, epoch), 0, page_size_, buf)) {
-            cache_->put(page, s1, epoch, buf);
-            if (buf != dst) std::memcpy(dst, buf + poff, plen);
-            *src = 1;
-            return SPECKV_OK;
-        }
-        // Copy and CRC in one pass (issue 27); the CRC is of the copy.
-        uint32_t got = part ? copy_part_crc_from_pool(buf, page_data(page), page_size_, poff, plen)
-                            : copy_crc_from_pool(buf, page_data(page), page_size_);
-        uint32_t stored = pe.crc.load(std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (pe.seq.load(std::memory_order_relaxed) != s1) continue;  // a writer got in: retry
-        if (got != stored) {
-            pe.flags.fetch_or(kPageQuarantined);
-            bump(kCrcFail);
-            log(SPECKV_LOG_ERROR, "page %" PRIu64 " failed its CRC32C check; quarantined", page);
-            return fail(SPECKV_ECORRUPT,
-                        "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
-                        stored, got);
-        }
-        if (fl & kPageCoded) {
-            unsigned char *dec = scratch_of(t_decoded, page_size_);
-            if (int rc = decode_page(page, buf, dec); rc != SPECKV_OK) {
-                pe.flags.fetch_or(kPageQuarantined);
-                log(SPECKV_LOG_ERROR, "page %" PRIu64 " holds a bad codec record; quarantined", page);
-                return rc;
-            }
-            if (cache_->admit_read(page)) cache_->put(page, s1, epoch, dec);
-            std::memcpy(dst, dec + poff, plen);
-            return SPECKV_OK;
-        }
-        if (part) {  // the range is at buf[0, plen); no L1
-            std::memcpy(dst, buf, plen);
-            return SPECKV_OK;
-        }
-        // Into L1 only as the admission policy says (config cache.admit).
-        if (cache_->admit_read(page)) cache_->put(page, s1, epoch, buf);
-        if (buf != dst) std::memcpy(dst, buf + poff, plen);
-        return SPECKV_OK;
-    }
-}
-
 int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
   for (int attempt = 0;; attempt++) {
     BlockView r{};
@@ -284,10 +197,10 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         size_t plen = std::min<size_t>(len - done, page_size_ - poff);
         int src;
         if (r.packed) [[unlikely]] {
-            if ((rc = read_packed_page(r, handle, static_cast<uint32_t>(pos >> page_shift_), poff, plen, out + done, &src)) !=
+            if ((rc = reader_.read_packed_page(r, handle, static_cast<uint32_t>(pos >> page_shift_), poff, plen, out + done, &src)) !=
                 SPECKV_OK)
                 break;
-        } else if ((rc = read_page(page, poff, plen, out + done, &src)) != SPECKV_OK) {
+        } else if ((rc = reader_.read_page(page, poff, plen, out + done, &src)) != SPECKV_OK) {
             break;
         }
         hits += src == 0;
@@ -330,36 +243,5 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
     return rc;
   }
 }
-
-// ---- codec (docs/codec.md §17)
-
-int Pool::decode_page(uint64_t page, const unsigned char *slot, unsigned char *out) {
-    return PageDecoder(page_size_, &counters_).decode_page(page, slot, out);
-}
-
-int Pool::verify_page_inplace(uint64_t page, uint64_t *verified_seq) {
-    PageEntry &pe = pages()[page];
-    for (;;) {
-        uint64_t s1;
-        if (int rc = plocks_.wait_even(pe, &s1); rc != SPECKV_OK) return rc;
-        uint32_t fl = pe.flags.load(std::memory_order_acquire);
-        if (fl & kPageQuarantined)
-            return fail(SPECKV_ECORRUPT, "page %" PRIu64 " is quarantined: it failed its CRC32C check", page);
-        uint32_t stored = pe.crc.load(std::memory_order_relaxed);
-        uint32_t got = crc_of_pool(page_data(page), page_size_);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (pe.seq.load(std::memory_order_relaxed) != s1) continue;
-        if (got != stored) {
-            pe.flags.fetch_or(kPageQuarantined);
-            bump(kCrcFail);
-            return fail(SPECKV_ECORRUPT,
-                        "page %" PRIu64 " failed its CRC32C check (stored %08x, computed %08x); page quarantined", page,
-                        stored, got);
-        }
-        if (verified_seq) *verified_seq = s1;
-        return SPECKV_OK;
-    }
-}
-
 
 }  // namespace speckv

@@ -24,7 +24,6 @@
 #include "codec/codec.h"
 #include "util/crc32c.h"
 #include "select/nmp.h"
-#include "pool/page_decoder.h"
 #include "pool/pool.h"
 #include "util/seqlock.h"
 #include "util/status.h"
@@ -36,7 +35,6 @@ using namespace fmt;
 namespace {
 
 thread_local std::vector<unsigned char> t_image;   // an image being built, or page images being unpacked
-thread_local std::vector<unsigned char> t_prec;    // one record copied out of an image
 thread_local std::vector<unsigned char> t_ppage;   // one decoded page
 
 unsigned char *grow(std::vector<unsigned char> &v, size_t n) {
@@ -368,119 +366,6 @@ int Pool::unpack_block(uint64_t handle, BlockView *v) {
         if (int rc = resolve(handle, v); rc != SPECKV_OK) return rc;
     }
     return SPECKV_OK;
-}
-
-// ---------------------------------------------------------------- read
-
-int Pool::read_packed_page(const BlockView &v, uint64_t handle, uint32_t i, size_t poff, size_t plen, unsigned char *dst,
-                           int *src) {
-    *src = 2;
-    const size_t ps = page_size_;
-    const uint64_t key = PackedImage::key(slot_of(handle), i);
-    const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
-    if (cache_->get(key, v.tseq, epoch, poff, plen, dst)) {
-        *src = 0;
-        return SPECKV_OK;
-    }
-    unsigned char *page = grow(t_ppage, ps);
-    if (l2() && l2()->get(key, l2_tag(v.tseq, epoch), 0, ps, page)) {  // the prefetcher decoded it: up to L1
-        cache_->put(key, v.tseq, epoch, page);
-        std::memcpy(dst, page + poff, plen);
-        *src = 1;
-        return SPECKV_OK;
-    }
-    PackEntry e{};
-    const bool ok = packed_.entry(v, i, &e);
-    // Decoded (or checked) straight from the image, no copy first: if the
-    // block moves meanwhile the bytes may change under the decoder, which
-    // reads only [off, off+len) and fails or yields garbage we then discard.
-    const unsigned char *rec = ok ? page_data(v.first_page) + e.off : nullptr;
-    int drc = SPECKV_OK;
-    std::string why;
-    if (ok && !(e.flags & kPageZero)) {
-        SEQLOCK_IGNORE_BEGIN();
-        if (e.flags & kPageCoded) {
-            size_t n = 0;
-            drc = codec::decode(rec, e.len, page, ps, &n);
-            if (drc == SPECKV_OK) std::memset(page + n, 0, ps - n);
-            else why = std::string("its codec record does not decode (") + last_error() + ")";
-        } else {
-            std::memcpy(page, rec, ps);
-            if (crc32c(0, page, ps) != e.crc) {
-                drc = SPECKV_ECORRUPT;
-                why = "it fails its CRC32C check";
-            }
-        }
-        SEQLOCK_IGNORE_END();
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (v.rec->handle.load(std::memory_order_acquire) != handle)
-        return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed during the read", handle);
-    if (v.moved()) return fail(SPECKV_EBUSY, "block 0x%" PRIx64 " moved during the read", handle);
-    // The image is the one the view names: what it says now is what it said
-    // at pack time, or damage. Damage is per record (its own CRC32C), so the
-    // pool pages are not quarantined: the records that share them stay
-    // readable, and this one fails the same way at every read.
-    const uint64_t p0 = v.first_page + (ok ? e.off / ps : 0), p1 = v.first_page + (ok && e.len ? (e.off + e.len - 1) / ps : 0);
-    auto damaged = [&](const char *what) {
-        bump(kCrcFail);
-        log(SPECKV_LOG_ERROR, "block 0x%" PRIx64 " page %u (packed, pool pages %" PRIu64 "..%" PRIu64 "): %s", handle, i, p0,
-            p1, what);
-        return fail(SPECKV_ECORRUPT, "block 0x%" PRIx64 " page %u (packed, pool pages %" PRIu64 "..%" PRIu64 "): %s", handle,
-                    i, p0, p1, what);
-    };
-    if (!ok) return damaged("its directory entry in the packed image is out of bounds");
-    if (e.flags & kPageZero) {
-        std::memset(dst, 0, plen);
-        return SPECKV_OK;
-    }
-    if (drc != SPECKV_OK) return damaged(why.c_str());
-    if (e.flags & kPageCoded) bump(kDecPages);
-    cache_->put(key, v.tseq, epoch, page);
-    std::memcpy(dst, page + poff, plen);
-    return SPECKV_OK;
-}
-
-// ---------------------------------------------------------------- prefetch
-
-uint64_t Pool::prefetch_packed(const BlockView &v, uint64_t handle, uint64_t owner, uint64_t *link) {
-    const uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed), slot = slot_of(handle);
-    const uint64_t tag = l2_tag(v.tseq, epoch);
-    const uint32_t gen = l2()->generation(owner);
-    const PageDecoder dec(page_size_, &counters_);
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < v.npages; i++) {
-        PackEntry e;
-        if (!packed_.entry(v, i, &e) || (e.flags & kPageZero)) continue;  // zeros cost nothing; damage is the reader's to report
-        const uint64_t key = PackedImage::key(slot, i);
-        if (cache_->contains(key, v.tseq, epoch) || l2()->contains(key, tag)) continue;
-        // L2 holds decoded pages: the record is what crosses the link.
-        // The fill gets the image, the view, the entry and the decoder: no Pool.
-        struct Fill {
-            const PageDecoder *dec;
-            const unsigned char *image;  // the packed image's first page in the pool
-            const BlockView *v;
-            uint64_t handle;
-            PackEntry e;
-        } ctx{&dec, page_data(v.first_page), &v, handle, e};
-        auto fill = [](void *user, void *dst) -> bool {
-            auto *c = static_cast<Fill *>(user);
-            const size_t ps = c->dec->page_size();
-            unsigned char *rec = grow(t_prec, c->e.len);
-            pool_copy(rec, c->image + c->e.off, c->e.len);
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (c->v->moved() || c->v->rec->handle.load(std::memory_order_acquire) != c->handle) return false;
-            if (c->e.flags & kPageCoded) return c->dec->decode_record(rec, c->e.len, dst);
-            if (crc32c(0, rec, ps) != c->e.crc) return false;
-            std::memcpy(dst, rec, ps);
-            return true;
-        };
-        if (l2()->insert_with(key, tag, owner, gen, fill, &ctx)) {
-            n++;
-            *link += e.len;
-        }
-    }
-    return n;
 }
 
 // ---------------------------------------------------------------- check

@@ -22,15 +22,6 @@ namespace speckv {
 
 using namespace fmt;
 
-namespace {
-// The prefetch thread's copy of a coded page before it is decoded into L2.
-unsigned char *pf_slot(size_t n) {
-    thread_local std::vector<unsigned char> v;
-    if (v.size() < n) v.resize(n);
-    return v.data();
-}
-}  // namespace
-
 // ------------------------------------------------------ translation index
 
 void Pool::xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *out) {
@@ -159,68 +150,7 @@ uint64_t Pool::prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_fro
     // would be stale before it is read. Its writer puts it in L1 instead.
     uint64_t tp = relaxed_field(v.rec->token_pos), tc = relaxed_field(v.rec->token_count);
     if (skip_from != ~0ull && tc && skip_from + 1 >= tp && skip_from < tp + tc) return 0;
-    if (v.packed) return prefetch_packed(v, handle, owner, link);
-    uint64_t epoch = sh()->epoch.load(std::memory_order_relaxed);
-    uint64_t n = 0;
-    uint32_t gen = l2()->generation(owner);
-    const PageDecoder dec(page_size_, &counters_);
-    for (uint64_t p = v.first_page; p < v.first_page + v.npages; p++) {
-        PageEntry &pe = pages()[p];
-        uint64_t s1 = pe.seq.load(std::memory_order_acquire);
-        if (s1 & 1) continue;  // being written: the reader will fetch it
-        uint32_t fl = pe.flags.load(std::memory_order_acquire);
-        if (fl & (kPageZero | kPageQuarantined)) continue;  // zeros cost nothing; a bad page is the reader's to report
-        uint64_t tag = l2_tag(s1, epoch);
-        if (cache_->contains(p, s1, epoch)) {
-            // L1 serves it (a unit this far ahead is not the one just read:
-            // L1 keeps it), so an L2 copy is a duplicate: its frame goes first.
-            if (l2()->contains(p, tag)) l2()->invalidate(p);
-            continue;
-        }
-        if (l2()->contains(p, tag)) continue;
-        // L2 holds decoded pages: a coded page is copied (the record is what
-        // crosses the link), checked, then decoded on this thread.
-        // The fill gets the page's bytes, its entry and the decoder: no Pool.
-        struct Fill {
-            const PageDecoder *dec;
-            const unsigned char *src;  // the page in the pool
-            const PageEntry *pe;
-            uint64_t page, seq;
-            bool coded;
-            size_t moved;
-        } ctx{&dec, page_data(p), &pe, p, s1, (fl & kPageCoded) != 0, 0};
-        auto fill = [](void *user, void *dst) -> bool {
-            auto *c = static_cast<Fill *>(user);
-            const size_t ps = c->dec->page_size();
-            const PageEntry &e = *c->pe;
-            unsigned char *buf = c->coded ? pf_slot(ps) : static_cast<unsigned char *>(dst);
-            // Copy and CRC in one pass (as a read does); the CRC is of the copy.
-            const uint32_t got = copy_crc_from_pool(buf, c->src, ps);
-            uint32_t stored = e.crc.load(std::memory_order_relaxed);
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (e.seq.load(std::memory_order_relaxed) != c->seq) return false;  // rewritten meanwhile
-            if (got != stored) return false;  // a bad page is left to the synchronous path
-            if (!c->coded) {
-                c->moved = ps;
-                return true;
-            }
-            codec::Header h;
-            if (codec::peek_header(buf, ps, &h) != SPECKV_OK ||
-                c->dec->decode_page(c->page, buf, static_cast<unsigned char *>(dst)) != SPECKV_OK) {
-                clear_error();
-                return false;  // likewise
-            }
-            c->moved = h.record_len();
-            return true;
-        };
-        if (l2()->insert_with(p, tag, owner, gen, fill, &ctx)) {
-            n++;
-            *link += ctx.moved;
-        }
-    }
-    // The block was freed while we read: what we stored carries the old
-    // sequence numbers and never matches again.
-    return n;
+    return reader_.prefetch_block(v, handle, owner, link);  // pool/page_reader.h
 }
 
 }  // namespace speckv
