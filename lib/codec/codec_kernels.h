@@ -185,7 +185,9 @@ struct PackedKernels {
                    const float *z, int dtype, void *out, bool sat);
     // §19.5 parameter fields: G (s16, z16) pairs at p -> their FP32 values.
     // false if any s16 is negative or not finite, or any z16 is not finite.
-    bool (*params)(const uint8_t *p, size_t G, float *s, float *z);
+    // *sat: whether decode needs its `sat` (some top * s + z > 65000, top =
+    // 2^b - 1; conservative, so the rounding of that test does not matter).
+    bool (*params)(const uint8_t *p, size_t G, float top, float *s, float *z, bool *sat);
     // §19.2 for G groups: writes the (s16, z16) pairs at `pairs` and zf, inv;
     // false if a group is outside the FP16 range (the page is then raw).
     bool (*make_params)(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
@@ -204,7 +206,7 @@ void packed_decode_scalar(const uint8_t *src, size_t T, size_t C, unsigned bits,
                           const float *z, int dtype, void *out, bool sat);
 bool packed_to_f32_scalar(int dtype, const void *src, size_t n, float *x);
 void packed_minmax_scalar(const float *x, size_t T, size_t C, unsigned group, float *mn, float *mx);
-bool packed_params_scalar(const uint8_t *p, size_t G, float *s, float *z);
+bool packed_params_scalar(const uint8_t *p, size_t G, float top, float *s, float *z, bool *sat);
 bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
                                float *inv);
 

@@ -211,12 +211,116 @@ void decode4(const uint8_t *src, size_t T, size_t C, unsigned group, const float
     }
 }
 
+// 8 FP32 results -> 8 FP16 or BF16 fields (round to nearest even), as store8.
+template <bool kSat, int kDtype>
+inline __m128i to16x8(__m256 y) {
+    if constexpr (kDtype == SPECKV_DTYPE_FP16) {
+        const __m256 lim = _mm256_set1_ps(65504.0f);
+        if (kSat) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        return _mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        const __m256i u = _mm256_castps_si256(y);
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+        return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    }
+}
+
+// b = 4, C a multiple of 16, one (s, z) per channel (K): 16 channels at a
+// time down all the rows, so their scales and zero points stay in registers
+// (a row of 32 or 64 channels would need 8 or 16 of them), 16 values a step.
+template <bool kSat, int kDtype>
+void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *out) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (size_t c = 0; c < C; c += 16) {
+        const __m256 s0 = _mm256_loadu_ps(s + c), s1 = _mm256_loadu_ps(s + c + 8);
+        const __m256 z0 = _mm256_loadu_ps(z + c), z1 = _mm256_loadu_ps(z + c + 8);
+        const uint8_t *in = src + c / 2;
+        uint8_t *o = out + c * es;
+        if constexpr (kDtype != SPECKV_DTYPE_FP32) {
+            // 16-bit out: byte k widened to a dword gives value 2k (& 0x0F) and 2k+1 (>> 4),
+            // computed with the even and the odd channels' s and z; one 16-bit interleave
+            // puts the results in order (fewer µops than unpacking the nibbles first).
+            const __m256i ev = _mm256_setr_epi32(0, 2, 4, 6, 8 - 8, 10 - 8, 12 - 8, 14 - 8);
+            const __m256i od = _mm256_setr_epi32(1, 3, 5, 7, 9 - 8, 11 - 8, 13 - 8, 15 - 8);
+            // lanes 0-3 from s0/z0 (channels 0..7), lanes 4-7 from s1/z1 (channels 8..15)
+            const __m256 se = _mm256_blend_ps(_mm256_permutevar8x32_ps(s0, ev), _mm256_permutevar8x32_ps(s1, ev), 0xF0);
+            const __m256 so = _mm256_blend_ps(_mm256_permutevar8x32_ps(s0, od), _mm256_permutevar8x32_ps(s1, od), 0xF0);
+            const __m256 ze = _mm256_blend_ps(_mm256_permutevar8x32_ps(z0, ev), _mm256_permutevar8x32_ps(z1, ev), 0xF0);
+            const __m256 zo = _mm256_blend_ps(_mm256_permutevar8x32_ps(z0, od), _mm256_permutevar8x32_ps(z1, od), 0xF0);
+            const __m256i m4d = _mm256_set1_epi32(0x0F);
+            for (size_t t = 0; t < T; t++, in += C / 2, o += C * es) {
+                const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(in)));
+                const __m128i e = to16x8<kSat, kDtype>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(d, m4d)), se, ze));
+                const __m128i f = to16x8<kSat, kDtype>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4)), so, zo));
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_unpacklo_epi16(e, f));
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 16), _mm_unpackhi_epi16(e, f));
+            }
+            continue;
+        }
+        for (size_t t = 0; t < T; t++, in += C / 2, o += C * es) {
+            const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(in));
+            const __m128i v = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+            const __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), s0, z0);
+            const __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), s1, z1);
+            store8<kSat>(y0, kDtype, o);
+            store8<kSat>(y1, kDtype, o + 8 * es);
+        }
+    }
+}
+
+// b = 4, C a multiple of 32, one (s, z) per token or page (V), FP16 or BF16
+// out: the 16 possible outputs of a row are computed once (the same fma and
+// rounding as decode4, so the same bits) and each value is looked up. A
+// 16-bit table does not fit one PSHUFB, so it is split in its low and high
+// bytes (one 16-byte table each, in both lanes): per 32 values two PSHUFBs
+// and two byte interleaves replace 4 x (widen, convert, fma, round).
+template <bool kSat, int kDtype>
+void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    const __m256 i0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), i1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10,
+                                           12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i m0f = _mm256_set1_epi16(0x0F), mf0 = _mm256_set1_epi16(0xF0);
+    __m256i tl = _mm256_setzero_si256(), th = tl;
+    for (size_t t = 0; t < T; t++) {
+        if (t == 0 || group != kGroupPage) {  // the row's table, in registers
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
+            const __m256i h = _mm256_shuffle_epi8(  // lane k: low bytes, high bytes of entries 8k..8k+7
+                _mm256_inserti128_si256(_mm256_castsi128_si256(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv))),
+                                        to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv)), 1),
+                split);
+            tl = _mm256_permute4x64_epi64(h, 0x88);  // low bytes of entries 0..15, in both lanes
+            th = _mm256_permute4x64_epi64(h, 0xDD);  // high bytes
+        }
+        for (size_t c = 0; c < C; c += 32, src += 16, o += 64) {
+            // word k = byte k widened: value 2k (low nibble) in its low byte, 2k+1 in its high byte
+            const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src)));
+            const __m256i idx = _mm256_or_si256(_mm256_and_si256(w, m0f), _mm256_slli_epi16(_mm256_and_si256(w, mf0), 4));
+            const __m256i lo = _mm256_shuffle_epi8(tl, idx), hi = _mm256_shuffle_epi8(th, idx);
+            const __m256i a = _mm256_unpacklo_epi8(lo, hi), b = _mm256_unpackhi_epi8(lo, hi);  // 0-7|16-23, 8-15|24-31
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_permute2x128_si256(a, b, 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 32), _mm256_permute2x128_si256(a, b, 0x31));
+        }
+    }
+}
+
 template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
     const size_t es = dtype_size(dtype);
     auto o = static_cast<uint8_t *>(out);
     if constexpr (B == 4) {
+        if (C % 32 == 0 && group != kGroupChannel && dtype != SPECKV_DTYPE_FP32) {
+            if (dtype == SPECKV_DTYPE_FP16) return decode4_lut<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+            return decode4_lut<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+        }
+        if (C % 16 == 0 && group == kGroupChannel) {
+            if (dtype == SPECKV_DTYPE_FP16) return decode4_ch<kSat, SPECKV_DTYPE_FP16>(src, T, C, s, z, o);
+            if (dtype == SPECKV_DTYPE_BF16) return decode4_ch<kSat, SPECKV_DTYPE_BF16>(src, T, C, s, z, o);
+            return decode4_ch<kSat, SPECKV_DTYPE_FP32>(src, T, C, s, z, o);
+        }
         if (C % 16 == 0) {
             if (dtype == SPECKV_DTYPE_FP16) return decode4<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
             if (dtype == SPECKV_DTYPE_BF16) return decode4<kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
@@ -252,9 +356,11 @@ void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned
 }
 
 // 8 (s16, z16) pairs per step: F16C conversions (exact), checks on the bits.
-bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
+bool params_avx2(const uint8_t *p, size_t G, float top, float *s, float *z, bool *sat) {
     size_t g = 0;
     __m256i bad = _mm256_setzero_si256();
+    __m256 over = _mm256_setzero_ps();
+    const __m256 tv = _mm256_set1_ps(top), lim = _mm256_set1_ps(65000.0f);
     const __m256i e = _mm256_set1_epi32(0x7C00), sm = _mm256_set1_epi32(0x8000), lo = _mm256_set1_epi32(0xFFFF);
     for (; g + 8 <= G; g += 8) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 4 * g));
@@ -263,11 +369,16 @@ bool params_avx2(const uint8_t *p, size_t G, float *s, float *z) {
         bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(zv, e), e));
         bad = _mm256_or_si256(bad, _mm256_and_si256(sv, sm));
         const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(sv, zv), 0xD8);  // s0..7 | z0..7
-        _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm256_castsi256_si128(pk)));
-        _mm256_storeu_ps(z + g, _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1)));
+        const __m256 sf = _mm256_cvtph_ps(_mm256_castsi256_si128(pk)), zf = _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1));
+        _mm256_storeu_ps(s + g, sf);
+        _mm256_storeu_ps(z + g, zf);
+        over = _mm256_or_ps(over, _mm256_cmp_ps(_mm256_add_ps(_mm256_mul_ps(tv, sf), zf), lim, _CMP_GT_OQ));
     }
     if (!_mm256_testz_si256(bad, bad)) return false;
-    return g == G || packed_params_scalar(p + 4 * g, G - g, s + g, z + g);
+    bool rest = false;
+    if (g < G && !packed_params_scalar(p + 4 * g, G - g, top, s + g, z + g, &rest)) return false;
+    *sat = rest || _mm256_movemask_ps(over) != 0;
+    return true;
 }
 
 // §19.2 for 8 groups per step: F16C's directed conversions are the

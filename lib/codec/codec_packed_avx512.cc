@@ -207,15 +207,18 @@ inline void store16(__m512 y, int dtype, uint8_t *o) {
 template <bool kSat, int kDtype>
 void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *o) {
     constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
-    for (size_t t = 0; t < T; t++) {
-        for (size_t c = 0; c < C; c += 32, src += 16, o += 32 * es) {
-            const __m256i q = nibbles32(src);
-            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))),
-                                              _mm512_loadu_ps(s + c), _mm512_loadu_ps(z + c));
-            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))),
-                                              _mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(z + c + 16));
-            store16<kSat>(y0, kDtype, o);
-            store16<kSat>(y1, kDtype, o + 16 * es);
+    // 32 channels at a time down all the rows: their s and z stay in registers.
+    for (size_t c = 0; c < C; c += 32) {
+        const __m512 s0 = _mm512_loadu_ps(s + c), s1 = _mm512_loadu_ps(s + c + 16);
+        const __m512 z0 = _mm512_loadu_ps(z + c), z1 = _mm512_loadu_ps(z + c + 16);
+        const uint8_t *in = src + c / 2;
+        uint8_t *oc = o + c * es;
+        for (size_t t = 0; t < T; t++, in += C / 2, oc += C * es) {
+            const __m256i q = nibbles32(in);
+            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))), s0, z0);
+            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))), s1, z1);
+            store16<kSat>(y0, kDtype, oc);
+            store16<kSat>(y1, kDtype, oc + 16 * es);
         }
     }
 }
@@ -298,20 +301,26 @@ void decode_512(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned 
 }
 
 // 16 (s16, z16) pairs per step.
-bool params_512(const uint8_t *p, size_t G, float *s, float *z) {
+bool params_512(const uint8_t *p, size_t G, float top, float *s, float *z, bool *sat) {
     size_t g = 0;
-    __mmask16 bad = 0;
+    __mmask16 bad = 0, over = 0;
+    const __m512 tv = _mm512_set1_ps(top), lim = _mm512_set1_ps(65000.0f);
     const __m512i e = _mm512_set1_epi32(0x7C00), sm = _mm512_set1_epi32(0x8000);
     for (; g + 16 <= G; g += 16) {
         const __m512i v = _mm512_loadu_si512(p + 4 * g);
         const __m512i zv = _mm512_srli_epi32(v, 16);
         bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, e), e) | _mm512_cmpeq_epi32_mask(_mm512_and_si512(zv, e), e) |
                _mm512_test_epi32_mask(v, sm);
-        _mm512_storeu_ps(s + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
-        _mm512_storeu_ps(z + g, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(zv)));
+        const __m512 sf = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)), zf = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(zv));
+        _mm512_storeu_ps(s + g, sf);
+        _mm512_storeu_ps(z + g, zf);
+        over |= _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_mul_ps(tv, sf), zf), lim, _CMP_GT_OQ);
     }
     if (bad) return false;
-    return g == G || g_narrow->params(p + 4 * g, G - g, s + g, z + g);
+    bool rest = false;
+    if (g < G && !g_narrow->params(p + 4 * g, G - g, top, s + g, z + g, &rest)) return false;
+    *sat = rest || over != 0;
+    return true;
 }
 
 // §19.2 for 16 groups per step (as make_params_avx2).

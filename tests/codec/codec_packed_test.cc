@@ -171,6 +171,38 @@ TEST_CASE("packed: every b 3..8 and group through encode_params; SIMD == scalar"
                            r.size(), &len) == SPECKV_EINVAL);
 }
 
+// b = 4 has its own SIMD decoders (a per-row lookup table for token and page
+// groups, a walk down the columns for channel groups): every group, dtype and
+// a few widths, with pages that need the FP16 saturation and pages that don't.
+TEST_CASE("packed: b = 4 table and column decoders, every group and dtype; SIMD == scalar") {
+    std::mt19937_64 rng(4);
+    std::uniform_real_distribution<float> full(-65504.0f, 65504.0f);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    const int dtypes[] = {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32};
+    auto impls = codec_test::simd_impls();
+    for (uint32_t C : {16u, 32u, 48u, 64u, 128u})
+        for (size_t T : {size_t(1), size_t(8), size_t(33), size_t(64)})
+            for (int dt : dtypes)
+                for (uint8_t g = 0; g < 3; g++)
+                    for (int kind = 0; kind < 3; kind++) {
+                        std::vector<float> x(C * T);
+                        for (auto &v : x) v = kind == 0 ? nd(rng) : kind == 1 ? full(rng) : nd(rng) * 3e-5f;
+                        const auto src = codec_test::to_bytes(x, dt);
+                        const c::Params P{4, g, c::kOrderNone, c::kEntropyPacked};
+                        std::vector<uint8_t> r(c::max_record_size(src.size())), d0(src.size()), d1(src.size());
+                        size_t l = 0, o = 0;
+                        REQUIRE(c::encode_params(Mode::k4p, P, dt, src.data(), src.size(), {C}, r.data(), r.size(),
+                                                 &l, Impl::scalar) == SPECKV_OK);
+                        REQUIRE(c::decode(r.data(), l, d0.data(), d0.size(), &o, Impl::scalar) == SPECKV_OK);
+                        for (Impl i : impls) {
+                            INFO("impl " << c::impl_name(i) << " C " << C << " T " << T << " dtype " << dt << " group "
+                                         << int(g) << " kind " << kind);
+                            REQUIRE(c::decode(r.data(), l, d1.data(), d1.size(), &o, i) == SPECKV_OK);
+                            REQUIRE(d1 == d0);
+                        }
+                    }
+}
+
 TEST_CASE("packed: the decoder rejects bad records, never crashes") {
     std::mt19937_64 rng(9);
     std::normal_distribution<float> nd(0.f, 1.f);
