@@ -57,7 +57,7 @@ void Pool::bind_layout() {
                      [this](BlockRecord &r, uint64_t slot, uint64_t handle, events::Medium m) {
                          blocks_.evict_dying_locked(r, slot, handle, m);
                      },
-                     [this] { return pf_queue_.on_thread(); }});
+                     [this] { return pf_.on_thread(); }});
     sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
     sel_.set_ports({[this](uint64_t t, uint64_t r, uint32_t l, std::vector<uint64_t> *hs) {
                         xlate_collect(t, r, l, ~0ull, hs);
@@ -100,7 +100,7 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
-    p->reader_.set_tiers(p->cache_.get(), p->l2_.get());
+    p->reader_.set_tiers(p->cache_.get(), p->pf_.l2());
     p->packer_.set_l1(p->cache_.get());
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
@@ -144,7 +144,7 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
 Pool::~Pool() { close(); }
 
 int Pool::close() {
-    stop_prefetcher();
+    pf_.stop();
     cold_.close();
     events_.reset();  // sends what is queued (bounded wait)
     if (attach_slot_ >= 0 && attach_pid_ != getpid()) attach_slot_ = -1;  // a fork() child: the record is the parent's
@@ -245,8 +245,8 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
 
 // Reporting (pool/reporter.h) and `pool check` (pool/checker.h).
 PoolReporter Pool::report() const {
-    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, l2_.get(), tlb_.get(),
-                         ctl_.load(std::memory_order_acquire), pf_params_.beta_max, &placement_, events_.get(), &codec_,
+    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, pf_.l2(), tlb_.get(),
+                         pf_.controller(), pf_.params().beta_max, &placement_, events_.get(), &codec_,
                          cold_.opened(), attach_slot_, attach_pid_, map_.base() && !read_only()});
 }
 int Pool::block_info(uint64_t handle, speckv_block_meta *out) const { return report().block_info(handle, out); }

@@ -41,10 +41,8 @@
 #include "pool/room.h"
 #include "pool/selector.h"
 #include "pool/sharing.h"
-#include "prefetch/aliases.h"
-#include "prefetch/hint_queue.h"
+#include "prefetch/engine.h"
 #include "share/share_table.h"
-#include "prefetch/prefetch_ctl.h"
 #include "speckv.h"
 #include "tiers/tier_buffers.h"
 #include "pool/tlb.h"
@@ -79,7 +77,7 @@ class Pool {
     int unpin(uint64_t handle);
     // Moves a block to the L4 cold tier now (speckv_demote; docs/tiers.md §9).
     int demote(uint64_t handle);
-    int prefetch(const speckv_hint *hint);
+    int prefetch(const speckv_hint *hint) { return pf_.prefetch(hint, !read_only()); }
 
     // Sharing (pool/sharing.h, docs/sharing.md).
     int publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) {
@@ -152,22 +150,13 @@ class Pool {
     // (retries while the index changes), under the lock if it keeps changing.
     XlateIndex xlate_index_;
     void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
-    // Prefetcher (lib/pool/pool_tiers.cc).
+    // The placement, the prefetch engine with its ports, the TLB, the L1 -> L2
+    // evict hook (lib/pool/pool_tiers.cc).
     int init_tiers(const Config &cfg);
-    // The prefetch engine's thread and queue are pf_queue_ (prefetch/hint_queue.h);
-    // prefetch_work is what its thread runs: start_prefetcher before it
-    // starts (the controller), prefetch_hint per hint, the controller's and
-    // the L4 role's ticks.
-    int start_prefetcher();
-    void stop_prefetcher();
-    HintQueue::Work prefetch_work();
-    using PfHint = QueuedHint;  // a hint with the read-step clock (pf_clocks_) when it was given
-    // newer: the queue holds hints given after this one.
-    void prefetch_hint(const PfHint &ph, bool newer);
-    // Pages brought into L2; *link += the bytes that crossed L3 -> L2.
+    // The prefetch engine's job (PrefetchPorts::fetch_block): a block's pages
+    // into L2; returns the pages brought in; *link += the bytes that crossed L3 -> L2.
     uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
-    void note_access(const fmt::BlockRecord *rec, int worst_source, uint32_t pages);
-    static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);
+    PrefetchBuffer *l2() const { return pf_.l2(); }
     // A live block's placement from its handle, without the lock (pool/block_resolver.h).
     BlockResolver resolver_;
     __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
@@ -222,32 +211,11 @@ class Pool {
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References and pins this process holds (pool/refs.h).
     ProcessRefs refs_;
-    // Tiers: L2, the prefetch policy, the TLB and the prefetch thread. ctl_
-    // is non-null once the thread runs (the first hint starts it).
-    std::unique_ptr<PrefetchBuffer> l2_;
+    // Tiers: the prefetch engine (L2, the policy, the thread and its queue,
+    // reader clocks and aliases: prefetch/engine.h) and the TLB.
+    PrefetchEngine pf_;
     std::unique_ptr<Tlb> tlb_;
-    PrefetchParams pf_params_;
     Placement placement_;
-    std::unique_ptr<PrefetchController> ctl_owner_;
-    std::atomic<PrefetchController *> ctl_{nullptr};
-    bool pf_enabled_ = false;
-    bool pf_hinted_ = false;  // prefetch.policy = 1
-    // The prefetch thread and its queue of hints (prefetch/hint_queue.h).
-    HintQueue pf_queue_;
-    // Reader progress (docs/tiers.md "Stale hints"; prefetch/aliases.h): the
-    // unit steps this process's readers started, and when each unit was.
-    ReaderClocks pf_clocks_;
-    // request -> (tenant, last hinted token position), from hints (worker thread only)
-    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> pf_req_;
-    // Shared-block attribution: each thread's reads cut into unit steps, and
-    // aliases of shared blocks for their readers (pool_tiers.cc explains it;
-    // docs/tiers.md "Shared blocks"; prefetch/aliases.h).
-    struct ReadStep;
-    static uint64_t next_attr_serial();
-    void flush_step(ReadStep &s, PrefetchController *c);
-    bool alias_valid(const AliasKey &k, const Alias &a) const;
-    uint64_t attr_serial_ = next_attr_serial();  // tells this pool's per-thread steps from another's
-    AliasTable aliases_{[this](const AliasKey &k, const Alias &a) { return alias_valid(k, a); }};
     PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
     Selector sel_;  // near-memory page selection (pool/selector.h)
     // Process-local counters (pool/counters.h).

@@ -200,7 +200,7 @@ int Pool::free(uint64_t handle) {
     // them until its CLOCK hand passed them twice; docs/tiers.md §2).
     for (uint64_t p = first; p < first + np; p++) {
         cache_->forget(p);
-        if (l2_) l2_->invalidate(p);
+        if (l2()) l2()->invalidate(p);
     }
     bump(kFrees);
     return SPECKV_OK;

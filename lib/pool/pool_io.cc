@@ -234,8 +234,8 @@ int Pool::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
         if (l2) add(c[kL2Hits], l2, own);
         if (misses != l2) add(c[kSyncReads], misses - l2, own);
     }
-    if (ctl_.load(std::memory_order_relaxed)) [[unlikely]]
-        note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
+    if (pf_.active()) [[unlikely]]
+        pf_.note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
     if (rc == SPECKV_OK) {
         add(c[kReads], 1, own);
         add(c[kRBytes], len, own);

@@ -13,7 +13,7 @@ namespace speckv {
 // The prefetch thread may fall behind its readers (an engine that does not
 // wait for it): then the hints it takes from its queue name units that have
 // been read already, and fetching them is pure waste that makes it fall
-// further behind. Readers record when they start each unit (note_access);
+// further behind. Readers record when they start each unit (PrefetchEngine::note_access);
 // a hint whose named unit, or a planned unit, was started after the hint was
 // given and is finished (a later step has started) is stale: skipped and
 // counted. A prefetch is never needed for correct bytes, so a wrong verdict

@@ -20,7 +20,7 @@ int validate(const PrefetchParams &p) {
         const char *name;
         double v, lo, hi;
         const char *key = nullptr;  // the config key whose [min, max] * mul / div bounds it
-        double mul = 1, div = 1;    // as the pool converts the key (lib/pool/pool_tiers.cc init_tiers)
+        double mul = 1, div = 1;    // as the pool converts the key (lib/prefetch/engine.cc configure)
     } checks[] = {
         {"prefetch.k_min", double(p.k_min), 0, 0, "prefetch.k_min"},
         {"prefetch.k_max", double(p.k_max), 0, 0, "prefetch.k_max"},
