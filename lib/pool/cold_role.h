@@ -47,6 +47,7 @@
 #include "pool/log.h"
 #include "pool/page_lock.h"
 #include "pool/pool_format.h"
+#include "pool/pool_lock.h"
 #include "pool/refs.h"
 #include "pool/room.h"
 #include "share/share_table.h"
@@ -61,8 +62,7 @@ enum class Medium : uint8_t;
 
 // What the role needs that only the pool does.
 struct ColdRolePorts {
-    std::function<int(bool *recovered)> lock;  // the pool lock (recovery included when its owner died)
-    std::function<void()> unlock;
+    LockPort pool_lock;
     // The one place a block record's placement changes (Pool::commit_placement_locked).
     std::function<void(fmt::BlockRecord &r, uint64_t slot, uint64_t first_page, uint64_t packed_pages,
                        uint64_t tier_step)>
@@ -142,13 +142,13 @@ class ColdRole {
     static constexpr int kOfflockRounds = 8;
 
   private:
-    int lock(bool *rec) { return ports_.lock(rec); }
-    void unlock() { ports_.unlock(); }
+    int lock(bool *rec) { return ports_.pool_lock.lock(rec); }
+    void unlock() { ports_.pool_lock.unlock(); }
     fmt::SharedHeader *sh() const { return L_.sh; }
     const fmt::Superblock *sb() const { return L_.sb; }
     fmt::BlockRecord *blocks() const { return L_.blocks; }
     fmt::PageEntry *pages() const { return L_.pages; }
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
+    unsigned char *page_data(uint64_t p) const { return L_.page_data(p); }
     int resolve(uint64_t handle, BlockView *v) const { return p_.resolver->resolve(handle, v); }
     bool pinned(uint64_t handle) const { return p_.refs->pinned(handle); }
     void bump(PoolCounters::Counter c, uint64_t n = 1) { p_.counters->bump(c, n); }

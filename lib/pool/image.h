@@ -32,6 +32,7 @@ struct PoolLayout {
     unsigned char *data = nullptr;
     uint32_t page_size = 0;
     uint32_t page_shift = 12;               // log2(page_size)
+    unsigned char *page_data(uint64_t p) const { return data + (p << page_shift); }
     static PoolLayout bind(unsigned char *base);
 };
 

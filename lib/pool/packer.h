@@ -35,6 +35,7 @@
 #include "pool/log.h"
 #include "pool/packed_image.h"
 #include "pool/page_lock.h"
+#include "pool/pool_lock.h"
 #include "pool/refs.h"
 #include "pool/room.h"
 #include "share/share_table.h"
@@ -44,8 +45,7 @@ class ColdRole;
 class PageCache;
 
 struct PackerPorts {
-    std::function<int(bool *recovered)> lock;  // the pool lock (recovery included when its owner died)
-    std::function<void()> unlock;
+    LockPort pool_lock;
     // Under the lock: recovery now if an attached process died (it frees what it held).
     std::function<void(const char *why)> recover_if_dead_locked;
 };
@@ -81,13 +81,13 @@ class Packer {
     int unpack_block(uint64_t handle, BlockView *v);
 
   private:
-    int lock(bool *rec) { return ports_.lock(rec); }
-    void unlock() { ports_.unlock(); }
+    int lock(bool *rec) { return ports_.pool_lock.lock(rec); }
+    void unlock() { ports_.pool_lock.unlock(); }
     fmt::SharedHeader *sh() const { return L_.sh; }
     fmt::BlockRecord *blocks() const { return L_.blocks; }
     fmt::PageEntry *pages() const { return L_.pages; }
     uint64_t *bitmap() const { return L_.bitmap; }
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
+    unsigned char *page_data(uint64_t p) const { return L_.page_data(p); }
     int resolve(uint64_t handle, BlockView *v) const { return p_.resolver->resolve(handle, v); }
     void bump(PoolCounters::Counter c, uint64_t n = 1) { p_.counters->bump(c, n); }
 

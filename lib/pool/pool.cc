@@ -41,16 +41,17 @@ void Pool::bind_layout() {
     xlate_index_.bind(L);
     plocks_.bind(L.pages);
     reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
+    const LockPort pool_lock{[this](bool *rec) { return lock(rec); }, [this] { unlock(); }};
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
     packer_.bind(L, {&resolver_, &room_, &refs_, &share_, &blocks_, &cold_, &plocks_, &packed_, &counters_, &log_});
-    packer_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
+    packer_.set_ports({pool_lock,
                        [this](const char *why) {
                            if (any_dead_locked()) recover_locked(why);
                        }});
     sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
-    sharing_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); }});
-    cold_.set_ports({[this](bool *rec) { return lock(rec); }, [this] { unlock(); },
+    sharing_.set_lock(pool_lock);
+    cold_.set_ports({pool_lock,
                      [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
                          blocks_.commit_placement_locked(r, slot, first, packed, step);
                      },

@@ -8,6 +8,8 @@
 // reads the metadata. Invariants: bound to the header of a validated image
 // before first use; release() only by the thread whose acquire() succeeded.
 #pragma once
+#include <functional>
+
 #include "pool/pool_format.h"
 
 namespace speckv {
@@ -26,6 +28,14 @@ class PoolLock {
   private:
     fmt::SharedHeader *sh_ = nullptr;
     int timeout_ms_ = 5000;  // config lock.timeout_ms
+};
+
+// The pool lock as a part gets it from the pool (Pool::lock: acquire, then
+// recovery when the previous owner died). Parts that commit under the lock
+// (ColdRole, Sharing, Packer) take one; they never hold the PoolLock itself.
+struct LockPort {
+    std::function<int(bool *recovered)> lock;
+    std::function<void()> unlock;
 };
 
 }  // namespace speckv

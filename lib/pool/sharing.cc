@@ -38,18 +38,18 @@ int Sharing::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) 
         unlock();
         return fail(SPECKV_EPERM, "block 0x%" PRIx64 " is already published (a published block is immutable)", handle);
     }
-    AttachRecord &me = sh()->attach[attach_slot_];
+    AttachRecord &me = L_.sh->attach[attach_slot_];
     // A bounded chain (issue 27): a bucket already holding kIndexMaxChain
     // blocks takes no more, so no publish walks a long chain under the lock.
     auto chain_full = [&] {
         uint64_t idx = std::atomic_ref<uint64_t>(L_.buckets[p_.share->bucket_of(r.tenant, hash)]).load(std::memory_order_acquire);
         uint64_t n = 0;
-        for (; idx && idx <= sb()->max_blocks && n < kIndexMaxChain; n++)
-            idx = blocks()[idx - 1].hash_next.load(std::memory_order_acquire);
+        for (; idx && idx <= L_.sb->max_blocks && n < kIndexMaxChain; n++)
+            idx = L_.blocks[idx - 1].hash_next.load(std::memory_order_acquire);
         return n >= kIndexMaxChain;
     };
     if (uint64_t e = p_.share->find_published_locked(r.tenant, hash)) {
-        BlockRecord &er = blocks()[e - 1];
+        BlockRecord &er = L_.blocks[e - 1];
         uint64_t eh = er.handle.load();
         me.dedup_bytes.fetch_add(er.bytes, std::memory_order_relaxed);
         if (canonical) {
@@ -81,7 +81,7 @@ int Sharing::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) 
     std::atomic_ref<uint32_t>(r.state).store(r.state | kBlockPublished, std::memory_order_seq_cst);
     for (uint64_t p = v.first_page; p < v.first_page + v.stored(); p++) {
         uint64_t q;
-        if (int rc = p_.plocks->wait_even(pages()[p], &q); rc != SPECKV_OK) {
+        if (int rc = p_.plocks->wait_even(L_.pages[p], &q); rc != SPECKV_OK) {
             std::atomic_ref<uint32_t>(r.state).store(r.state & ~kBlockPublished, std::memory_order_seq_cst);
             unlock();
             return rc;
@@ -99,8 +99,8 @@ int Sharing::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) 
     if (flush_) {
         // Without hardware coherence, another host must find the data, the
         // page entries and the record in memory before it can find the link.
-        writeback_range(page_data(v.first_page), size_t(v.stored()) << L_.page_shift);
-        writeback_range(&pages()[v.first_page], v.stored() * sizeof(PageEntry));
+        writeback_range(L_.page_data(v.first_page), size_t(v.stored()) << L_.page_shift);
+        writeback_range(&L_.pages[v.first_page], v.stored() * sizeof(PageEntry));
         writeback_range(&r, sizeof r);
     }
     p_.share->insert_locked(slot);
@@ -108,8 +108,8 @@ int Sharing::publish(uint64_t handle, const uint8_t *hash, uint64_t *canonical) 
         writeback_range(&r, sizeof r);
         writeback_range(&L_.buckets[p_.share->bucket_of(r.tenant, r.content_hash)], 8);
     }
-    sh()->blocks_published.fetch_add(1, std::memory_order_relaxed);
-    sh()->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    L_.sh->blocks_published.fetch_add(1, std::memory_order_relaxed);
+    L_.sh->shared_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
     if (events_) events_->stored(r.tenant, r.content_hash, r.token_count, events::Medium::kPool);
     unlock();
     if (canonical) *canonical = handle;
@@ -122,10 +122,10 @@ int Sharing::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot look up tenant %" PRIu64,
                     p_.resolver->tenant_id(), tenant);
     if (read_only_ || attach_slot_ < 0) return fail(SPECKV_EPERM, "pool is open read-only");
-    SharedHeader *h = sh();
+    SharedHeader *h = L_.sh;
     AttachRecord &me = h->attach[attach_slot_];
     me.lookups.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t max = sb()->max_blocks;
+    const uint64_t max = L_.sb->max_blocks;
     std::atomic_ref<uint64_t> head(L_.buckets[p_.share->bucket_of(tenant, hash)]);
     auto hit = [&](const BlockRecord &r, uint64_t hd) {
         if (flush_) {
@@ -135,9 +135,9 @@ int Sharing::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
             const uint32_t npages = relaxed_load(r.npages);
             const uint64_t np = packed ? packed : npages;
             if (!(r.tier_seq.load(std::memory_order_acquire) & 1) &&
-                record_geometry_ok(*sb(), first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
-                invalidate_range(&pages()[first], np * sizeof(PageEntry));
-                invalidate_range(page_data(first), size_t(np) << L_.page_shift);
+                record_geometry_ok(*L_.sb, first, packed, npages, relaxed_load(r.bytes), relaxed_load(r.dtype), false)) {
+                invalidate_range(&L_.pages[first], np * sizeof(PageEntry));
+                invalidate_range(L_.page_data(first), size_t(np) << L_.page_shift);
             }
         }
         me.lookup_hits.fetch_add(1, std::memory_order_relaxed);
@@ -157,7 +157,7 @@ int Sharing::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
         if (flush_) invalidate_range(&L_.buckets[p_.share->bucket_of(tenant, hash)], 8);
         uint64_t idx = head.load(std::memory_order_acquire);
         for (uint64_t steps = 0; idx && idx <= max && steps <= max; steps++) {
-            const BlockRecord &r = blocks()[idx - 1];
+            const BlockRecord &r = L_.blocks[idx - 1];
             if (flush_) invalidate_range(&r, sizeof r);
             uint64_t hd = r.handle.load(std::memory_order_acquire);
             if (hd && (relaxed_load(r.state) & kBlockPublished) && relaxed_load(r.tenant) == tenant && ShareTable::key_equal(r, hash) &&
@@ -175,10 +175,10 @@ int Sharing::lookup(uint64_t tenant, const uint8_t *hash, uint64_t *out) {
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
     uint64_t e = p_.share->find_published_locked(tenant, hash);
-    int rc = e ? p_.blocks->acquire_ref(blocks()[e - 1].handle.load(), true) : SPECKV_ENOENT;
-    uint64_t hd = e ? blocks()[e - 1].handle.load() : 0;
+    int rc = e ? p_.blocks->acquire_ref(L_.blocks[e - 1].handle.load(), true) : SPECKV_ENOENT;
+    uint64_t hd = e ? L_.blocks[e - 1].handle.load() : 0;
     unlock();
-    if (rc == SPECKV_OK) return hit(blocks()[e - 1], hd);
+    if (rc == SPECKV_OK) return hit(L_.blocks[e - 1], hd);
     return fail(SPECKV_ENOENT, "tenant %" PRIu64 " has no block published under this hash", tenant);
 }
 
@@ -187,7 +187,7 @@ int Sharing::set_quota(uint64_t tenant, uint64_t max_pages) {
     if (p_.resolver->tenant_id() >= 0) return fail(SPECKV_EPERM, "a pool handle bound to a tenant (tenant.id) cannot set quotas");
     bool rec;
     if (int rc = lock(&rec); rc != SPECKV_OK) return rc;
-    SharedHeader *h = sh();
+    SharedHeader *h = L_.sh;
     TenantEntry *t = p_.share->tenant_row(tenant);
     if (!t) {
         if (max_pages == 0) {
@@ -201,9 +201,9 @@ int Sharing::set_quota(uint64_t tenant, uint64_t max_pages) {
         t = &L_.tenants[h->tenants_used];
         t->tenant = tenant;
         t->reserved = 0;
-        uint64_t used = 0, hwm = std::min<uint64_t>(h->slot_hwm, sb()->max_blocks);
+        uint64_t used = 0, hwm = std::min<uint64_t>(h->slot_hwm, L_.sb->max_blocks);
         for (uint64_t i = 0; i < hwm; i++)
-            if (const BlockRecord &r = blocks()[i]; r.handle.load() && r.tenant == tenant && !(r.tier_seq.load() & 1))
+            if (const BlockRecord &r = L_.blocks[i]; r.handle.load() && r.tenant == tenant && !(r.tier_seq.load() & 1))
                 used += r.packed_pages ? r.packed_pages : r.npages;
         t->used_pages.store(used);
         h->tenants_used++;
@@ -221,9 +221,9 @@ int Sharing::usage(uint64_t tenant, uint64_t *used, uint64_t *quota) const {
         u = t->used_pages.load();
         q = t->quota_pages;
     } else {
-        uint64_t hwm = std::min<uint64_t>(sh()->slot_hwm, sb()->max_blocks);
+        uint64_t hwm = std::min<uint64_t>(L_.sh->slot_hwm, L_.sb->max_blocks);
         for (uint64_t i = 0; i < hwm; i++) {
-            const BlockRecord &r = blocks()[i];
+            const BlockRecord &r = L_.blocks[i];
             if (r.handle.load() && relaxed_load(r.tenant) == tenant && !(r.tier_seq.load() & 1))
                 u += relaxed_load(r.packed_pages) ? relaxed_load(r.packed_pages) : relaxed_load(r.npages);
         }

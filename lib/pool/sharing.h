@@ -3,7 +3,7 @@
 // hash up (lock-free, falling back to the lock when the index keeps
 // changing), tenant quotas and usage. Over the tenant rows and hash index of
 // share/share_table.h, the block table's references (pool/block_table.h)
-// and the page locks; the pool lock comes as a port (SharingPorts), and a
+// and the page locks; the pool lock comes as a port (LockPort), and a
 // block in L4 is brought back through the L4 role before it is published.
 #pragma once
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include "pool/block_table.h"
 #include "pool/image.h"
 #include "pool/page_lock.h"
+#include "pool/pool_lock.h"
 #include "share/share_table.h"
 
 namespace speckv {
@@ -20,11 +21,6 @@ namespace events {
 class Publisher;
 }
 class ColdRole;
-
-struct SharingPorts {
-    std::function<int(bool *recovered)> lock;  // the pool lock (recovery included when its owner died)
-    std::function<void()> unlock;
-};
 
 class Sharing {
   public:
@@ -40,7 +36,7 @@ class Sharing {
         p_ = parts;
         read_only_ = read_only;
     }
-    void set_ports(SharingPorts p) { ports_ = std::move(p); }
+    void set_lock(LockPort p) { lock_ = std::move(p); }
     void set_attach_slot(int slot) { attach_slot_ = slot; }
     void set_events(events::Publisher *e) { events_ = e; }
     void set_flush(bool flush) { flush_ = flush; }
@@ -52,18 +48,13 @@ class Sharing {
     int usage(uint64_t tenant, uint64_t *used, uint64_t *quota) const;
 
   private:
-    int lock(bool *rec) { return ports_.lock(rec); }
-    void unlock() { ports_.unlock(); }
-    fmt::SharedHeader *sh() const { return L_.sh; }
-    const fmt::Superblock *sb() const { return L_.sb; }
-    fmt::BlockRecord *blocks() const { return L_.blocks; }
-    fmt::PageEntry *pages() const { return L_.pages; }
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
+    int lock(bool *rec) { return lock_.lock(rec); }
+    void unlock() { lock_.unlock(); }
     int resolve(uint64_t handle, BlockView *v) const { return p_.resolver->resolve(handle, v); }
 
     PoolLayout L_;
     Parts p_{};
-    SharingPorts ports_;
+    LockPort lock_;
     events::Publisher *events_ = nullptr;
     int attach_slot_ = -1;
     bool read_only_ = false;
