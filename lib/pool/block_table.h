@@ -10,11 +10,12 @@
 // It works on the image it is bound to and the parts a release or an
 // eviction updates (the translation index, the hash index, the L4 role, the
 // page locks, the references); the lock, and the decision of what to
-// allocate or free, are the pool's (Pool::alloc, Pool::free).
+// allocate or free, are the pool's (Allocator::alloc, Allocator::free).
 #pragma once
 #include <cstdint>
 #include <functional>
 
+#include "events/fwd.h"
 #include "pool/image.h"
 #include "pool/log.h"
 #include "pool/page_lock.h"
@@ -26,10 +27,6 @@
 #include "speckv.h"
 
 namespace speckv {
-namespace events {
-class Publisher;
-enum class Medium : uint8_t;
-}  // namespace events
 class ColdRole;
 
 class BlockTable {

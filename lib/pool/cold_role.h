@@ -13,7 +13,7 @@
 //           run of free pages, fill them, point the record at them, bump
 //           tier_seq to even (the commit point), and drop the L4 copy.
 // Readers and writers that resolved the block before a move see tier_seq
-// changed after their copy and start again (pool/pool_io.cc). A crash before
+// changed after their copy and start again (pool/block_io.cc). A crash before
 // a commit leaves the block where it was (recovery rebuilds the page bitmap
 // from the records, and the next holder drops L4 copies no record names).
 //
@@ -37,6 +37,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "events/fwd.h"
 #include "config/config.h"
 #include "pool/block_resolver.h"
 #include "pool/block_view.h"
@@ -55,11 +56,6 @@
 #include "tiers/heat.h"
 
 namespace speckv {
-namespace events {
-class Publisher;
-enum class Medium : uint8_t;
-}  // namespace events
-
 // What the role needs that only the pool does.
 struct ColdRolePorts {
     LockPort pool_lock;

@@ -44,11 +44,7 @@ namespace speckv {
 class ColdRole;
 class PageCache;
 
-struct PackerPorts {
-    LockPort pool_lock;
-    // Under the lock: recovery now if an attached process died (it frees what it held).
-    std::function<void(const char *why)> recover_if_dead_locked;
-};
+using PackerPorts = LockRecoverPort;
 
 class Packer {
   public:

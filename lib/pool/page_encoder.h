@@ -3,7 +3,7 @@
 // `logical` bytes in clear, replaces them by the preset's codec record
 // (zero tail) if the codec shrinks them, and gives the values a read will
 // then return. Counts what it coded or left in clear in the pool's
-// counters. The write path uses it (Pool::write); the decoder is
+// counters. The write path uses it (PageWriter::write_page); the decoder is
 // pool/page_decoder.h.
 #pragma once
 #include <cstddef>

@@ -11,7 +11,7 @@
 // It gets what it reads when the pool is bound (the layout, the page locks,
 // the packed-image accessors, the counters and the log) and the tiers in
 // front of the pool once they exist; it never holds the Pool. Every read
-// it serves is a direct call (Pool::read per page, the pin and write paths'
+// it serves is a direct call (BlockIO::read per page, PageWriter's pin and write paths'
 // decode and in-place check, the prefetch thread per block).
 #pragma once
 #include <atomic>

@@ -30,27 +30,30 @@ void Pool::bind_layout() {
     const PoolLayout L = PoolLayout::bind(map_.base());
     L_ = L;
     page_size_ = L.page_size;
-    page_shift_ = L.page_shift;
-    summaries_ = L.summaries;
-    summary_bytes_ = L.summary_bytes;
     lock_.bind(L.sh);
     resolver_.bind(L, &lock_);
     packed_.bind(L);
     room_.bind(L);
     share_.bind(L);
     xlate_index_.bind(L);
+    translator_.bind(&xlate_index_, &resolver_, &pf_);
     plocks_.bind(L.pages);
     reader_.bind(L, &plocks_, &packed_, &counters_, &log_);
+    writer_.bind(L, {&plocks_, &reader_, &codec_, &sel_, &counters_, &log_});
+    io_.bind(L, {&resolver_, &cold_, &refs_, &blocks_, &packer_, &reader_, &writer_, &codec_, &pf_, &counters_}, read_only());
     const LockPort pool_lock{[this](bool *rec) { return lock(rec); }, [this] { unlock(); }};
     cold_.bind(L, {&resolver_, &room_, &plocks_, &refs_, &share_, &counters_, &log_}, read_only());
     blocks_.bind(L, {&xlate_index_, &share_, &cold_, &plocks_, &refs_, &log_});
     packer_.bind(L, {&resolver_, &room_, &refs_, &share_, &blocks_, &cold_, &plocks_, &packed_, &counters_, &log_});
-    packer_.set_ports({pool_lock,
-                       [this](const char *why) {
-                           if (any_dead_locked()) recover_locked(why);
-                       }});
+    const LockRecoverPort lock_recover{pool_lock, [this](const char *why) {
+                                           if (any_dead_locked()) recover_locked(why);
+                                       }};
+    packer_.set_ports(lock_recover);
+    allocator_.bind(L, {&resolver_, &share_, &blocks_, &room_, &cold_, &xlate_index_, &refs_, &counters_}, read_only());
+    allocator_.set_ports(lock_recover);
     sharing_.bind(L, {&resolver_, &blocks_, &share_, &plocks_, &cold_}, read_only());
     sharing_.set_lock(pool_lock);
+    translator_.set_lock(pool_lock);
     cold_.set_ports({pool_lock,
                      [this](BlockRecord &r, uint64_t slot, uint64_t first, uint64_t packed, uint64_t step) {
                          blocks_.commit_placement_locked(r, slot, first, packed, step);
@@ -61,10 +64,10 @@ void Pool::bind_layout() {
                      [this] { return pf_.on_thread(); }});
     sel_.bind(L, &resolver_, &packed_, &plocks_, &counters_);
     sel_.set_ports({[this](uint64_t t, uint64_t r, uint32_t l, std::vector<uint64_t> *hs) {
-                        xlate_collect(t, r, l, ~0ull, hs);
+                        translator_.collect(t, r, l, ~0ull, hs);
                     },
                     [this](uint64_t h, BlockView *v) { return cold_.ensure_hot(h, v); },
-                    [this](uint64_t h, uint64_t off, void *dst, size_t len) { return read(h, off, dst, len); }});
+                    [this](uint64_t h, uint64_t off, void *dst, size_t len) { return io_.read(h, off, dst, len); }});
 }
 
 int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<Pool> *out) {
@@ -75,7 +78,6 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     const PoolMaker make = pool_maker(&plan);
 
     std::unique_ptr<Pool> p(new Pool);
-    p->cfg_ = cfg;
     const Backend &backend = backend_of(uri);
     if (int rc = backend.open(uri, OpenArgs{static_cast<size_t>(plan.size), plan.create != 0, plan.access, make}, &p->map_); rc)
         return rc;
@@ -90,19 +92,19 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->log_ = PoolLog{cfg.log_fn, cfg.log_user, static_cast<int>(cfg.get("log.level"))};
     p->tenant_id_ = cfg.get("tenant.id");
     p->resolver_.set_tenant(p->tenant_id_);
-    p->flush_ = cfg.get("share.flush") != 0;
-    p->blocks_.set_flush(p->flush_);
-    p->sharing_.set_flush(p->flush_);
+    p->allocator_.set_tenant(p->tenant_id_);
+    const bool flush = cfg.get("share.flush") != 0;  // explicit write-back / invalidation
+    p->blocks_.set_flush(flush);
+    p->sharing_.set_flush(flush);
     p->codec_.configure(cfg);
     p->room_.set_unit_slack(static_cast<uint32_t>(cfg.get("alloc.unit_slack")));
-    p->pack_ = cfg.get("codec.pack") != 0;
+    p->io_.set_pack(cfg.get("codec.pack") != 0);
     p->sel_.configure(cfg);
     p->cache_ = std::make_unique<PageCache>(static_cast<size_t>(cfg.get("cache.bytes")), p->page_size_,
                                             cfg.get("cache.associative") != 0, static_cast<int>(cfg.get("cache.admit")),
                                             p->sb()->n_pages);
     if (int rc = p->init_tiers(cfg); rc != SPECKV_OK) return rc;
-    p->reader_.set_tiers(p->cache_.get(), p->pf_.l2());
-    p->packer_.set_l1(p->cache_.get());
+    p->set_tiers();
     if (int rc = events::Publisher::open(cfg, &p->events_); rc != SPECKV_OK) return rc;  // docs/events.md
     p->blocks_.set_events(p->events_.get());
     p->sharing_.set_events(p->events_.get());
@@ -136,10 +138,59 @@ int Pool::open_image(Mapping &&m, std::unique_ptr<Pool> *out) {
     p->map_ = std::move(m);
     p->bind_layout();
     p->cache_ = std::make_unique<PageCache>(0, p->page_size_);
-    p->reader_.set_tiers(p->cache_.get(), nullptr);
-    p->packer_.set_l1(p->cache_.get());
+    p->set_tiers();
     *out = std::move(p);
     return SPECKV_OK;
+}
+
+// The placement, the prefetch engine with its ports, the TLB, the L1 -> L2
+// evict hook (docs/tiers.md).
+int Pool::init_tiers(const Config &cfg) {
+    // The L3->L2 bandwidth beta measures link use against: the pool memory's
+    // placement class (a remote or CXL node is slower than local DRAM), unless
+    // placement.* or prefetch.bandwidth say otherwise (docs/devices.md).
+    Placement where = placement_for_mapping(map_);
+    apply_placement_config(cfg, &where);
+    placement_ = where;
+    // What the engine asks of the pool (prefetch/engine.h); it calls none of it before its thread runs.
+    PrefetchPorts ports;
+    ports.collect = [this](uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *hs) {
+        translator_.collect(tenant, request, layer, pos, hs);
+    };
+    ports.fetch_block = [this](uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link) {
+        return io_.prefetch_block(handle, owner, skip_from, link);
+    };
+    ports.tick = [this] {
+        publish_tier_counters();  // to the attach record, where `speckv pool stats` reads them
+        cold_.tick();  // the L4 holder: above the pressure target, blocks below T_c go ahead of need
+    };
+    const PrefetchSetup setup{double(where.bandwidth), page_size_, tenant_id_, &resolver_, &counters_};
+    if (int rc = pf_.configure(cfg, setup, std::move(ports)); rc != SPECKV_OK) return rc;
+    if (int rc = translator_.configure(cfg); rc != SPECKV_OK) return rc;
+    if (int rc = pf_.open_l2(cfg); rc != SPECKV_OK) return rc;
+    if (PrefetchBuffer *l2 = pf_.l2()) {
+        // A page that only L1 holds moves down into L2 when L1 evicts it,
+        // rather than leaving: a page completed by this process's write (the
+        // full page behind a growing block's tail; the prefetcher skips the
+        // block being appended to, and its other pages came through L2 and
+        // are still there). Its next read is an L2 hit, not a link transfer
+        // (docs/tiers.md §2). L1 and L2 share the tag (seq ^ epoch << 44).
+        cache_->set_evict(
+            [](void *u, uint64_t page, uint64_t tag, const void *data) {
+                static_cast<PrefetchBuffer *>(u)->insert_victim(page, tag, data);
+            },
+            l2);
+    }
+    return SPECKV_OK;
+}
+
+// L1 and L2 (null: none), once made, to the parts that read, write, move or free pages.
+void Pool::set_tiers() {
+    reader_.set_tiers(cache_.get(), pf_.l2());
+    packer_.set_l1(cache_.get());
+    writer_.set_l1(cache_.get());
+    io_.set_l1(cache_.get());
+    allocator_.set_tiers(cache_.get(), pf_.l2());
 }
 
 Pool::~Pool() { close(); }
@@ -215,6 +266,8 @@ int Pool::attach() {
     blocks_.set_self(attach_slot_, attach_id_);
     sharing_.set_attach_slot(attach_slot_);
     packer_.set_attach_slot(attach_slot_);
+    writer_.set_attach_slot(attach_slot_);
+    allocator_.set_attach_slot(attach_slot_);
     return SPECKV_OK;
 }
 
@@ -246,7 +299,7 @@ int Pool::reset_uri(const std::string &uri_text, bool even_if_attached) {
 
 // Reporting (pool/reporter.h) and `pool check` (pool/checker.h).
 PoolReporter Pool::report() const {
-    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, pf_.l2(), tlb_.get(),
+    return PoolReporter({&L_, &map_.path(), &resolver_, &packed_, &counters_, pf_.l2(), translator_.tlb(),
                          pf_.controller(), pf_.params().beta_max, &placement_, events_.get(), &codec_,
                          cold_.opened(), attach_slot_, attach_pid_, map_.base() && !read_only()});
 }

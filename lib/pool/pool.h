@@ -5,21 +5,17 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "events/fwd.h"
 #include "backend/backend.h"
 #include "tiers/cold_tier.h"
 #include "config/config.h"
 #include "tiers/page_cache.h"
+#include "pool/block_io.h"
 #include "pool/block_resolver.h"
 #include "pool/block_table.h"
 #include "pool/block_view.h"
@@ -32,7 +28,9 @@
 #include "pool/packer.h"
 #include "pool/page_lock.h"
 #include "pool/page_reader.h"
+#include "pool/page_writer.h"
 #include "pool/pool_lock.h"
+#include "pool/allocator.h"
 #include "pool/attach_table.h"
 #include "pool/pool_format.h"
 #include "pool/pool_report.h"
@@ -45,15 +43,10 @@
 #include "share/share_table.h"
 #include "speckv.h"
 #include "tiers/tier_buffers.h"
-#include "pool/tlb.h"
+#include "pool/translator.h"
 #include "pool/xlate_index.h"
 
 namespace speckv {
-namespace events {
-class Publisher;  // events/publisher.h: KV events for routers (docs/events.md)
-enum class Medium : uint8_t;
-}
-
 class Pool {
   public:
     // Opens by URI (attach or create).
@@ -68,13 +61,17 @@ class Pool {
     ~Pool();
     int close();
 
-    int alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out);
-    int free(uint64_t handle);
-    int write(uint64_t handle, uint64_t off, const void *src, size_t len);
-    int read(uint64_t handle, uint64_t off, void *dst, size_t len);
+    // Blocks (pool/allocator.h).
+    int alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out) {
+        return allocator_.alloc(bytes, dtype, hint, out);
+    }
+    int free(uint64_t handle) { return allocator_.free(handle); }
+    // A block's bytes (pool/block_io.h).
+    int write(uint64_t handle, uint64_t off, const void *src, size_t len) { return io_.write(handle, off, src, len); }
+    int read(uint64_t handle, uint64_t off, void *dst, size_t len) { return io_.read(handle, off, dst, len); }
+    int pin(uint64_t handle, const void **ptr, size_t *len) { return io_.pin(handle, ptr, len); }
+    int unpin(uint64_t handle) { return io_.unpin(handle); }
     int block_info(uint64_t handle, speckv_block_meta *out) const;
-    int pin(uint64_t handle, const void **ptr, size_t *len);
-    int unpin(uint64_t handle);
     // Moves a block to the L4 cold tier now (speckv_demote; docs/tiers.md §9).
     int demote(uint64_t handle);
     int prefetch(const speckv_hint *hint) { return pf_.prefetch(hint, !read_only()); }
@@ -90,9 +87,10 @@ class Pool {
     // derived tables): `speckv pool check --repair`.
     int repair();
 
-    // Tiers (docs/tiers.md): address translation and the prefetcher.
-    int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle,
-                  uint64_t *offset);
+    // (tenant, request, layer, token) -> block (pool/translator.h, docs/tiers.md §3).
+    int translate(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, uint64_t *handle, uint64_t *offset) {
+        return translator_.translate(tenant, request, layer, pos, handle, offset);
+    }
 
     // Near-memory page selection (pool/selector.h, docs/selection.md).
     int select(uint64_t tenant, uint64_t request, uint32_t layer, const float *q, size_t q_len,
@@ -145,39 +143,29 @@ class Pool {
     BlockTable blocks_;
     // Publish, lookup, quotas (pool/sharing.h).
     Sharing sharing_;
-    bool tenant_visible(uint64_t tenant) const { return tenant_id_ < 0 || uint64_t(tenant_id_) == tenant; }
-    // Translation index (pool/xlate_index.h). xlate_collect: lock-free
-    // (retries while the index changes), under the lock if it keeps changing.
+    // Translation index (pool/xlate_index.h) and the TLB in front of it (pool/translator.h).
     XlateIndex xlate_index_;
-    void xlate_collect(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t pos, std::vector<uint64_t> *handles);
-    // The placement, the prefetch engine with its ports, the TLB, the L1 -> L2
-    // evict hook (lib/pool/pool_tiers.cc).
-    int init_tiers(const Config &cfg);
-    // The prefetch engine's job (PrefetchPorts::fetch_block): a block's pages
-    // into L2; returns the pages brought in; *link += the bytes that crossed L3 -> L2.
-    uint64_t prefetch_block(uint64_t handle, uint64_t owner, uint64_t skip_from, uint64_t *link);
-    PrefetchBuffer *l2() const { return pf_.l2(); }
+    Translator translator_;
+    int init_tiers(const Config &cfg);  // the placement, the prefetch engine, the TLB, L1 -> L2
     // A live block's placement from its handle, without the lock (pool/block_resolver.h).
     BlockResolver resolver_;
-    __attribute__((always_inline)) int resolve(uint64_t handle, BlockView *out) const { return resolver_.resolve(handle, out); }
     // Reporting (pool/reporter.h), made per call over this handle's parts.
     PoolReporter report() const;
     PageLocks plocks_;  // the seqlocked page protocol (pool/page_lock.h)
     // Pages and packed pages through L1, L2 and the pool, checked and decoded;
-    // the prefetcher's L2 fill (pool/page_reader.h).
+    // the prefetcher's L2 fill (pool/page_reader.h). Pages written, coded,
+    // made ready for a pin (pool/page_writer.h). Write, read, pin and unpin
+    // of a block by handle over both (pool/block_io.h).
     PageReader reader_;
+    PageWriter writer_;
+    BlockIO io_;
     // Packed blocks: pack on the write that completes a coded block, unpack
     // for a write or a pin (pool/packer.h, docs/pool-format.md "Packed blocks").
     Packer packer_;
     PackedImage packed_;  // the validating accessors of a packed image (pool/packed_image.h)
-    bool pack_ = true;  // config codec.pack
-    bool pinned(uint64_t handle) { return refs_.pinned(handle); }
     RoomFinder room_;  // where a block's pages go (pool/room.h)
-    // alloc()'s steps. The _locked ones that fail unlock first.
-    static constexpr int kAllocRetry = 1;  // alloc_make_room_locked: unlocked, start over
-    int alloc_check_args(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *tenant, uint64_t *np) const;
-    int alloc_quota_locked(fmt::TenantEntry *trow, uint64_t tenant, uint64_t np);
-    int alloc_make_room_locked(AllocPlace *pl, int *offlock_rounds);
+    // alloc and free, their steps (pool/allocator.h).
+    Allocator allocator_;
 
     // The L4 cold tier role (pool/cold_role.h): the file, the heat, demotion
     // and promotion, the holder's request server.
@@ -185,16 +173,13 @@ class Pool {
 
     // Where the areas are, resolved once from the validated superblock.
     void bind_layout();
+    void set_tiers();  // L1 (cache_) and L2, once made, to the parts that use them
     fmt::Superblock *sb() const { return reinterpret_cast<fmt::Superblock *>(map_.base()); }
     fmt::SharedHeader *sh() const { return L_.sh; }
-    fmt::PageEntry *pages() const { return L_.pages; }
     fmt::BlockRecord *blocks() const { return L_.blocks; }
-    uint64_t *bitmap() const { return L_.bitmap; }
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << page_shift_); }
     PoolLayout L_;  // where the areas of the image are (pool/image.h)
 
     Mapping map_;
-    Config cfg_;
     std::unique_ptr<PageCache> cache_;
     // KV events for routers (config events.endpoint; null when unset): the
     // few places a published block is stored, removed or moved tell it.
@@ -202,28 +187,18 @@ class Pool {
     int attach_slot_ = -1;
     pid_t attach_pid_ = 0;  // the process that attached (a fork() child is not it)
     uint32_t page_size_ = 0;
-    uint32_t page_shift_ = 12;  // log2(page_size_)
-    unsigned char *summaries_ = nullptr;  // page summary slots (summary_bytes_ each), or none
-    uint32_t summary_bytes_ = 0;
     int64_t tenant_id_ = -1;      // config tenant.id: -1 = unbound
     CodecChoice codec_;  // which preset a page is stored with (pool/codec_choice.h)
-    bool flush_ = false;          // config share.flush: explicit write-back / invalidation
     uint64_t attach_id_ = 0;      // our AttachRecord::id
     // References and pins this process holds (pool/refs.h).
     ProcessRefs refs_;
     // Tiers: the prefetch engine (L2, the policy, the thread and its queue,
-    // reader clocks and aliases: prefetch/engine.h) and the TLB.
+    // reader clocks and aliases: prefetch/engine.h).
     PrefetchEngine pf_;
-    std::unique_ptr<Tlb> tlb_;
     Placement placement_;
     PoolLog log_;  // the callback set in the config at log.level, else SPECKV_LOG
     Selector sel_;  // near-memory page selection (pool/selector.h)
-    // Process-local counters (pool/counters.h).
-    PoolCounters counters_;
-    using Counter = PoolCounters::Counter;
-    using enum PoolCounters::Counter;
-    void bump(Counter c, uint64_t n = 1) { counters_.bump(c, n); }
-    uint64_t total(Counter c) const { return counters_.total(c); }
+    PoolCounters counters_;  // process-local counters (pool/counters.h)
 };
 
 }  // namespace speckv

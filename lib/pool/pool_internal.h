@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small helpers the pool's translation units share (pool.cc, pool_blocks.cc,
-// pool_io.cc, sharing.cc, reporter.cc, checker.cc, attach_table.cc, ...). Not a part of
+// Small helpers the pool's translation units share (pool.cc, allocator.cc,
+// block_io.cc, page_writer.cc, sharing.cc, reporter.cc, checker.cc, attach_table.cc, ...). Not a part of
 // its own: copies out of the seqlocked pool, CRCs, clocks, relaxed access to
 // the record fields lock-free readers snapshot.
 #pragma once
@@ -83,7 +83,7 @@ void relaxed_store(T &field, T v) {
 }  // namespace
 
 // This thread's buffer for one decoded page (n bytes at least), shared by
-// the read, write, pin and recovery paths (pool_io.cc).
+// the read, write, pin and recovery paths (block_io.cc).
 unsigned char *decoded_page_scratch(size_t n);
 
 }  // namespace speckv

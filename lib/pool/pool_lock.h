@@ -32,10 +32,19 @@ class PoolLock {
 
 // The pool lock as a part gets it from the pool (Pool::lock: acquire, then
 // recovery when the previous owner died). Parts that commit under the lock
-// (ColdRole, Sharing, Packer) take one; they never hold the PoolLock itself.
+// (ColdRole, Sharing, Packer, Allocator, Translator) take one; they never
+// hold the PoolLock itself.
 struct LockPort {
     std::function<int(bool *recovered)> lock;
     std::function<void()> unlock;
+};
+
+// The lock, and recovery on demand: for parts that may find what a dead
+// process held in their way (Packer, Allocator).
+struct LockRecoverPort {
+    LockPort pool_lock;
+    // Under the lock: recovery now if an attached process died (it frees what it held).
+    std::function<void(const char *why)> recover_if_dead_locked;
 };
 
 }  // namespace speckv

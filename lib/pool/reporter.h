@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "events/fwd.h"
 #include "backend/backend.h"
 #include "pool/block_resolver.h"
 #include "pool/codec_choice.h"
@@ -25,9 +26,6 @@
 #include "speckv.h"
 
 namespace speckv {
-namespace events {
-class Publisher;
-}
 class PrefetchBuffer;
 class PrefetchController;
 class Tlb;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "events/fwd.h"
 #include "pool/block_resolver.h"
 #include "pool/block_table.h"
 #include "pool/image.h"
@@ -17,9 +18,6 @@
 #include "share/share_table.h"
 
 namespace speckv {
-namespace events {
-class Publisher;
-}
 class ColdRole;
 
 class Sharing {
