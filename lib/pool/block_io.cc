@@ -25,12 +25,7 @@ thread_local std::vector<unsigned char> t_decoded;
 
 unsigned char *decoded_page_scratch(size_t n) { return scratch_of(t_decoded, n); }
 
-int BlockIO::resolve_hot(uint64_t handle, BlockView *r) const {
-    if (int rc = p_.resolver->resolve(handle, r); rc != SPECKV_OK) return rc;
-    if (r->cold()) [[unlikely]]
-        return p_.cold->ensure_hot(handle, r);
-    return SPECKV_OK;
-}
+int BlockIO::bring_back(uint64_t handle, BlockView *r) const { return p_.cold->ensure_hot(handle, r); }
 
 // ------------------------------------------------------------------ write
 
@@ -80,6 +75,31 @@ restart:
 }
 
 // ------------------------------------------------------------------- read
+
+// What one read did: the counters (one shard lookup for all of them), the
+// heat of the block, and where its pages came from for the prefetcher.
+__attribute__((always_inline)) inline void BlockIO::count_read(const BlockView &r, uint64_t handle, uint64_t hits, uint64_t misses, uint64_t l2, size_t len, bool ok) {
+    if (HeatTracker *ht = p_.cold->heat()) [[unlikely]]
+        ht->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
+    std::atomic<uint64_t> *c = p_.counters->mine();
+    auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {
+        if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+        else a.fetch_add(n, std::memory_order_relaxed);
+    };
+    const bool own = c != p_.counters->overflow();
+    if (hits) add(c[PoolCounters::kHits], hits, own);
+    if (misses) {
+        add(c[PoolCounters::kMisses], misses, own);
+        if (l2) add(c[PoolCounters::kL2Hits], l2, own);
+        if (misses != l2) add(c[PoolCounters::kSyncReads], misses - l2, own);
+    }
+    if (p_.pf->active()) [[unlikely]]
+        p_.pf->note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
+    if (ok) {
+        add(c[PoolCounters::kReads], 1, own);
+        add(c[PoolCounters::kRBytes], len, own);
+    }
+}
 
 int BlockIO::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
   for (int attempt = 0;; attempt++) {
@@ -138,32 +158,27 @@ int BlockIO::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
   }
 }
 
-// What one read did: the counters (one shard lookup for all of them), the
-// heat of the block, and where its pages came from for the prefetcher.
-void BlockIO::count_read(const BlockView &r, uint64_t handle, uint64_t hits, uint64_t misses, uint64_t l2, size_t len, bool ok) {
-    if (HeatTracker *ht = p_.cold->heat()) [[unlikely]]
-        ht->touch(handle, now_ns(CLOCK_MONOTONIC_COARSE));
-    std::atomic<uint64_t> *c = p_.counters->mine();
-    auto add = [](std::atomic<uint64_t> &a, uint64_t n, bool own) {
-        if (own) a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-        else a.fetch_add(n, std::memory_order_relaxed);
-    };
-    const bool own = c != p_.counters->overflow();
-    if (hits) add(c[PoolCounters::kHits], hits, own);
-    if (misses) {
-        add(c[PoolCounters::kMisses], misses, own);
-        if (l2) add(c[PoolCounters::kL2Hits], l2, own);
-        if (misses != l2) add(c[PoolCounters::kSyncReads], misses - l2, own);
-    }
-    if (p_.pf->active()) [[unlikely]]
-        p_.pf->note_access(r.rec, misses != l2 ? 2 : l2 ? 1 : 0, static_cast<uint32_t>(hits + misses));
-    if (ok) {
-        add(c[PoolCounters::kReads], 1, own);
-        add(c[PoolCounters::kRBytes], len, own);
-    }
-}
-
 // ------------------------------------------------------------ pin / unpin
+
+// A block pinned here is referenced while pinned (its holders bit is set),
+// so no process moves or frees it under the pointer: eviction, demotion and
+// packing skip referenced blocks, and another process's free of an
+// unpublished one waits for the unpin (SPECKV_EBUSY).
+__attribute__((always_inline)) inline int BlockIO::register_pin(uint64_t handle, const BlockView &r, bool *moved) {
+    const bool ref = true;
+    if (int rc = p_.blocks->acquire_ref(handle, false); rc != SPECKV_OK) return rc;
+    // The L4 holder demotes only with the handle's pin shard locked and
+    // re-checks the pins before it commits: registered here and unmoved
+    // means it stays put.
+    PinShard &ps = p_.refs->pin_shard(handle);
+    std::lock_guard g(ps.mu);
+    auto &e = ps.map[handle];
+    e.first++;
+    e.second += ref;
+    ps.total.fetch_add(1, std::memory_order_release);
+    *moved = r.moved();
+    return SPECKV_OK;
+}
 
 int BlockIO::pin(uint64_t handle, const void **ptr, size_t *len) {
     if (!ptr || !len) return fail(SPECKV_EINVAL, "ptr and len must not be NULL");
@@ -199,26 +214,6 @@ again:
     }
     *ptr = page_data(r.first_page);
     *len = r.bytes;
-    return SPECKV_OK;
-}
-
-// A block pinned here is referenced while pinned (its holders bit is set),
-// so no process moves or frees it under the pointer: eviction, demotion and
-// packing skip referenced blocks, and another process's free of an
-// unpublished one waits for the unpin (SPECKV_EBUSY).
-int BlockIO::register_pin(uint64_t handle, const BlockView &r, bool *moved) {
-    const bool ref = true;
-    if (int rc = p_.blocks->acquire_ref(handle, false); rc != SPECKV_OK) return rc;
-    // The L4 holder demotes only with the handle's pin shard locked and
-    // re-checks the pins before it commits: registered here and unmoved
-    // means it stays put.
-    PinShard &ps = p_.refs->pin_shard(handle);
-    std::lock_guard g(ps.mu);
-    auto &e = ps.map[handle];
-    e.first++;
-    e.second += ref;
-    ps.total.fetch_add(1, std::memory_order_release);
-    *moved = r.moved();
     return SPECKV_OK;
 }
 

@@ -25,6 +25,7 @@
 #include "pool/page_reader.h"
 #include "pool/page_writer.h"
 #include "pool/refs.h"
+#include "speckv.h"
 
 namespace speckv {
 
@@ -67,9 +68,17 @@ class BlockIO {
 
   private:
     // Resolves handle into *r and brings the block back from L4 if it is there.
-    int resolve_hot(uint64_t handle, BlockView *r) const;
-    int register_pin(uint64_t handle, const BlockView &r, bool *moved);
-    void count_read(const BlockView &r, uint64_t handle, uint64_t hits, uint64_t misses, uint64_t l2, size_t len, bool ok);
+    __attribute__((always_inline)) int resolve_hot(uint64_t handle, BlockView *r) const {
+        if (int rc = p_.resolver->resolve(handle, r); rc != SPECKV_OK) return rc;
+        if (r->cold()) [[unlikely]]
+            return bring_back(handle, r);
+        return SPECKV_OK;
+    }
+    int bring_back(uint64_t handle, BlockView *r) const;  // ColdRole::ensure_hot
+    // Defined in block_io.cc before their one caller, and inlined there.
+    inline int register_pin(uint64_t handle, const BlockView &r, bool *moved);
+    inline void count_read(const BlockView &r, uint64_t handle, uint64_t hits, uint64_t misses, uint64_t l2, size_t len,
+                           bool ok);
     unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
 
     PoolLayout L_;

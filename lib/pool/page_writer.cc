@@ -21,8 +21,6 @@ namespace speckv {
 
 using namespace fmt;
 
-uint64_t PageWriter::epoch() const { return L_.sh->epoch.load(std::memory_order_relaxed); }
-
 int PageWriter::write_page(const BlockView &r, uint64_t handle, uint64_t pos, const unsigned char *src, size_t plen,
                            bool *moved) {
     *moved = false;
@@ -103,22 +101,10 @@ int PageWriter::write_page(const BlockView &r, uint64_t handle, uint64_t pos, co
     return SPECKV_OK;
 }
 
-int PageWriter::prepare_pin(const BlockView &r, uint64_t handle, uint64_t p, bool *moved) {
-    *moved = false;
-    PageEntry &pe = L_.pages[p];
-    if (pe.flags.load(std::memory_order_acquire) & (kPageZero | kPageCoded)) return materialize(r, handle, p, moved);
-    // This process holds a verified copy of exactly this version of the page
-    // (L1), or checksummed it in place at an earlier pin: the bytes in the
-    // pool were checked already, as a cached read would trust them.
-    // Otherwise checksum them in place, and note it.
-    const uint64_t ep = epoch();
-    const uint64_t s1 = pe.seq.load(std::memory_order_acquire);
-    if (!(s1 & 1) && !(pe.flags.load(std::memory_order_acquire) & kPageQuarantined) &&
-        (l1_->verified(p, s1, ep) || l1_->contains(p, s1, ep)))
-        return SPECKV_OK;
+int PageWriter::check_in_place(uint64_t p) {
     uint64_t vs = 0;
     if (int rc = p_.reader->verify_page_inplace(p, &vs); rc != SPECKV_OK) return rc;
-    l1_->note_verified(p, vs, ep);
+    l1_->note_verified(p, vs, epoch());
     return SPECKV_OK;
 }
 

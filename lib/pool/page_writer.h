@@ -12,6 +12,7 @@
 // checks), the codec choice, the selector and the counters when the pool is
 // bound, and L1 once it exists; it never holds the Pool.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,11 +23,13 @@
 #include "pool/log.h"
 #include "pool/page_lock.h"
 #include "pool/page_reader.h"
+#include "pool/pool_format.h"
+#include "speckv.h"
+#include "tiers/page_cache.h"
 
 namespace speckv {
 
-class PageCache;  // tiers/page_cache.h (L1)
-class Selector;   // pool/selector.h
+class Selector;  // pool/selector.h
 
 class PageWriter {
   public:
@@ -51,12 +54,27 @@ class PageWriter {
     int write_page(const BlockView &r, uint64_t handle, uint64_t pos, const unsigned char *src, size_t plen, bool *moved);
     // Pool page `page` of block `handle` (view r) made ready for a pin: its
     // bytes in the pool show what a read returns, checked. *moved as above.
-    int prepare_pin(const BlockView &r, uint64_t handle, uint64_t page, bool *moved);
+    // Inline: a page this process has checked already costs a few loads.
+    __attribute__((always_inline)) int prepare_pin(const BlockView &r, uint64_t handle, uint64_t page, bool *moved) {
+        *moved = false;
+        const fmt::PageEntry &pe = L_.pages[page];
+        if (pe.flags.load(std::memory_order_acquire) & (fmt::kPageZero | fmt::kPageCoded))
+            return materialize(r, handle, page, moved);
+        // This process holds a verified copy of exactly this version of the
+        // page (L1), or checksummed it in place at an earlier pin: the bytes
+        // in the pool were checked already, as a cached read would trust them.
+        const uint64_t ep = epoch(), s1 = pe.seq.load(std::memory_order_acquire);
+        if (!(s1 & 1) && !(pe.flags.load(std::memory_order_acquire) & fmt::kPageQuarantined) &&
+            (l1_->verified(page, s1, ep) || l1_->contains(page, s1, ep)))
+            return SPECKV_OK;
+        return check_in_place(page);
+    }
 
   private:
     int materialize(const BlockView &r, uint64_t handle, uint64_t page, bool *moved);
+    int check_in_place(uint64_t page);  // checksum it in place, and note it
     unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
-    uint64_t epoch() const;
+    uint64_t epoch() const { return L_.sh->epoch.load(std::memory_order_relaxed); }
 
     PoolLayout L_;
     Parts p_{};
