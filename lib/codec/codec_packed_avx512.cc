@@ -349,8 +349,15 @@ bool make_params_512(const float *mn, const float *mx, size_t G, unsigned bits, 
 
 SPECKV_TARGET_END
 
+// FP16 input: the AVX2 table's two-pass encoder (16-bit reductions, then
+// 32 or 64 values a step), which wants no 512-bit form for these pages.
+int encode_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
+                    uint16_t *keys, float *z, float *inv) {
+    return g_narrow->encode_fp16 ? g_narrow->encode_fp16(h, T, C, bits, group, payload, keys, z, inv) : -1;
+}
+
 const PackedKernels kPacked512 = {"avx512", to_f32_512, minmax_512, encode_512, decode_512, params_512,
-                                  make_params_512};
+                                  make_params_512, encode_fp16_512};
 
 }  // namespace
 
