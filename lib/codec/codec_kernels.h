@@ -207,6 +207,11 @@ extern const PackedKernels kPackedScalar;
 // x86-64 or the CPU lacks any of those.
 const PackedKernels *packed_avx2_kernels();
 const PackedKernels *packed_avx512_kernels();
+// The AVX2 table's FP16 encoder without its last pass (C % 16 == 0): the G
+// pairs at `pairs`, z and inv; false: the page must be raw. For the AVX-512
+// table's b = 4 encoder; only where packed_avx2_kernels() is not null.
+bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
+                             uint16_t *keys, float *z, float *inv);
 // The scalar kernels, for the SIMD tables' odd shapes.
 void packed_encode_scalar(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
                           const float *inv, uint8_t *dst);

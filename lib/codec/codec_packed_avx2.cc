@@ -487,6 +487,43 @@ bool params_from_keys(const uint16_t *k, size_t G, unsigned bits, uint8_t *pairs
     return true;
 }
 
+// Token groups, 16 rows at a time: each row's 16 lanes, then a transpose
+// that reduces as it goes (16-bit, 32-bit, 64-bit interleaves, then the
+// 128-bit halves): lane i of the result is row i's, 4 operations per pair
+// of vectors instead of a PHMINPOSUW fold per row.
+template <int L>
+inline __m256i lo_of(__m256i a, __m256i b) {
+    if constexpr (L == 1) return _mm256_unpacklo_epi16(a, b);
+    if constexpr (L == 2) return _mm256_unpacklo_epi32(a, b);
+    if constexpr (L == 3) return _mm256_unpacklo_epi64(a, b);
+    return _mm256_permute2x128_si256(a, b, 0x20);
+}
+template <int L>
+inline __m256i hi_of(__m256i a, __m256i b) {
+    if constexpr (L == 1) return _mm256_unpackhi_epi16(a, b);
+    if constexpr (L == 2) return _mm256_unpackhi_epi32(a, b);
+    if constexpr (L == 3) return _mm256_unpackhi_epi64(a, b);
+    return _mm256_permute2x128_si256(a, b, 0x31);
+}
+template <int L>
+inline Red16 fold2(const Red16 &a, const Red16 &b) {
+    return {_mm256_max_epi16(lo_of<L>(a.smax, b.smax), hi_of<L>(a.smax, b.smax)),
+            _mm256_min_epu16(lo_of<L>(a.umin, b.umin), hi_of<L>(a.umin, b.umin)),
+            _mm256_max_epu16(lo_of<L>(a.umax, b.umax), hi_of<L>(a.umax, b.umax))};
+}
+// 2^L rows of C values at h -> their reductions (L = 4: lane i is row i's).
+template <int L>
+inline Red16 rows_red(const uint16_t *h, size_t C) {
+    if constexpr (L == 0) {
+        Red16 r;
+        red_init(r, ld16(h));
+        for (size_t i = 16; i < C; i += 16) red_add(r, ld16(h + i));
+        return r;
+    } else {
+        return fold2<L>(rows_red<L - 1>(h, C), rows_red<L - 1>(h + (size_t(1) << (L - 1)) * C, C));
+    }
+}
+
 // Pass 1: the key triples of every group (C % 16 == 0).
 void keys_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *k) {
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
@@ -510,8 +547,16 @@ void keys_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *
         }
         return;
     }
+    size_t g = 0;
+    if (group == kGroupToken)
+        for (; g + 16 <= G; g += 16, h += 16 * C) {
+            r = rows_red<4>(h, C);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(k + g), r.smax);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(k + G + g), r.umin);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(k + 2 * G + g), r.umax);
+        }
     const size_t run = group == kGroupPage ? T * C : C;
-    for (size_t g = 0; g < G; g++, h += run) {
+    for (; g < G; g++, h += run) {
         red_init(r, ld16(h));
         size_t i = 16;
         if (run >= 32) {  // two chains
@@ -635,12 +680,22 @@ void quant_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, const flo
     }
 }
 
+}  // namespace
+
+bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
+                             uint16_t *keys, float *z, float *inv) {
+    const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
+    keys_fp16(h, T, C, group, keys);
+    return params_from_keys(keys, G, bits, pairs, z, inv);
+}
+
+namespace {
+
 int encode_fp16_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
                      uint16_t *keys, float *z, float *inv) {
     if (C % 16) return -1;
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
-    keys_fp16(h, T, C, group, keys);
-    if (!params_from_keys(keys, G, bits, payload, z, inv)) return 0;
+    if (!packed_fp16_params_avx2(h, T, C, bits, group, payload, keys, z, inv)) return 0;
     uint8_t *dst = payload + 4 * G;
     switch (bits) {
         case 3: quant_fp16<3>(h, T, C, group, z, inv, dst); break;

@@ -217,7 +217,7 @@ TEST_CASE("packed: FP16 encoder over edge-case groups, every b, group and dtype;
     const uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x8400, 0x7BFF, 0xFBFF,
                                 0x3C00, 0xBC00, 0x7BFE, 0xFBFE, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFFFF};
     size_t raw_pages = 0, coded_pages = 0;
-    for (uint32_t C : {16u, 32u, 48u, 64u, 128u})
+    for (uint32_t C : {16u, 32u, 48u, 64u, 96u, 128u})
         for (size_t T : {size_t(1), size_t(3), size_t(8), size_t(33), size_t(64)})
             for (int kind = 0; kind < 12; kind++) {
                 std::vector<uint16_t> h(C * T);
