@@ -342,7 +342,9 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     }
 }
 
-void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
+// On a 64-byte boundary: its loops keep their place in the cache lines
+// whatever the code around it becomes (decode speed moved with that).
+[[gnu::aligned(64)]] void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
                  int dtype, void *out, bool sat) {
     if (C % 8) return packed_decode_scalar(src, T, C, bits, group, s, z, dtype, out, sat);
     switch (bits) {
