@@ -344,8 +344,8 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
 
 // On a 64-byte boundary: its loops keep their place in the cache lines
 // whatever the code around it becomes (decode speed moved with that).
-[[gnu::aligned(64)]] void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
-                 int dtype, void *out, bool sat) {
+[[gnu::aligned(64)]] void decode_avx2(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group,
+                                      const float *s, const float *z, int dtype, void *out, bool sat) {
     if (C % 8) return packed_decode_scalar(src, T, C, bits, group, s, z, dtype, out, sat);
     switch (bits) {
         case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
@@ -598,9 +598,10 @@ inline __m256i pack4x32(__m256i w0, __m256i w1) {
                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 inline __m256i pack4x32_ch(const uint16_t *h, const float *zp, const float *ip) {
-    return pack4x32(quant16w(h, _mm256_loadu_ps(zp), _mm256_loadu_ps(ip), _mm256_loadu_ps(zp + 8), _mm256_loadu_ps(ip + 8)),
-                    quant16w(h + 16, _mm256_loadu_ps(zp + 16), _mm256_loadu_ps(ip + 16), _mm256_loadu_ps(zp + 24),
-                             _mm256_loadu_ps(ip + 24)));
+    return pack4x32(
+        quant16w(h, _mm256_loadu_ps(zp), _mm256_loadu_ps(ip), _mm256_loadu_ps(zp + 8), _mm256_loadu_ps(ip + 8)),
+        quant16w(h + 16, _mm256_loadu_ps(zp + 16), _mm256_loadu_ps(ip + 16), _mm256_loadu_ps(zp + 24),
+                 _mm256_loadu_ps(ip + 24)));
 }
 inline __m256i pack4x32_bc(const uint16_t *h, __m256 zb, __m256 ib) {
     return pack4x32(quant16w(h, zb, ib, zb, ib), quant16w(h + 16, zb, ib, zb, ib));

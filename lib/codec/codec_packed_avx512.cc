@@ -290,8 +290,8 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
 // On a 64-byte boundary (where it was before the FP16 encoder joined this
 // file): its loops keep their place in the cache lines whatever the code
 // before it becomes (decode speed moved with that placement, §19.10's notes).
-[[gnu::aligned(64)]] void decode_512(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group, const float *s, const float *z,
-                int dtype, void *out, bool sat) {
+[[gnu::aligned(64)]] void decode_512(const uint8_t *src, size_t T, size_t C, unsigned bits, unsigned group,
+                                     const float *s, const float *z, int dtype, void *out, bool sat) {
     if (C % 16) return g_narrow->decode(src, T, C, bits, group, s, z, dtype, out, sat);
     switch (bits) {
         case 3: return sat ? decode_b<3, true>(src, T, C, group, s, z, dtype, out) : decode_b<3, false>(src, T, C, group, s, z, dtype, out);
