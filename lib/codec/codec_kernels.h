@@ -192,6 +192,14 @@ struct PackedKernels {
     // false if a group is outside the FP16 range (the page is then raw).
     bool (*make_params)(const float *mn, const float *mx, size_t G, unsigned bits, uint8_t *pairs, float *z,
                         float *inv);
+    // FP16 input, the whole payload (§19.2-§19.4: G pairs, then the packed
+    // stream) in two reads of the FP16 page and no FP32 copy; the same bytes
+    // as to_f32 + minmax + make_params + encode. 1: done; 0: the page must be
+    // raw (a non-finite value); -1: a shape it does not take (the caller uses
+    // the four kernels above). keys: 3G entries of scratch; z, inv: G each.
+    // Null in tables without it.
+    int (*encode_fp16)(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
+                       uint16_t *keys, float *z, float *inv);
 };
 extern const PackedKernels kPackedScalar;
 // AVX2 + F16C + FMA + BMI2 (lib/codec/codec_packed_avx2.cc) and AVX-512 F/BW/VL +
@@ -199,6 +207,11 @@ extern const PackedKernels kPackedScalar;
 // x86-64 or the CPU lacks any of those.
 const PackedKernels *packed_avx2_kernels();
 const PackedKernels *packed_avx512_kernels();
+// The AVX2 table's FP16 encoder without its last pass (C % 16 == 0): the G
+// pairs at `pairs`, z and inv; false: the page must be raw. For the AVX-512
+// table's b = 4 encoder; only where packed_avx2_kernels() is not null.
+bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
+                             uint16_t *keys, float *z, float *inv);
 // The scalar kernels, for the SIMD tables' odd shapes.
 void packed_encode_scalar(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
                           const float *inv, uint8_t *dst);

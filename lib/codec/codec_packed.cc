@@ -170,7 +170,8 @@ bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsig
 }
 
 const PackedKernels kPackedScalar = {"scalar", packed_to_f32_scalar, packed_minmax_scalar, packed_encode_scalar,
-                                     packed_decode_scalar, packed_params_scalar, packed_make_params_scalar};
+                                     packed_decode_scalar, packed_params_scalar, packed_make_params_scalar,
+                                     nullptr};
 
 // ---------------------------------------------------------- record body
 
@@ -193,6 +194,7 @@ const PackedKernels *packed_for(Impl impl) {
 
 struct PackedScratch {
     std::vector<float> x, mn, mx, s, z, inv;
+    std::vector<uint16_t> keys;  // encode_fp16's per-group reductions
 };
 // Behind a pointer: the library's static TLS block must stay small enough for
 // dlopen (util/status.h has an initial-exec variable); six vectors in place
@@ -215,6 +217,13 @@ size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, si
     const PackedKernels *K = packed_for(impl);
     PackedScratch &S = pscratch();
     const size_t T = n / C, G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
+    if (dtype == SPECKV_DTYPE_FP16 && K->encode_fp16) {
+        if (S.z.size() < G) S.z.resize(G), S.inv.resize(G);
+        if (S.keys.size() < 3 * G) S.keys.resize(3 * G);
+        const int r = K->encode_fp16(static_cast<const uint16_t *>(src), T, C, P.bits, P.group, payload,
+                                     S.keys.data(), S.z.data(), S.inv.data());
+        if (r >= 0) return r ? packed_payload_len(n, G, P.bits) : 0;
+    }
     if (S.x.size() < n) S.x.resize(n);
     if (!K->to_f32(dtype, src, n, S.x.data())) return 0;  // §7: non-finite -> raw
     if (S.mn.size() < G) S.mn.resize(G), S.mx.resize(G), S.s.resize(G), S.z.resize(G), S.inv.resize(G);
