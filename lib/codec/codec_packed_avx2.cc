@@ -288,8 +288,10 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
             const size_t g = group == kGroupPage ? 0 : t;
             const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
             const __m256i h = _mm256_shuffle_epi8(  // lane k: low bytes, high bytes of entries 8k..8k+7
-                _mm256_inserti128_si256(_mm256_castsi128_si256(to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv))),
-                                        to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv)), 1),
+                // (parenthesised: clang's _mm256_inserti128_si256 is a macro, and the
+                // template arguments' comma would split its arguments)
+                _mm256_inserti128_si256(_mm256_castsi128_si256((to16x8<kSat, kDtype>(_mm256_fmadd_ps(i0, sv, zv)))),
+                                        (to16x8<kSat, kDtype>(_mm256_fmadd_ps(i1, sv, zv))), 1),
                 split);
             tl = _mm256_permute4x64_epi64(h, 0x88);  // low bytes of entries 0..15, in both lanes
             th = _mm256_permute4x64_epi64(h, 0xDD);  // high bytes
