@@ -136,6 +136,20 @@ void latency_table(const std::string &uri, int repeats, bool associative) {
         if (int rc = speckv_pin(p, h[k], &ptr, &len); rc) die("pin", rc);
         if (int rc = speckv_unpin(p, h[k]); rc) die("unpin", rc);
     });
+    // Last, because it stays on: once a hint has started the prefetch thread,
+    // every read also tells the prefetch engine what it read and from where
+    // (note_access, docs/tiers.md §5). A block with coordinates, one hint for it.
+    speckv_hint hint{};
+    hint.struct_size = sizeof hint;
+    hint.request = 1;
+    hint.token_count = 16;
+    speckv_handle hp;
+    if (int rc = speckv_alloc(p, 4096, SPECKV_DTYPE_FP16, &hint, &hp); rc) die("alloc", rc);
+    if (int rc = speckv_write(p, hp, 0, src.data(), 4096); rc) die("write", rc);
+    if (int rc = speckv_prefetch(p, &hint); rc) die("prefetch", rc);
+    row("speckv_access, 1 thread, prefetch thread on", 1, [&](int, int) {
+        if (int rc = speckv_access(p, hp, 0, dst[0], 4096, 0); rc) die("access", rc);
+    });
     speckv_pool_close(p);
 }
 

@@ -4,21 +4,18 @@
 // Header-only so speckv_trace itself needs no forward pass: the CLI and the
 // tests, which link speckv_llama2, include it.
 #pragma once
-#include <cstring>
 #include <memory>
 #include <string>
 
+#include "codec/codec.h"
 #include "kv_eval.h"
 #include "trace.h"
 
 namespace speckv_trace {
 
-inline uint16_t fp16_of(float f) {
-    _Float16 h = static_cast<_Float16>(f);  // round to nearest even
-    uint16_t u;
-    std::memcpy(&u, &h, 2);
-    return u;
-}
+// Round to nearest even, as a cast to _Float16 does (which clang 14 does
+// not take on x86-64): the codec's conversion.
+inline uint16_t fp16_of(float f) { return speckv::codec::fp32_to_fp16_rne(f); }
 
 // Returns nullptr with *err when the checkpoint does not load.
 inline std::shared_ptr<const KvBank> load_kv_bank(const std::string &model_path, std::string *err) {
