@@ -197,11 +197,9 @@ struct PackedKernels {
     // as to_f32 + minmax + make_params + encode. 1: done; 0: the page must be
     // raw (a non-finite value); -1: a shape it does not take (the caller uses
     // the four kernels above). keys: 3G entries of scratch; z, inv: G each.
-    // *crc: in, crc32c() of the record's bytes before the payload; out (when
-    // 1), continued over the payload (folded as it is written where the
-    // kernel can, else read again). Null in tables without it.
+    // Null in tables without it.
     int (*encode_fp16)(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
-                       uint16_t *keys, float *z, float *inv, uint32_t *crc);
+                       uint16_t *keys, float *z, float *inv);
 };
 extern const PackedKernels kPackedScalar;
 // AVX2 + F16C + FMA + BMI2 (lib/codec/codec_packed_avx2.cc) and AVX-512 F/BW/VL +
@@ -228,14 +226,12 @@ bool packed_make_params_scalar(const float *mn, const float *mx, size_t G, unsig
 // The §19 record body (codec_packed.cc), called by encode_params / decode.
 // packed_encode_payload writes the G (scale, zero point) pairs and the packed
 // stream at payload and returns their length, or 0 when the page must be
-// stored raw (a non-finite value, or a group outside the FP16 range); *crc
-// (in: crc32c() of the record's bytes before the payload) is then continued
-// over the payload.
+// stored raw (a non-finite value, or a group outside the FP16 range).
 // packed_decode_payload checks and decodes them (SPECKV_ECORRUPT with a
 // message for a bad payload).
 size_t packed_payload_len(size_t n, size_t G, unsigned bits);
 size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, size_t C, const Params &P,
-                             uint8_t *payload, uint32_t *crc);
+                             uint8_t *payload);
 int packed_decode_payload(Impl impl, const Params &P, int dtype, size_t n, size_t C, const uint8_t *payload,
                           size_t plen, void *dst);
 // The table a call with `impl` uses ("scalar", "avx2", "avx512").

@@ -12,7 +12,6 @@
 #include "codec/codec_kernels.h"
 #include "codec/le_bytes.h"
 #include "util/cpu.h"
-#include "util/crc32c.h"
 #include "speckv.h"
 #include "util/status.h"
 
@@ -214,7 +213,7 @@ const char *packed_impl_name(Impl impl) { return packed_for(impl)->name; }
 size_t packed_payload_len(size_t n, size_t G, unsigned bits) { return 4 * G + (n * bits + 7) / 8; }
 
 size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, size_t C, const Params &P,
-                             uint8_t *payload, uint32_t *crc) {
+                             uint8_t *payload) {
     const PackedKernels *K = packed_for(impl);
     PackedScratch &S = pscratch();
     const size_t T = n / C, G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
@@ -222,7 +221,7 @@ size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, si
         if (S.z.size() < G) S.z.resize(G), S.inv.resize(G);
         if (S.keys.size() < 3 * G) S.keys.resize(3 * G);
         const int r = K->encode_fp16(static_cast<const uint16_t *>(src), T, C, P.bits, P.group, payload,
-                                     S.keys.data(), S.z.data(), S.inv.data(), crc);
+                                     S.keys.data(), S.z.data(), S.inv.data());
         if (r >= 0) return r ? packed_payload_len(n, G, P.bits) : 0;
     }
     if (S.x.size() < n) S.x.resize(n);
@@ -231,7 +230,6 @@ size_t packed_encode_payload(Impl impl, int dtype, const void *src, size_t n, si
     K->minmax(S.x.data(), T, C, P.group, S.mn.data(), S.mx.data());
     if (!K->make_params(S.mn.data(), S.mx.data(), G, P.bits, payload, S.z.data(), S.inv.data())) return 0;
     K->encode(S.x.data(), T, C, P.bits, P.group, S.z.data(), S.inv.data(), payload + 4 * G);
-    *crc = crc32c(*crc, payload, packed_payload_len(n, G, P.bits));
     return packed_payload_len(n, G, P.bits);
 }
 

@@ -9,7 +9,6 @@
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
 #include "util/cpu.h"
-#include "util/crc32c.h"
 #include "speckv.h"
 
 #include "util/isa_target.h"
@@ -655,101 +654,6 @@ void quant4_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, const fl
     }
 }
 
-// quant4_fp16 with the record's CRC32C folded in as the bytes leave the
-// quantiser (issue 23), for the shapes whose steps all store 32 bytes but a
-// last 16 (C = 32 or C % 64 == 0), G % 8 == 0 (the pairs are 32-byte blocks),
-// on AMD with VPCLMULQDQ (as the int8 path: on Intel the folds share port 5
-// with the shuffles). The folding is lib/util/crc32c.cc's (conventions and
-// constants: crc32c.h, crc_fold): one 256-bit accumulator, each fold 256 bits
-// forward (2 CLMUL + 2 XOR beside the quantiser's ~47 instructions a step);
-// at the end one 128-bit lane, the last 16 bytes (if any) folded from memory,
-// crc32q of the lane from zero. Before: crc32c() read the payload again after
-// this pass, ~10 % of a 4 KiB page's encode with the header's call.
-#define SPECKV_PCRC_TARGET "avx2,f16c,fma,bmi,bmi2,sse4.2,pclmul,vpclmulqdq"
-
-constexpr crc_fold::FoldK kPk128 = crc_fold::fold_k(128), kPk256 = crc_fold::fold_k(256);
-
-__attribute__((target(SPECKV_PCRC_TARGET), always_inline)) inline __m256i pcrc_fold(__m256i a, __m256i k, __m256i b) {
-    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11)),
-                            b);
-}
-
-// The raw register after accumulator z (the message up to p[i]), then p[i..n) from memory.
-__attribute__((target(SPECKV_PCRC_TARGET), always_inline)) inline uint32_t pcrc_finish(__m256i z, const uint8_t *p,
-                                                                                        size_t i, size_t n) {
-    const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kPk128.kl), static_cast<long long>(kPk128.kh));
-    const __m128i lo = _mm256_castsi256_si128(z);
-    __m128i x = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lo, k1, 0x00), _mm_clmulepi64_si128(lo, k1, 0x11)),
-                              _mm256_extracti128_si256(z, 1));
-    for (; i + 16 <= n; i += 16)
-        x = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k1, 0x00), _mm_clmulepi64_si128(x, k1, 0x11)),
-                          _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i)));
-    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));  // the lane: 16 message bytes
-    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        std::memcpy(&v, p + i, 8);
-        r = _mm_crc32_u64(r, v);
-    }
-    for (; i < n; i++) r = _mm_crc32_u8(static_cast<uint32_t>(r), p[i]);
-    return static_cast<uint32_t>(r);
-}
-
-inline __m256i pack4x64(__m256i p0, __m256i p1) { return _mm256_permute4x64_epi64(_mm256_packus_epi16(p0, p1), 0xD8); }
-
-// Whether quant4_fp16_crc takes the shape.
-inline bool quant4_crc_ok(size_t C, size_t G) { return C % 32 == 0 && (C == 32 || C % 64 == 0) && G % 8 == 0; }
-
-// The payload (G pairs in place, then quant4_fp16's bytes) and crc32c(crc, payload, plen).
-__attribute__((target(SPECKV_PCRC_TARGET))) uint32_t quant4_fp16_crc(const uint16_t *h, size_t T, size_t C,
-                                                                     unsigned group, const float *z, const float *inv,
-                                                                     uint8_t *payload, size_t G, uint32_t crc) {
-    const __m256i k = _mm256_set_epi64x(static_cast<long long>(kPk256.kl), static_cast<long long>(kPk256.kh),
-                                        static_cast<long long>(kPk256.kl), static_cast<long long>(kPk256.kh));
-    const uint8_t *p = payload;
-    __m256i acc = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)),
-                                   _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-    for (size_t j = 32; j < 4 * G; j += 32)
-        acc = pcrc_fold(acc, k, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + j)));
-    uint8_t *dst = payload + 4 * G;
-    const auto put = [&](__m256i v) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst), v);
-        acc = pcrc_fold(acc, k, v);
-        dst += 32;
-    };
-    if (C == 32) {
-        size_t t = 0;
-        if (group == kGroupChannel)
-            for (; t + 2 <= T; t += 2, h += 64) put(pack4x64(pack4x32_ch(h, z, inv), pack4x32_ch(h + 32, z, inv)));
-        else if (group == kGroupToken)
-            for (; t + 2 <= T; t += 2, h += 64)
-                put(pack4x64(pack4x32_bc(h, _mm256_broadcast_ss(z + t), _mm256_broadcast_ss(inv + t)),
-                             pack4x32_bc(h + 32, _mm256_broadcast_ss(z + t + 1), _mm256_broadcast_ss(inv + t + 1))));
-        else
-            for (const __m256 zb = _mm256_broadcast_ss(z), ib = _mm256_broadcast_ss(inv); t + 2 <= T; t += 2, h += 64)
-                put(pack4x64(pack4x32_bc(h, zb, ib), pack4x32_bc(h + 32, zb, ib)));
-        if (t < T) {  // the last row of an odd T: 16 bytes, CRC'd from memory below
-            const __m256 zb = _mm256_broadcast_ss(z + (group == kGroupToken ? t : 0));
-            const __m256 ib = _mm256_broadcast_ss(inv + (group == kGroupToken ? t : 0));
-            store4x32(group == kGroupChannel ? pack4x32_ch(h, z, inv) : pack4x32_bc(h, zb, ib), dst);
-        }
-    } else if (group == kGroupChannel) {
-        for (size_t t = 0; t < T; t++)
-            for (size_t c = 0; c < C; c += 64, h += 64)
-                put(pack4x64(pack4x32_ch(h, z + c, inv + c), pack4x32_ch(h + 32, z + c + 32, inv + c + 32)));
-    } else {
-        for (size_t t = 0; t < T; t++) {
-            const size_t g = group == kGroupPage ? 0 : t;
-            const __m256 zb = _mm256_broadcast_ss(z + g), ib = _mm256_broadcast_ss(inv + g);
-            for (size_t c = 0; c < C; c += 64, h += 64) put(pack4x64(pack4x32_bc(h, zb, ib), pack4x32_bc(h + 32, zb, ib)));
-        }
-    }
-    const size_t plen = 4 * G + T * C / 2;
-    return ~pcrc_finish(acc, payload, size_t(dst - payload), plen);
-}
-
-bool g_pcrc = false;  // quant4_fp16_crc may run (set by the probe)
-
 // Pass 2 (§19.3, §19.4). The clamp to [0, 2^b - 1] is the saturating packs
 // and a byte minimum: a t = (x - z) * inv below 0 gives 0, one at or above
 // 2^b - 1 gives 2^b - 1, like the reference, except t >= 2^31 (CVTPS2DQ's
@@ -793,14 +697,10 @@ bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bit
 namespace {
 
 int encode_fp16_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
-                     uint16_t *keys, float *z, float *inv, uint32_t *crc) {
+                     uint16_t *keys, float *z, float *inv) {
     if (C % 16) return -1;
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
     if (!packed_fp16_params_avx2(h, T, C, bits, group, payload, keys, z, inv)) return 0;
-    if (bits == 4 && g_pcrc && quant4_crc_ok(C, G)) {
-        *crc = quant4_fp16_crc(h, T, C, group, z, inv, payload, G, *crc);
-        return 1;
-    }
     uint8_t *dst = payload + 4 * G;
     switch (bits) {
         case 3: quant_fp16<3>(h, T, C, group, z, inv, dst); break;
@@ -810,7 +710,6 @@ int encode_fp16_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsig
         case 7: quant_fp16<7>(h, T, C, group, z, inv, dst); break;
         default: quant_fp16<8>(h, T, C, group, z, inv, dst); break;
     }
-    *crc = crc32c(*crc, payload, packed_payload_len(T * C, G, bits));
     return 1;
 }
 
@@ -824,8 +723,6 @@ const PackedKernels kPackedAvx2 = {"avx2", to_f32_avx2, minmax_avx2, encode_avx2
 // Baseline code: the probe.
 const PackedKernels *packed_avx2_kernels() {
     if (!cpu::has(cpu::kAvx2 | cpu::kF16c | cpu::kFma | cpu::kBmi | cpu::kBmi2)) return nullptr;
-    static const bool pcrc = g_pcrc = cpu::is_amd() && cpu::has(cpu::kVpclmulqdq | cpu::kPclmul | cpu::kSse42);
-    (void)pcrc;
     return &kPackedAvx2;
 }
 

@@ -9,7 +9,6 @@
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
 #include "util/cpu.h"
-#include "util/crc32c.h"
 #include "speckv.h"
 
 #include "util/isa_target.h"
@@ -361,8 +360,8 @@ inline __m512i quant16d(const uint16_t *h, __m512 z, __m512 inv) {
     const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(h)));
     return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(x, z), inv));  // RNE (MXCSR default)
 }
-inline __m256i pack4x64(const uint16_t *h, __m512 z0, __m512 i0, __m512 z1, __m512 i1, __m512 z2, __m512 i2,
-                         __m512 z3, __m512 i3) {
+inline void put4x64(const uint16_t *h, __m512 z0, __m512 i0, __m512 z1, __m512 i1, __m512 z2, __m512 i2, __m512 z3,
+                    __m512 i3, uint8_t *dst) {
     const __m512i p01 = _mm512_packs_epi32(quant16d(h, z0, i0), quant16d(h + 16, z1, i1));
     const __m512i p23 = _mm512_packs_epi32(quant16d(h + 32, z2, i2), quant16d(h + 48, z3, i3));
     const __m512i b = _mm512_min_epu8(_mm512_packus_epi16(p01, p23), _mm512_set1_epi8(15));
@@ -370,34 +369,7 @@ inline __m256i pack4x64(const uint16_t *h, __m512 z0, __m512 i0, __m512 z1, __m5
     // output pair p is word 8 ((p % 8) / 2) + 2 (p / 8) + p % 2
     const __m512i ord = _mm512_set_epi16(31, 30, 23, 22, 15, 14, 7, 6, 29, 28, 21, 20, 13, 12, 5, 4, 27, 26, 19, 18,
                                          11, 10, 3, 2, 25, 24, 17, 16, 9, 8, 1, 0);
-    return _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(ord, m));
-}
-inline void put4x64(const uint16_t *h, __m512 z0, __m512 i0, __m512 z1, __m512 i1, __m512 z2, __m512 i2, __m512 z3,
-                    __m512 i3, uint8_t *dst) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst), pack4x64(h, z0, i0, z1, i1, z2, i2, z3, i3));
-}
-
-// 32 values a step from value i on, (z, inv) per 16: the last row of an odd T
-// (C = 32), or C % 64 == 32 with several rows a page.
-inline void quant4_fp16_512_from(const uint16_t *h, size_t T, size_t C, unsigned group, const float *z,
-                                 const float *inv, uint8_t *dst, size_t i) {
-    const size_t n = T * C;
-    // the general loop: 32 values a step, (z, inv) per 16
-    for (; i < n; i += 32, dst += 16) {
-        const size_t t = i / C, c = i % C, g = group == kGroupPage ? 0 : t;
-        const bool ch = group == kGroupChannel;
-        const __m512 za = ch ? _mm512_loadu_ps(z + c) : _mm512_set1_ps(z[g]);
-        const __m512 ia = ch ? _mm512_loadu_ps(inv + c) : _mm512_set1_ps(inv[g]);
-        const __m512 zb = ch ? _mm512_loadu_ps(z + c + 16) : za, ib = ch ? _mm512_loadu_ps(inv + c + 16) : ia;
-        const __m512i p = _mm512_packs_epi32(quant16d(h + i, za, ia), quant16d(h + i + 16, zb, ib));
-        const __m512i b = _mm512_min_epu8(_mm512_packus_epi16(p, p), _mm512_set1_epi8(15));
-        const __m512i m = _mm512_maddubs_epi16(b, _mm512_set1_epi16(0x1001));
-        // with p23 = p01: lane k words 0-3 = pairs 2k, 2k+1, 8+2k, 9+2k (16 pairs)
-        const __m512i ord = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 26, 19, 18, 11, 10,
-                                             3, 2, 25, 24, 17, 16, 9, 8, 1, 0);
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst),
-                         _mm256_castsi256_si128(_mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(ord, m))));
-    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst), _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(ord, m)));
 }
 
 void quant4_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned group, const float *z, const float *inv,
@@ -428,107 +400,37 @@ void quant4_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned group, cons
             for (size_t c = 0; c < C; c += 64, i += 64, dst += 32) put4x64(h + i, zb, ib, zb, ib, zb, ib, zb, ib, dst);
         }
     }
-    if (i < n) quant4_fp16_512_from(h, T, C, group, z, inv, dst, i);
-}
-
-// quant4_fp16_512 with the record's CRC32C folded in (issue 23), as
-// quant4_fp16_crc in codec_packed_avx2.cc: the G pairs (G % 8 == 0) from
-// memory, then each 32-byte step's bytes as they are stored, one 256-bit
-// accumulator; the 16-byte steps (an odd T's last row, C % 64 == 32 with
-// C > 32) from memory at the end. AMD with VPCLMULQDQ only (the probe).
-#define SPECKV_PCRC512_TARGET "avx512f,avx512bw,avx512vl,avx2,f16c,fma,bmi,bmi2,sse4.2,pclmul,vpclmulqdq"
-
-constexpr crc_fold::FoldK kPk128 = crc_fold::fold_k(128), kPk256 = crc_fold::fold_k(256);
-
-__attribute__((target(SPECKV_PCRC512_TARGET), always_inline)) inline __m256i pcrc_fold(__m256i a, __m256i k,
-                                                                                         __m256i b) {
-    return _mm256_ternarylogic_epi64(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11), b,
-                                     0x96);
-}
-
-__attribute__((target(SPECKV_PCRC512_TARGET))) uint32_t quant4_fp16_512_crc(const uint16_t *h, size_t T, size_t C,
-                                                                           unsigned group, const float *z,
-                                                                           const float *inv, uint8_t *payload,
-                                                                           size_t G, uint32_t crc) {
-    const __m256i k = _mm256_set_epi64x(static_cast<long long>(kPk256.kl), static_cast<long long>(kPk256.kh),
-                                        static_cast<long long>(kPk256.kl), static_cast<long long>(kPk256.kh));
-    __m256i acc = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(payload)),
-                                   _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-    for (size_t j = 32; j < 4 * G; j += 32)
-        acc = pcrc_fold(acc, k, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(payload + j)));
-    uint8_t *dst = payload + 4 * G;
-    const auto put = [&](__m256i v) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst), v);
-        acc = pcrc_fold(acc, k, v);
-        dst += 32;
-    };
-    const size_t n = T * C;
-    size_t i = 0;
-    if (group == kGroupChannel) {
-        if (C == 32) {
-            const __m512 z0 = _mm512_loadu_ps(z), z1 = _mm512_loadu_ps(z + 16);
-            const __m512 i0 = _mm512_loadu_ps(inv), i1 = _mm512_loadu_ps(inv + 16);
-            for (; i + 64 <= n; i += 64) put(pack4x64(h + i, z0, i0, z1, i1, z0, i0, z1, i1));
-        } else if (C % 64 == 0) {
-            for (size_t c = 0; i < n; i += 64, c = c + 64 == C ? 0 : c + 64)
-                put(pack4x64(h + i, _mm512_loadu_ps(z + c), _mm512_loadu_ps(inv + c), _mm512_loadu_ps(z + c + 16),
-                             _mm512_loadu_ps(inv + c + 16), _mm512_loadu_ps(z + c + 32), _mm512_loadu_ps(inv + c + 32),
-                             _mm512_loadu_ps(z + c + 48), _mm512_loadu_ps(inv + c + 48)));
-        }
-    } else if (group == kGroupToken && C == 32) {
-        for (size_t t = 0; i + 64 <= n; i += 64, t += 2) {
-            const __m512 za = _mm512_set1_ps(z[t]), ia = _mm512_set1_ps(inv[t]);
-            const __m512 zb = _mm512_set1_ps(z[t + 1]), ib = _mm512_set1_ps(inv[t + 1]);
-            put(pack4x64(h + i, za, ia, za, ia, zb, ib, zb, ib));
-        }
-    } else if (C % 64 == 0) {
-        for (size_t t = 0; t < T; t++) {
-            const size_t g = group == kGroupPage ? 0 : t;
-            const __m512 zb = _mm512_set1_ps(z[g]), ib = _mm512_set1_ps(inv[g]);
-            for (size_t c = 0; c < C; c += 64, i += 64) put(pack4x64(h + i, zb, ib, zb, ib, zb, ib, zb, ib));
+    if (i < n) {  // the last row of an odd T (C = 32), or C % 64 == 32 with several rows a page
+        // the general loop: 32 values a step, (z, inv) per 16
+        for (; i < n; i += 32, dst += 16) {
+            const size_t t = i / C, c = i % C, g = group == kGroupPage ? 0 : t;
+            const bool ch = group == kGroupChannel;
+            const __m512 za = ch ? _mm512_loadu_ps(z + c) : _mm512_set1_ps(z[g]);
+            const __m512 ia = ch ? _mm512_loadu_ps(inv + c) : _mm512_set1_ps(inv[g]);
+            const __m512 zb = ch ? _mm512_loadu_ps(z + c + 16) : za, ib = ch ? _mm512_loadu_ps(inv + c + 16) : ia;
+            const __m512i p = _mm512_packs_epi32(quant16d(h + i, za, ia), quant16d(h + i + 16, zb, ib));
+            const __m512i b = _mm512_min_epu8(_mm512_packus_epi16(p, p), _mm512_set1_epi8(15));
+            const __m512i m = _mm512_maddubs_epi16(b, _mm512_set1_epi16(0x1001));
+            // with p23 = p01: lane k words 0-3 = pairs 2k, 2k+1, 8+2k, 9+2k (16 pairs)
+            const __m512i ord = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 26, 19, 18, 11, 10,
+                                                 3, 2, 25, 24, 17, 16, 9, 8, 1, 0);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(dst),
+                             _mm256_castsi256_si128(_mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(ord, m))));
         }
     }
-    // The rest (16-byte steps) by the plain pass, from value i on; its bytes from memory below.
-    const size_t done = size_t(dst - payload), plen = 4 * G + n / 2;
-    if (i < n) quant4_fp16_512_from(h, T, C, group, z, inv, dst, i);
-    // The raw register: the accumulator's two lanes to one, then the rest from memory.
-    const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kPk128.kl), static_cast<long long>(kPk128.kh));
-    const __m128i lo = _mm256_castsi256_si128(acc);
-    __m128i x = _mm_ternarylogic_epi64(_mm_clmulepi64_si128(lo, k1, 0x00), _mm_clmulepi64_si128(lo, k1, 0x11),
-                                       _mm256_extracti128_si256(acc, 1), 0x96);
-    size_t j = done;
-    for (; j + 16 <= plen; j += 16)
-        x = _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k1, 0x00), _mm_clmulepi64_si128(x, k1, 0x11),
-                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(payload + j)), 0x96);
-    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));  // the lane: 16 message bytes
-    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
-    for (; j + 8 <= plen; j += 8) {
-        uint64_t v;
-        std::memcpy(&v, payload + j, 8);
-        r = _mm_crc32_u64(r, v);
-    }
-    for (; j < plen; j++) r = _mm_crc32_u8(static_cast<uint32_t>(r), payload[j]);
-    return ~static_cast<uint32_t>(r);
 }
-
-bool g_pcrc512 = false;  // quant4_fp16_512_crc may run (set by the probe)
 
 SPECKV_TARGET_END
 
 // FP16 input: b = 4 with C % 32 == 0 here (after the AVX2 table's min/max
 // and parameter passes), everything else as the AVX2 table does it.
 int encode_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
-                    uint16_t *keys, float *z, float *inv, uint32_t *crc) {
+                    uint16_t *keys, float *z, float *inv) {
     if (!g_narrow->encode_fp16) return -1;
-    if (bits != 4 || C % 32) return g_narrow->encode_fp16(h, T, C, bits, group, payload, keys, z, inv, crc);
+    if (bits != 4 || C % 32) return g_narrow->encode_fp16(h, T, C, bits, group, payload, keys, z, inv);
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
     if (!packed_fp16_params_avx2(h, T, C, bits, group, payload, keys, z, inv)) return 0;
-    if (g_pcrc512 && G % 8 == 0) {
-        *crc = quant4_fp16_512_crc(h, T, C, group, z, inv, payload, G, *crc);
-        return 1;
-    }
     quant4_fp16_512(h, T, C, group, z, inv, payload + 4 * G);
-    *crc = crc32c(*crc, payload, packed_payload_len(T * C, G, 4));
     return 1;
 }
 
@@ -544,7 +446,6 @@ const PackedKernels *packed_avx512_kernels() {
         return nullptr;
     static const PackedKernels *table = [] {
         if (const PackedKernels *k = packed_avx2_kernels()) g_narrow = k;
-        g_pcrc512 = cpu::is_amd() && cpu::has(cpu::kVpclmulqdq | cpu::kPclmul | cpu::kSse42);
         return &kPacked512;
     }();
     return table;

@@ -399,21 +399,12 @@ int encode_params(Mode mode, Params P, int dtype, const void *src, size_t src_by
         const size_t G = P.group == kGroupPage ? 1 : P.group == kGroupChannel ? C : T;
         const size_t plen = packed_payload_len(n, G, P.bits);
         // §7: raw when the record would not be shorter than the raw one.
-        // The header first: the payload's kernel continues its CRC (folded in
-        // as the bytes are written where it can) instead of a second read.
-        size_t got = 0;
-        uint32_t crc = 0;
-        if (plen < src_bytes) {
-            write_header(mode, dtype, P, n, C, uint32_t(plen), dst);
-            crc = crc32c(0, dst, 20);
-            got = packed_encode_payload(impl, dtype, src, n, C, P, dst + kHeaderSize, &crc);
-        }
+        size_t got = plen < src_bytes ? packed_encode_payload(impl, dtype, src, n, C, P, dst + kHeaderSize) : 0;
         if (got == 0) {
             *out_len = write_raw(dtype, src, src_bytes, dst);
             return SPECKV_OK;
         }
-        put32(dst + 20, crc);
-        *out_len = kHeaderSize + got;
+        *out_len = finish_record(mode, dtype, P, n, C, uint32_t(got), dst);
         return SPECKV_OK;
     }
 
