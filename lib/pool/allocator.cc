@@ -26,10 +26,11 @@ int Allocator::check_args(uint64_t bytes, int dtype, const speckv_hint *hint, ui
     if (hint && hint->token_count > UINT64_MAX - hint->token_pos)
         return fail(SPECKV_EINVAL, "hint tokens [%" PRIu64 ", +%" PRIu64 ") run past 2^64", hint->token_pos,
                     hint->token_count);
-    *tenant = hint ? hint->tenant : tenant_id_ >= 0 ? uint64_t(tenant_id_) : 0;
+    const int64_t bound = p_.resolver->tenant_id();  // config tenant.id: -1 = unbound
+    *tenant = hint ? hint->tenant : bound >= 0 ? uint64_t(bound) : 0;
     if (!p_.resolver->tenant_visible(*tenant))
         return fail(SPECKV_EPERM, "this pool handle is bound to tenant %" PRId64 " (tenant.id): it cannot allocate for tenant %" PRIu64,
-                    tenant_id_, *tenant);
+                    bound, *tenant);
     const Superblock &s = *L_.sb;
     // Rounded up without forming bytes + page_size - 1, which wraps for sizes
     // near 2^64 (a block record of 0 pages would be committed).

@@ -55,7 +55,6 @@ class Allocator {
         l1_ = l1;
         l2_ = l2;
     }
-    void set_tenant(int64_t tenant_id) { tenant_id_ = tenant_id; }
     void set_attach_slot(int slot) { attach_slot_ = slot; }
 
     int alloc(uint64_t bytes, int dtype, const speckv_hint *hint, uint64_t *out);
@@ -76,7 +75,6 @@ class Allocator {
     PageCache *l1_ = nullptr;
     PrefetchBuffer *l2_ = nullptr;
     bool read_only_ = false;
-    int64_t tenant_id_ = -1;  // config tenant.id: -1 = unbound
     int attach_slot_ = -1;
 };
 

@@ -18,13 +18,6 @@ namespace speckv {
 
 using namespace fmt;
 
-namespace {
-// A decoded page (the write, pin, read and recovery paths).
-thread_local std::vector<unsigned char> t_decoded;
-}  // namespace
-
-unsigned char *decoded_page_scratch(size_t n) { return scratch_of(t_decoded, n); }
-
 int BlockIO::bring_back(uint64_t handle, BlockView *r) const { return p_.cold->ensure_hot(handle, r); }
 
 // ------------------------------------------------------------------ write
@@ -165,7 +158,6 @@ int BlockIO::read(uint64_t handle, uint64_t off, void *dst, size_t len) {
 // packing skip referenced blocks, and another process's free of an
 // unpublished one waits for the unpin (SPECKV_EBUSY).
 __attribute__((always_inline)) inline int BlockIO::register_pin(uint64_t handle, const BlockView &r, bool *moved) {
-    const bool ref = true;
     if (int rc = p_.blocks->acquire_ref(handle, false); rc != SPECKV_OK) return rc;
     // The L4 holder demotes only with the handle's pin shard locked and
     // re-checks the pins before it commits: registered here and unmoved
@@ -173,8 +165,8 @@ __attribute__((always_inline)) inline int BlockIO::register_pin(uint64_t handle,
     PinShard &ps = p_.refs->pin_shard(handle);
     std::lock_guard g(ps.mu);
     auto &e = ps.map[handle];
-    e.first++;
-    e.second += ref;
+    e.first++;   // pins
+    e.second++;  // of them holding a reference
     ps.total.fetch_add(1, std::memory_order_release);
     *moved = r.moved();
     return SPECKV_OK;
@@ -212,7 +204,7 @@ again:
         unpin(handle);
         return fail(SPECKV_EBADHANDLE, "handle 0x%" PRIx64 " was freed while pinning", handle);
     }
-    *ptr = page_data(r.first_page);
+    *ptr = L_.page_data(r.first_page);
     *len = r.bytes;
     return SPECKV_OK;
 }

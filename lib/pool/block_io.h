@@ -79,7 +79,6 @@ class BlockIO {
     inline int register_pin(uint64_t handle, const BlockView &r, bool *moved);
     inline void count_read(const BlockView &r, uint64_t handle, uint64_t hits, uint64_t misses, uint64_t l2, size_t len,
                            bool ok);
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
 
     PoolLayout L_;
     Parts p_{};

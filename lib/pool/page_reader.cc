@@ -22,6 +22,13 @@ namespace speckv {
 using namespace fmt;
 
 namespace {
+// This thread's decoded page (the read, write, pin and recovery paths).
+thread_local std::vector<unsigned char> t_decoded;
+}  // namespace
+
+unsigned char *decoded_page_scratch(size_t n) { return scratch_of(t_decoded, n); }
+
+namespace {
 thread_local std::vector<unsigned char> t_scratch;  // a page a partial read checks whole
 thread_local std::vector<unsigned char> t_ppage;    // one decoded packed page
 thread_local std::vector<unsigned char> t_prec;     // one record copied out of an image (the prefetch thread)

@@ -73,7 +73,7 @@ class PageWriter {
   private:
     int materialize(const BlockView &r, uint64_t handle, uint64_t page, bool *moved);
     int check_in_place(uint64_t page);  // checksum it in place, and note it
-    unsigned char *page_data(uint64_t p) const { return L_.data + (p << L_.page_shift); }
+    unsigned char *page_data(uint64_t p) const { return L_.page_data(p); }
     uint64_t epoch() const { return L_.sh->epoch.load(std::memory_order_relaxed); }
 
     PoolLayout L_;

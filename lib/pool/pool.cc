@@ -92,7 +92,6 @@ int Pool::open(const std::string &uri_text, const Config &cfg, std::unique_ptr<P
     p->log_ = PoolLog{cfg.log_fn, cfg.log_user, static_cast<int>(cfg.get("log.level"))};
     p->tenant_id_ = cfg.get("tenant.id");
     p->resolver_.set_tenant(p->tenant_id_);
-    p->allocator_.set_tenant(p->tenant_id_);
     const bool flush = cfg.get("share.flush") != 0;  // explicit write-back / invalidation
     p->blocks_.set_flush(flush);
     p->sharing_.set_flush(flush);

@@ -83,7 +83,7 @@ void relaxed_store(T &field, T v) {
 }  // namespace
 
 // This thread's buffer for one decoded page (n bytes at least), shared by
-// the read, write, pin and recovery paths (block_io.cc).
+// the read, write, pin and recovery paths (defined in page_reader.cc).
 unsigned char *decoded_page_scratch(size_t n);
 
 }  // namespace speckv
