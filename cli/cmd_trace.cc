@@ -24,7 +24,7 @@ namespace st = speckv_trace;
 struct ReplayArgs {
     std::string real_codec = "paper";
     std::string trace, model = "llama-2-70b", gpu = "a100-80g", link = "cxl-direct", system, csv, plot, format = "auto",
-                pace_wait = "yield", admission = "reserve", preempt = "auto",
+                pace_wait = "yield", prefetch_clock, admission = "reserve", preempt = "auto",
                 payload = "synthetic", kv_model;
     bool all = false, skip_bad = false, metadata_only = false, real_bytes = false;
     uint64_t seed = 1, max_requests = 0;
@@ -78,6 +78,10 @@ int do_replay(const ReplayArgs &a) {
     if (a.pace > 0 && a.layer_groups < 2)
         return error("--pace needs --layer-groups 2 or more (it paces the library's prefetcher between layer groups)"), 2;
     if (!(a.pace_max_us > 0 && a.pace_max_us <= 1e7)) return error("--pace-max-us must be in (0, 1e7]"), 2;
+    if (!a.prefetch_clock.empty() && a.prefetch_clock != "virtual" && a.prefetch_clock != "wall")
+        return error("unknown --prefetch-clock \"" + a.prefetch_clock + "\" (virtual, wall)"), 2;
+    if (a.pace > 0 && a.prefetch_clock == "virtual")
+        return error("--pace runs the library's prefetch thread on the wall clock: it needs --prefetch-clock wall, not virtual"), 2;
     if (!(a.pnm_budget > 0 && a.pnm_budget <= 1)) return error("--pnm-budget must be in (0, 1] (share of remote pages recalled)"), 2;
     if (!(a.pnm_gbps > 0)) return error("--pnm-gbps must be > 0"), 2;
     if (!(a.pnm_churn >= 0 && a.pnm_churn <= 1)) return error("--pnm-churn must be in [0, 1]"), 2;
@@ -118,6 +122,7 @@ int do_replay(const ReplayArgs &a) {
     }
     o.layer_groups = a.layer_groups;
     o.reads_per_unit = a.reads_per_unit;
+    o.prefetch_virtual = a.prefetch_clock != "wall" && a.pace <= 0;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     o.pnm_budget = a.pnm_budget, o.pnm_recent = a.pnm_recent, o.pnm_page_tokens = a.pnm_page_tokens;
@@ -198,7 +203,9 @@ int do_replay(const ReplayArgs &a) {
                     l->name, !a.real_bytes ? "metadata-only" : payload == st::Payload::Model ? "real bytes (model K/V)" : "real bytes",
                     o.block_tokens);
         if (o.admission == st::Admission::Optimistic) std::printf(", optimistic admission (preempt %s)", st::preempt_name(o.preempt));
-        if (o.layer_groups > 1) std::printf(", %u layer groups (lib rows measured, not deterministic)", o.layer_groups);
+        if (o.layer_groups > 1)
+            std::printf(", %u layer groups (lib rows measured%s)", o.layer_groups,
+                        o.prefetch_virtual ? "" : ", prefetch thread on the wall clock: not deterministic");
         if (o.pace > 0)
             std::printf(", paced %g real s per virtual s of GPU time (%s, at most %g us per unit)", o.pace,
                         st::pace_wait_name(o.pace_wait), a.pace_max_us);
@@ -361,6 +368,9 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--layer-groups", ra->layer_groups,
                   "pool blocks per KV block, one per group of layers, hinted and read group by group so the "
                   "library's prefetcher runs (default 1: one block holds all layers)");
+    r->add_option("--prefetch-clock", ra->prefetch_clock,
+                  "virtual (default: each hint is carried out when the replay gives it, on its virtual clock; "
+                  "deterministic) or wall (the library's prefetch thread races the replay on the wall clock; --pace's mode)");
     r->add_option("--pace", ra->pace,
                   "with --layer-groups: let R real seconds pass per virtual second of modelled GPU time, unit by "
                   "unit, so the library's prefetch thread runs between groups (default 0: no pacing)");

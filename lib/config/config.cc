@@ -63,6 +63,9 @@ const std::vector<KeySpec> &config_keys() {
         {"prefetch.policy", 0, 1, 0,
          "0 learned (predictor, UCB depth, β); 1 hinted: fetch exactly the unit each hint names (a perfect next-unit "
          "predictor when hints are the true next unit; the Belady oracle is `docs/tiers.md` §11)"},
+        {"prefetch.sync", 0, 1, 0,
+         "1: each hint is carried out inside `speckv_prefetch`, on the caller's thread (no prefetch thread, no β "
+         "feedback: the caller keeps the time; trace replay in virtual time, deterministic tests)"},
         {"prefetch.queue", 16, 65536, 4096, "hints queued for the prefetch thread; beyond, hints are dropped and counted"},
         {"prefetch.k_min", 1, 64, 1, "smallest prefetch depth, in units (a request's layer) ahead"},
         {"prefetch.k_max", 1, 64, 8, "largest prefetch depth; `prefetch.k_min ≤ prefetch.k_max` is checked at open"},

@@ -48,7 +48,8 @@ int PrefetchEngine::configure(const Config &cfg, const PrefetchSetup &setup, Pre
     counters_ = setup.counters;
     ports_ = std::move(ports);
     enabled_ = cfg.get("prefetch.enable") != 0 && cfg.get("prefetch.l2_bytes") > 0;
-    queue_.configure(static_cast<size_t>(cfg.get("prefetch.queue")), p.tick_ns, work());
+    sync_ = cfg.get("prefetch.sync") != 0;
+    queue_.configure(static_cast<size_t>(cfg.get("prefetch.queue")), p.tick_ns, work(), sync_);
     hinted_ = cfg.get("prefetch.policy") == 1;
     return SPECKV_OK;
 }
@@ -89,7 +90,9 @@ HintQueue::Work PrefetchEngine::work() {
     w.hint = [this](const QueuedHint &h, bool newer) { hint(h, newer); };
     w.tick = [this, published] {
         const uint64_t now = mono_ns();
-        ctl_owner_->tick(now);  // after a hint; when idle, an idle link lets beta recover
+        // After a hint; when idle, an idle link lets beta recover. Sync: the
+        // caller keeps the time (a replay's is virtual), so beta stays put.
+        if (!sync_) ctl_owner_->tick(now);
         if (now - *published < 100'000'000) return;
         *published = now;
         if (ports_.tick) ports_.tick();

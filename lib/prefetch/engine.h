@@ -109,6 +109,7 @@ class PrefetchEngine {
     int64_t tenant_id_ = -1;
     bool enabled_ = false;
     bool hinted_ = false;  // prefetch.policy = 1
+    bool sync_ = false;    // prefetch.sync = 1: hints carried out on the caller's thread
     const BlockResolver *resolver_ = nullptr;
     PoolCounters *counters_ = nullptr;
     std::unique_ptr<PrefetchBuffer> l2_;

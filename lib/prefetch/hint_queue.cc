@@ -11,7 +11,13 @@
 
 namespace speckv {
 
+thread_local const HintQueue *HintQueue::t_running_ = nullptr;
+
 int HintQueue::push(const QueuedHint &h, bool *dropped) {
+    if (sync_) {
+        *dropped = false;
+        return push_sync(h);
+    }
     std::unique_lock g(*mu_);
     if (!started_) {
         if (int rc = start_locked(); rc != SPECKV_OK) return rc;
@@ -26,6 +32,26 @@ int HintQueue::push(const QueuedHint &h, bool *dropped) {
     q_.push_back(h);
     g.unlock();
     cv_->notify_one();
+    return SPECKV_OK;
+}
+
+// sync: the hint is carried out here, under mu_ (callers on other threads
+// wait their turn), and nothing is queued.
+int HintQueue::push_sync(const QueuedHint &h) {
+    std::lock_guard g(*mu_);
+    if (!started_) {
+        if (work_.prepare)
+            if (int rc = work_.prepare(); rc != SPECKV_OK) return rc;
+        started_ = true;
+        pid_ = getpid();
+        if (work_.started) work_.started();
+    }
+    const HintQueue *outer = t_running_;
+    t_running_ = this;
+    work_.hint(h, false);
+    if (work_.tick) work_.tick();
+    t_running_ = outer;
+    clear_error();  // what the work met is counted, not the caller's error
     return SPECKV_OK;
 }
 

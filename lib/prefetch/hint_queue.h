@@ -51,10 +51,13 @@ class HintQueue {
 
     // At most cap hints queued (the oldest goes for a new one); the idle
     // tick; what the thread runs. Before the first push.
-    void configure(size_t cap, uint64_t tick_ns, Work work) {
+    // sync: no thread; push carries the hint out on the caller's thread
+    // (one caller at a time), then the tick; there is no idle tick.
+    void configure(size_t cap, uint64_t tick_ns, Work work, bool sync = false) {
         cap_ = cap;
         tick_ns_ = tick_ns;
         work_ = std::move(work);
+        sync_ = sync;
     }
     // Queues h, starting the thread on the first call.
     // *dropped: the oldest queued hint went to make room for it.
@@ -63,12 +66,19 @@ class HintQueue {
     // lets go, see above). Idempotent.
     void stop();
     // Whether the caller is the queue's thread.
-    bool on_thread() const { return thread_ && thread_->get_id() == std::this_thread::get_id(); }
+    // Whether the caller is the queue's thread, or (sync) is carrying out a hint.
+    bool on_thread() const {
+        return t_running_ == this || (thread_ && thread_->get_id() == std::this_thread::get_id());
+    }
 
   private:
     int start_locked();
     void run();
 
+    int push_sync(const QueuedHint &h);
+
+    static thread_local const HintQueue *t_running_;  // the queue whose hint this thread carries out (sync)
+    bool sync_ = false;
     size_t cap_ = 0;
     uint64_t tick_ns_ = 0;
     Work work_;

@@ -383,6 +383,7 @@ void PrefetchController::plan(uint64_t request, uint32_t layer, Plan *out) {
     r.last_plan = ++plan_seq_;
     depth_sum_ += k;
     depth_n_ += 1;
+    last_k_ = k;
     out->depth = k;
     out->effective = uint32_t(std::floor(b * k + 0.5));
     pred_->predict({request, layer}, out->effective, &out->units);
@@ -454,7 +455,8 @@ PrefetchStats PrefetchController::stats() const {
 
 double PrefetchController::last_mean_depth() const {
     std::lock_guard lk(mu_);
-    return history_.empty() ? 0.0 : history_.back().mean_depth;
+    // No feedback step yet (or none ever: prefetch.sync): the last plan's.
+    return history_.empty() ? double(last_k_) : history_.back().mean_depth;
 }
 
 bool PrefetchController::accuracy(uint64_t request, RequestAccuracy *out) const {

@@ -176,8 +176,10 @@ class PrefetchController {
     double beta() const { return beta_.load(std::memory_order_relaxed); }
     double utilisation() const { return util_.load(std::memory_order_relaxed); }
     PrefetchStats stats() const;
-    // The newest sample's mean depth (0 before the first): what stats()
-    // .history.back() holds, without copying the history (speckv_stats).
+    // The newest sample's mean depth: what stats().history.back() holds,
+    // without copying the history (speckv_stats). Before the first sample
+    // (and always under prefetch.sync, which has no feedback step) the last
+    // plan's depth (0 before the first plan).
     double last_mean_depth() const;
     // false for a request not tracked.
     bool accuracy(uint64_t request, RequestAccuracy *out) const;
@@ -219,6 +221,7 @@ class PrefetchController {
     uint64_t last_tick_ = 0;
     bool ticked_ = false;
     double depth_sum_ = 0, depth_n_ = 0;
+    uint32_t last_k_ = 0;  // the last plan's depth (under mu_)
 
     std::atomic<double> beta_, util_{0};
     std::atomic<uint64_t> transferred_{0};

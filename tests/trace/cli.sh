@@ -35,6 +35,14 @@ grep -q '"pace": 0.01, "pace_wait": "yield"' "$WORK/out" && echo "ok   paced-opt
 # Unpaced output carries no wall-clock keys (it stays deterministic).
 "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --json >"$WORK/out" 2>&1
 ! grep -q 'pace\|wall_s' "$WORK/out" && echo "ok   unpaced-no-wall-keys" || { echo "FAIL unpaced-no-wall-keys"; fail=1; }
+grep -q '"prefetch_clock": "virtual"' "$WORK/out" && echo "ok   virtual-clock-default" || { echo "FAIL virtual-clock-default"; fail=1; }
+# On the virtual clock the library's prefetcher is deterministic: the same JSON twice.
+cp "$WORK/out" "$WORK/virtual1"
+"$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --json >"$WORK/out" 2>&1
+cmp -s "$WORK/out" "$WORK/virtual1" && echo "ok   virtual-clock-deterministic" || { echo "FAIL virtual-clock-deterministic"; fail=1; }
+check wall-clock 0 '"prefetch_clock": "wall"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --prefetch-clock wall --json
+check prefetch-clock-bad 2 "unknown --prefetch-clock \"lunar\" (virtual, wall)" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --prefetch-clock lunar
+check pace-virtual 2 "pace runs the library's prefetch thread on the wall clock" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 4 --pace 0.1 --prefetch-clock virtual
 check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
 check pnm-budget-bad 2 "pnm-budget must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --pnm-budget 0
 check pnm-json 0 '"cxl_pnm": {"throughput_tps"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_pnm --max-requests 50 --json

@@ -259,13 +259,35 @@ TEST_CASE("engine: layer groups give the library's prefetcher layer-ahead units 
     Result a = run(t, System::CxlSpecKV, o), b = run(t, System::CxlSpecKV, o);
     CHECK(a.requests == 120);
     CHECK(a.layer_groups == 4);
-    // The library's prefetcher fetched pages and reads found them in L2. It runs
-    // on its own thread in wall-clock time: only > 0 is asserted.
+    // The library's prefetcher fetched pages and reads found them in L2. On
+    // the replay's virtual clock (the default: each hint carried out when it
+    // is given) two runs are the same, figures and times.
     CHECK(a.lib_prefetch_pages > 0);
     CHECK(a.lib_l2_hits > 0);
     CHECK(a.lib_hit_rate > 0);
     CHECK(a.lib_precision >= 0);
     CHECK(b.requests == 120);
+    CHECK(a.lib_prefetch_pages == b.lib_prefetch_pages);
+    CHECK(a.lib_l2_hits == b.lib_l2_hits);
+    CHECK(a.lib_sync_reads == b.lib_sync_reads);
+    CHECK(a.lib_prefetch_used == b.lib_prefetch_used);
+    CHECK(a.prefetch_hit_rate == b.prefetch_hit_rate);
+    CHECK(a.throughput_tps == b.throughput_tps);
+    // The oracle's pool (hinted policy: the true next unit) reads more from
+    // L2 than the learned policy, and its time bounds it.
+    Result orc = run(t, System::Oracle, o);
+    MESSAGE("virtual clock: lib hit rate ", a.lib_hit_rate, " (oracle's pool ", orc.lib_hit_rate, "), precision ",
+            a.lib_precision, ", waste ", a.lib_waste, "; on time ", a.prefetch_hit_rate, " (oracle ", orc.prefetch_hit_rate,
+            ")");
+    CHECK(orc.lib_hit_rate >= a.lib_hit_rate);
+    CHECK(orc.prefetch_hit_rate >= a.prefetch_hit_rate);
+    CHECK(orc.throughput_tps >= a.throughput_tps * 0.999);
+    // The prefetch thread on the wall clock: only > 0 is asserted.
+    EngineOptions w = o;
+    w.prefetch_virtual = false;
+    Result wall = run(t, System::CxlSpecKV, w);
+    CHECK(wall.requests == 120);
+    CHECK(wall.lib_prefetch_pages > 0);
     // Grouping changes the pool's granularity: G pool blocks per KV block.
     // (Times are not compared: the library's prefetches decide them.)
     o.layer_groups = 1;
@@ -297,6 +319,7 @@ TEST_CASE("engine: pacing gives the library's prefetcher the modelled compute ti
     o.hbm_kv_bytes = 2e9;                      // most of the KV in the offload tier
     o.prefetch_buffer_bytes = 0.25 * (1 << 30);  // L2: ~160 group blocks, a step reads thousands
     o.layer_groups = 4;
+    o.prefetch_virtual = false;  // the prefetch thread, racing the replay on the wall clock
     Result plain = run(t, System::CxlSpecKV, o);
     EngineOptions op = o;
     // R scales the time the library gets per unit; a sanitizer build runs the

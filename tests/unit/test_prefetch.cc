@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tiers in the pool: address translation (index + TLB) and the prefetcher
 // behind speckv_prefetch, through the public API.
+#include <dirent.h>
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -152,11 +153,14 @@ namespace {
 // unit it will run. Returns the stats; every read is checked byte for byte.
 // part > 0: each page is read as `part` bytes at an offset that moves with
 // the step (a short read: no L1, so only those bytes are copied).
-speckv_pool_stats decode(bool prefetch, int steps, int *bad, int policy = 0, size_t part = 0) {
+// sync: prefetch.sync = 1 (each hint carried out inside speckv_prefetch, no
+// waiting for the layer's compute).
+speckv_pool_stats decode(bool prefetch, int steps, int *bad, int policy = 0, size_t part = 0, bool sync = false) {
     const int R = 4, L = 6, npages = 2;
     speckv_pool *p = open_with("anon:?size=16M", {{"cache.bytes", 0},  // no L1: every read is L2 or L3
                                                  {"prefetch.enable", prefetch ? 1 : 0},
                                                  {"prefetch.policy", policy},
+                                                 {"prefetch.sync", sync ? 1 : 0},
                                                  {"prefetch.l2_bytes", 16 * 4096}});  // a third of the 48-page working set
     std::vector<speckv_handle> blk(R * L);
     for (int r = 0; r < R; r++)
@@ -173,7 +177,7 @@ speckv_pool_stats decode(bool prefetch, int steps, int *bad, int policy = 0, siz
                 h.layer = nl;
                 h.token_pos = 16;  // decoding token 16: the blocks [0, 16) are history
                 REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
-                usleep(300);  // the layer's compute, during which the prefetch lands
+                if (!sync) usleep(300);  // the layer's compute, during which the prefetch lands
                 for (size_t i = 0; i < want.size(); i++) want[i] = static_cast<unsigned char>((100 + r) * 31 + l * 7 + i);
                 if (part) {
                     for (int pg = 0; pg < npages; pg++) {
@@ -218,6 +222,48 @@ TEST_CASE("the prefetcher learns a decode loop: reads come from L2, bytes always
     double ohit = double(oracle.l2_hits) / double(oracle.l2_hits + oracle.sync_reads);
     MESSAGE("hinted (oracle) hit rate ", ohit);
     CHECK(ohit > 0.5);
+}
+
+namespace {
+int threads_of_self() {
+    int n = 0;
+    if (DIR *d = opendir("/proc/self/task")) {
+        while (dirent *e = readdir(d)) n += e->d_name[0] != '.';
+        closedir(d);
+    }
+    return n;
+}
+}  // namespace
+
+TEST_CASE("prefetch.sync: each hint is carried out before speckv_prefetch returns, on the caller's thread") {
+    // The hinted policy fetches exactly the named unit: with sync, every read
+    // but the first unit's (never hinted) is an L2 hit, with no time to wait,
+    // and two runs count the same.
+    const int threads = threads_of_self();
+    int bad = 0;
+    speckv_pool_stats a = decode(true, 10, &bad, 1, 0, true);
+    speckv_pool_stats b = decode(true, 10, &bad, 1, 0, true);
+    CHECK(bad == 0);
+    CHECK(threads_of_self() == threads);
+    CHECK(a.sync_reads == 2);  // the first unit: its two pages
+    CHECK(a.l2_hits == 10 * 4 * 6 * 2 - 2);
+    CHECK(a.prefetch_wasted == 0);
+    CHECK(a.l2_hits == b.l2_hits);
+    CHECK(a.prefetch_pages == b.prefetch_pages);
+    // The learned policy: deterministic too (no thread races the reads), and
+    // the depth it plans is reported with no feedback step.
+    speckv_pool_stats l1 = decode(true, 20, &bad, 0, 0, true);
+    speckv_pool_stats l2 = decode(true, 20, &bad, 0, 0, true);
+    CHECK(bad == 0);
+    CHECK(l1.l2_hits == l2.l2_hits);
+    CHECK(l1.sync_reads == l2.sync_reads);
+    CHECK(l1.prefetch_pages == l2.prefetch_pages);
+    CHECK(l1.prefetch_wasted == l2.prefetch_wasted);
+    CHECK(l1.prefetch_depth >= 1);
+    double hit = double(l1.l2_hits) / double(l1.l2_hits + l1.sync_reads);
+    MESSAGE("sync, learned: hit rate ", hit, ", depth ", l1.prefetch_depth);
+    CHECK(hit > 0.5);
+    CHECK(threads_of_self() == threads);
 }
 
 TEST_CASE("short reads without L1: the bytes asked for, from L2 or L3, counted as whole-page reads are") {

@@ -440,6 +440,10 @@ int Engine::setup(std::string *err) {
         // replay's hints name the true next unit (its time assumes more:
         // every page in time, see run_groups).
         if (rc == SPECKV_OK && sys_ == System::Oracle) rc = speckv_config_set_int(cfg, "prefetch.policy", 1);
+        // Virtual time: each hint is carried out when it is given (the
+        // link model decides when its pages arrive), not by a thread racing
+        // the replay on the wall clock.
+        if (rc == SPECKV_OK && o_.prefetch_virtual && o_.pace <= 0) rc = speckv_config_set_int(cfg, "prefetch.sync", 1);
         if (rc != SPECKV_OK) return fail(err, "speckv_config_set_int", rc);
     }
     uint64_t want = nblk * pages_per_block;

@@ -130,6 +130,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
               {"layer_groups", std::max<uint32_t>(o.layer_groups, 1)},
               {"admission", admission_name(o.admission)},
               {"preempt", preempt_name(o.preempt)}};
+    j["prefetch_clock"] = o.prefetch_virtual && o.pace <= 0 ? "virtual" : "wall";
     if (o.pace > 0) {
         j["pace"] = n(o.pace);
         j["pace_wait"] = pace_wait_name(o.pace_wait);

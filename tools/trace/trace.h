@@ -223,6 +223,12 @@ struct EngineOptions {
     // the unit began, at most pace_max_unit_s, so the library's prefetch
     // thread runs in the time the GPU would give it. 0 = off (the default:
     // no waiting, as before). Waiting never changes the model's numbers.
+    // The library's prefetcher on the replay's virtual clock (docs/trace.md
+    // "Prefetch clock"): its pools run `prefetch.sync = 1`, each hint carried
+    // out inside speckv_prefetch, so what it fetched before a unit's reads
+    // depends on its decisions only (deterministic). false: the prefetch
+    // thread on the wall clock (what --pace needs).
+    bool prefetch_virtual = true;
     double pace = 0;               // real seconds per virtual second of GPU compute
     double pace_max_unit_s = 1e-3; // cap per unit (keeps a paced replay practical)
     PaceWait pace_wait = PaceWait::Yield;  // how the replay's thread lets time pass (docs/trace.md: yield measured best)
