@@ -28,6 +28,7 @@ struct ReplayArgs {
                 payload = "synthetic", kv_model;
     bool all = false, skip_bad = false, metadata_only = false, real_bytes = false;
     uint64_t seed = 1, max_requests = 0;
+    uint32_t prefetch_depth = 0;
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1, reads_per_unit = 0;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
     double pace = 0, pace_max_us = 1000;
@@ -80,6 +81,7 @@ int do_replay(const ReplayArgs &a) {
     if (!(a.pace_max_us > 0 && a.pace_max_us <= 1e7)) return error("--pace-max-us must be in (0, 1e7]"), 2;
     if (!a.prefetch_clock.empty() && a.prefetch_clock != "virtual" && a.prefetch_clock != "wall")
         return error("unknown --prefetch-clock \"" + a.prefetch_clock + "\" (virtual, wall)"), 2;
+    if (a.prefetch_depth > 64) return error("--prefetch-depth must be 0 (learned) or 1..64 units"), 2;
     if (a.pace > 0 && a.prefetch_clock == "virtual")
         return error("--pace runs the library's prefetch thread on the wall clock: it needs --prefetch-clock wall, not virtual"), 2;
     if (!(a.pnm_budget > 0 && a.pnm_budget <= 1)) return error("--pnm-budget must be in (0, 1] (share of remote pages recalled)"), 2;
@@ -123,6 +125,7 @@ int do_replay(const ReplayArgs &a) {
     o.layer_groups = a.layer_groups;
     o.reads_per_unit = a.reads_per_unit;
     o.prefetch_virtual = a.prefetch_clock != "wall" && a.pace <= 0;
+    o.prefetch_depth = a.prefetch_depth;
     o.pace = a.pace, o.pace_max_unit_s = a.pace_max_us * 1e-6, o.pace_wait = pace_wait;
     o.hbm_kv_bytes = a.hbm_kv_gb * 1e9;
     o.pnm_budget = a.pnm_budget, o.pnm_recent = a.pnm_recent, o.pnm_page_tokens = a.pnm_page_tokens;
@@ -371,6 +374,9 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--prefetch-clock", ra->prefetch_clock,
                   "virtual (default: each hint is carried out when the replay gives it, on its virtual clock; "
                   "deterministic) or wall (the library's prefetch thread races the replay on the wall clock; --pace's mode)");
+    r->add_option("--prefetch-depth", ra->prefetch_depth,
+                  "the library's prefetch depth: 0 (default: learned by its bandit within 1..8 units) or K = every plan "
+                  "K units ahead (1..64)");
     r->add_option("--pace", ra->pace,
                   "with --layer-groups: let R real seconds pass per virtual second of modelled GPU time, unit by "
                   "unit, so the library's prefetch thread runs between groups (default 0: no pacing)");

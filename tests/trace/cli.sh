@@ -42,6 +42,8 @@ cp "$WORK/out" "$WORK/virtual1"
 cmp -s "$WORK/out" "$WORK/virtual1" && echo "ok   virtual-clock-deterministic" || { echo "FAIL virtual-clock-deterministic"; fail=1; }
 check wall-clock 0 '"prefetch_clock": "wall"' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --prefetch-clock wall --json
 check prefetch-clock-bad 2 "unknown --prefetch-clock \"lunar\" (virtual, wall)" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --prefetch-clock lunar
+check prefetch-depth-bad 2 "prefetch-depth must be 0 (learned) or 1..64" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --prefetch-depth 65
+check prefetch-depth 0 '"prefetch_depth": 16' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --prefetch-depth 16 --json
 check pace-virtual 2 "pace runs the library's prefetch thread on the wall clock" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 4 --pace 0.1 --prefetch-clock virtual
 check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
 check pnm-budget-bad 2 "pnm-budget must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --pnm-budget 0

@@ -142,3 +142,47 @@ TEST_CASE("oracle bounds every system on every bundled trace") {
         }
     }
 }
+
+// Issue 22's target, on the library's own counts: the replay on its virtual
+// clock (each hint carried out when it is given), the library's learned
+// predictor planning 64 units ahead, a buffer that holds them (8 GiB per
+// GPU). cxl_speckv's on-time prefetch hit rate (byte-weighted: pages the
+// library had in L2 whose modelled transfer ended before their unit ran)
+// comes within 3 points of the oracle's, at precision >= 90 % and waste
+// <= 10 %, and its L2 hit rate within 3 points of the oracle pool's (the
+// hinted policy fed the true next unit). Measured (2026-12-03): 98.1 vs
+// 100 % on time, precision 100 %, L2 97.6 vs 97.6 %. With the learned depth
+// (1..8) and 1 GiB the on-time rate is far lower (docs/evaluation.md); the
+// oracle bounds both.
+TEST_CASE("virtual clock: the library's prefetcher comes within 3 points of the oracle (Mooncake conversation)") {
+    std::map<std::string, Result> m;
+    for (System s : {System::CxlSpecKV, System::Oracle}) {
+        std::string err;
+        auto r = open_reader(kData + "/traces/mooncake_fast25/conversation_trace.jsonl", Format::Auto, false, &err);
+        REQUIRE(r);
+        EngineOptions o;
+        o.model = *find_model("llama-2-70b");
+        o.gpu = *find_gpu("a100-80g");
+        o.link = *find_link("cxl-direct");
+        o.host_link = *find_link("pcie-host");
+        o.hbm_kv_bytes = 40e9;
+        o.max_requests = 40;
+        o.layer_groups = 8;
+        o.prefetch_depth = 64;
+        o.prefetch_buffer_bytes = 8.0 * (1ull << 30);
+        Result res;
+        REQUIRE_MESSAGE(replay(*r, s, o, &res, &err) == 0, err);
+        m[res.system] = res;
+    }
+    const Result &c = m["cxl_speckv"], &o = m["oracle"];
+    MESSAGE("on time ", c.prefetch_hit_rate, " (oracle ", o.prefetch_hit_rate, "), precision ", c.precision, ", waste ",
+            c.waste, ", L2 ", c.lib_hit_rate, " (oracle's pool ", o.lib_hit_rate, ")");
+    REQUIRE(c.prefetch_hit_rate >= 0);
+    CHECK(o.prefetch_hit_rate >= c.prefetch_hit_rate);
+    CHECK(c.prefetch_hit_rate >= o.prefetch_hit_rate - 0.03);
+    CHECK(c.precision >= 0.9);
+    CHECK(c.waste <= 0.1);
+    CHECK(c.lib_hit_rate >= o.lib_hit_rate - 0.03);
+    CHECK(c.lib_precision >= 0.9);
+    CHECK(o.throughput_tps >= c.throughput_tps * 0.999);
+}

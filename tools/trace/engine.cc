@@ -444,6 +444,9 @@ int Engine::setup(std::string *err) {
         // link model decides when its pages arrive), not by a thread racing
         // the replay on the wall clock.
         if (rc == SPECKV_OK && o_.prefetch_virtual && o_.pace <= 0) rc = speckv_config_set_int(cfg, "prefetch.sync", 1);
+        // A fixed depth (--prefetch-depth): the plans go that many units ahead.
+        if (rc == SPECKV_OK && o_.prefetch_depth > 0) rc = speckv_config_set_int(cfg, "prefetch.k_max", o_.prefetch_depth);
+        if (rc == SPECKV_OK && o_.prefetch_depth > 0) rc = speckv_config_set_int(cfg, "prefetch.k_min", o_.prefetch_depth);
         if (rc != SPECKV_OK) return fail(err, "speckv_config_set_int", rc);
     }
     uint64_t want = nblk * pages_per_block;
@@ -924,9 +927,13 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
                     }
                 }
                 if (S > 0) {
-                    double st = std::max(T, link_free_);
-                    link_free_ = st + S / link_bw_;
-                    double got = link_free_ + sl->lat;
+                    // A demand read goes ahead of the prefetches on the link:
+                    // it arrives after its own transfer, and the prefetch
+                    // stream loses that much link time (link_free_ moves by
+                    // it, from wherever it is: prefetches issued before now
+                    // keep their lead, less what the read took).
+                    double got = T + S / link_bw_ + sl->lat;
+                    link_free_ += S / link_bw_;
                     stall += got - T, T = got;
                     miss_bytes_ += S;
                 }

@@ -131,6 +131,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
               {"admission", admission_name(o.admission)},
               {"preempt", preempt_name(o.preempt)}};
     j["prefetch_clock"] = o.prefetch_virtual && o.pace <= 0 ? "virtual" : "wall";
+    if (o.prefetch_depth > 0) j["prefetch_depth"] = o.prefetch_depth;
     if (o.pace > 0) {
         j["pace"] = n(o.pace);
         j["pace_wait"] = pace_wait_name(o.pace_wait);

@@ -229,6 +229,9 @@ struct EngineOptions {
     // depends on its decisions only (deterministic). false: the prefetch
     // thread on the wall clock (what --pace needs).
     bool prefetch_virtual = true;
+    // The library's prefetch depth: 0 = learned (its bandit within
+    // prefetch.k_min..k_max, 1..8); K = every plan K units ahead (1..64).
+    uint32_t prefetch_depth = 0;
     double pace = 0;               // real seconds per virtual second of GPU compute
     double pace_max_unit_s = 1e-3; // cap per unit (keeps a paced replay practical)
     PaceWait pace_wait = PaceWait::Yield;  // how the replay's thread lets time pass (docs/trace.md: yield measured best)
