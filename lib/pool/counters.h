@@ -18,7 +18,7 @@ class PoolCounters {
         kAllocs, kFrees, kWBytes, kRBytes, kReads, kHits, kMisses, kCrcFail, kPrefetch,
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
-        kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut,
+        kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut, kPfUnitsCapped,
         kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead, kL4Offlock,
         kNumCounters
     };

@@ -221,6 +221,8 @@ std::string PoolReporter::stats_json() const {
         {"prefetch_hints_stale", total(kPfHintsStale)},
         {"prefetch_units_stale", total(kPfUnitsStale)},
         {"prefetch_units_cut", total(kPfUnitsCut)},
+        // Planned units left out because the plan's window would not fit L2 (docs/tiers.md).
+        {"prefetch_units_capped", total(kPfUnitsCapped)},
         // Packed blocks (docs/pool-format.md "Packed blocks"), this process's:
         // blocks packed, pool pages they gave back, packings skipped, unpackings.
         {"codec_blocks_packed", total(kPacks)},

@@ -121,8 +121,12 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
     std::vector<Alias> al;
-    uint64_t pages = 0, link = 0, stale = 0, cut = 0;
+    uint64_t pages = 0, link = 0, stale = 0, cut = 0, window = 0, capped = 0;
     bool any = false;
+    // The plan's window (the pages of the units it names, fetched now or
+    // earlier) stays within 3/4 of L2: a deeper plan would evict what it
+    // fetched before it is read. The first unit always goes.
+    const uint64_t window_cap = l2_ ? uint64_t(l2_->frames()) * 3 / 4 : ~0ull;
     for (const PrefetchUnit &u : plan.units) {
         auto t = req_.find(u.request);
         uint64_t tenant = t != req_.end() ? t->second.first : h.tenant;
@@ -140,6 +144,19 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
             hs.insert(hs.end(), own.begin(), own.end());
         }
         any |= !hs.empty();
+        if (!hs.empty()) {
+            // The unit's pages, from its last block's size (a unit's blocks are alike).
+            BlockView v{};
+            uint64_t per = 1;
+            if (resolver_ && resolver_->resolve(hs.back(), &v) == SPECKV_OK) per = v.npages ? v.npages : 1;
+            else clear_error();
+            uint64_t up = per * hs.size();
+            if (window && window + up > window_cap) {
+                capped = plan.units.size() - size_t(&u - plan.units.data());
+                break;
+            }
+            window += up;
+        }
         uint64_t owner = u.request << 16 ^ (u.layer & 0xFFFF);
         uint64_t n = 0, moved = 0;
         for (size_t i = 0; i < hs.size(); i++) {
@@ -156,6 +173,7 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     }
     if (stale) bump(kPfUnitsStale, stale);
     if (cut) bump(kPfUnitsCut, cut);
+    if (capped) bump(kPfUnitsCapped, capped);
     if (!plan.units.empty() && stale == plan.units.size()) bump(kPfHintsStale);  // every unit planned was read already
     else if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
     if (pages) {
