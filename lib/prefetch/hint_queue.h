@@ -65,7 +65,6 @@ class HintQueue {
     // Stops and joins the thread and empties the queue (in a fork() child:
     // lets go, see above). Idempotent.
     void stop();
-    // Whether the caller is the queue's thread.
     // Whether the caller is the queue's thread, or (sync) is carrying out a hint.
     bool on_thread() const {
         return t_running_ == this || (thread_ && thread_->get_id() == std::this_thread::get_id());

@@ -216,13 +216,6 @@ struct EngineOptions {
     // in the loop"). reads_per_unit caps the blocks read per unit (a
     // rotating sample, outcomes scaled to the unit's bytes); 0 = every block.
     uint32_t reads_per_unit = 0;
-    // Pacing (layer groups only; docs/trace.md "--pace"): after hinting the
-    // next unit and reading a (sequence, group) unit, the replay lets real
-    // time pass until pace x that unit's share of the iteration's modelled
-    // GPU time (tg / (decoding sequences x layer_groups)) has elapsed since
-    // the unit began, at most pace_max_unit_s, so the library's prefetch
-    // thread runs in the time the GPU would give it. 0 = off (the default:
-    // no waiting, as before). Waiting never changes the model's numbers.
     // The library's prefetcher on the replay's virtual clock (docs/trace.md
     // "Prefetch clock"): its pools run `prefetch.sync = 1`, each hint carried
     // out inside speckv_prefetch, so what it fetched before a unit's reads
@@ -232,6 +225,13 @@ struct EngineOptions {
     // The library's prefetch depth: 0 = learned (its bandit within
     // prefetch.k_min..k_max, 1..8); K = every plan K units ahead (1..64).
     uint32_t prefetch_depth = 0;
+    // Pacing (layer groups only; docs/trace.md "--pace"): after hinting the
+    // next unit and reading a (sequence, group) unit, the replay lets real
+    // time pass until pace x that unit's share of the iteration's modelled
+    // GPU time (tg / (decoding sequences x layer_groups)) has elapsed since
+    // the unit began, at most pace_max_unit_s, so the library's prefetch
+    // thread runs in the time the GPU would give it. 0 = off (the default:
+    // no waiting, as before). Waiting never changes the model's numbers.
     double pace = 0;               // real seconds per virtual second of GPU compute
     double pace_max_unit_s = 1e-3; // cap per unit (keeps a paced replay practical)
     PaceWait pace_wait = PaceWait::Yield;  // how the replay's thread lets time pass (docs/trace.md: yield measured best)
