@@ -208,7 +208,7 @@ int do_replay(const ReplayArgs &a) {
         if (o.admission == st::Admission::Optimistic) std::printf(", optimistic admission (preempt %s)", st::preempt_name(o.preempt));
         if (o.layer_groups > 1)
             std::printf(", %u layer groups (lib rows measured%s)", o.layer_groups,
-                        o.prefetch_virtual ? "" : ", prefetch thread on the wall clock: not deterministic");
+                        o.virtual_clock() ? "" : ", prefetch thread on the wall clock: not deterministic");
         if (o.pace > 0)
             std::printf(", paced %g real s per virtual s of GPU time (%s, at most %g us per unit)", o.pace,
                         st::pace_wait_name(o.pace_wait), a.pace_max_us);

@@ -39,13 +39,8 @@ int HintQueue::push(const QueuedHint &h, bool *dropped) {
 // wait their turn), and nothing is queued.
 int HintQueue::push_sync(const QueuedHint &h) {
     std::lock_guard g(*mu_);
-    if (!started_) {
-        if (work_.prepare)
-            if (int rc = work_.prepare(); rc != SPECKV_OK) return rc;
-        started_ = true;
-        pid_ = getpid();
-        if (work_.started) work_.started();
-    }
+    if (!started_)
+        if (int rc = start_locked(); rc != SPECKV_OK) return rc;
     const HintQueue *outer = t_running_;
     t_running_ = this;
     work_.hint(h, false);
@@ -55,16 +50,18 @@ int HintQueue::push_sync(const QueuedHint &h) {
     return SPECKV_OK;
 }
 
-// Called with mu_ held.
+// Called with mu_ held. sync: no thread to start.
 int HintQueue::start_locked() {
     if (work_.prepare)
         if (int rc = work_.prepare(); rc != SPECKV_OK) return rc;
     stop_ = false;
-    try {
-        thread_ = std::make_unique<std::thread>([this] { run(); });
-        pid_ = getpid();
-    } catch (const std::system_error &e) {
-        return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
+    pid_ = getpid();
+    if (!sync_) {
+        try {
+            thread_ = std::make_unique<std::thread>([this] { run(); });
+        } catch (const std::system_error &e) {
+            return fail(SPECKV_ENOMEM, "cannot start the prefetch thread: %s", e.what());
+        }
     }
     started_ = true;
     if (work_.started) work_.started();

@@ -12,6 +12,16 @@ using namespace speckv_trace;
 
 namespace {
 const std::string kData = speckv_data::dir();
+
+// LLaMA-2-70B on 8 x A100-80G, offload over cxl-direct (host link pcie-host).
+EngineOptions llama70b_a100() {
+    EngineOptions o;
+    o.model = *find_model("llama-2-70b");
+    o.gpu = *find_gpu("a100-80g");
+    o.link = *find_link("cxl-direct");
+    o.host_link = *find_link("pcie-host");
+    return o;
+}
 }
 
 TEST_CASE("mooncake conversation trace: 12,031 requests, hash_ids consistent, ids by first appearance") {
@@ -67,11 +77,7 @@ TEST_CASE("replay of the first 1,500 Mooncake requests: prefix reuse through the
         std::string err;
         auto r = open_reader(kData + "/traces/mooncake_fast25/conversation_trace.jsonl", Format::Auto, false, &err);
         REQUIRE(r);
-        EngineOptions o;
-        o.model = *find_model("llama-2-70b");
-        o.gpu = *find_gpu("a100-80g");
-        o.link = *find_link("cxl-direct");
-        o.host_link = *find_link("pcie-host");
+        EngineOptions o = llama70b_a100();
         o.max_requests = 1500;
         Result res;
         REQUIRE_MESSAGE(replay(*r, s, o, &res, &err) == 0, err);
@@ -109,11 +115,7 @@ TEST_CASE("oracle bounds every system on every bundled trace") {
             std::string err;
             auto r = open_reader(kData + t, Format::Auto, false, &err);
             REQUIRE(r);
-            EngineOptions o;
-            o.model = *find_model("llama-2-70b");
-            o.gpu = *find_gpu("a100-80g");
-            o.link = *find_link("cxl-direct");
-            o.host_link = *find_link("pcie-host");
+            EngineOptions o = llama70b_a100();
             o.hbm_kv_bytes = 40e9;  // KV pressure: part of the decode KV streams over the link
             o.max_requests = 200;
             o.reads_per_unit = 4;
@@ -160,11 +162,7 @@ TEST_CASE("virtual clock: the library's prefetcher comes within 3 points of the 
         std::string err;
         auto r = open_reader(kData + "/traces/mooncake_fast25/conversation_trace.jsonl", Format::Auto, false, &err);
         REQUIRE(r);
-        EngineOptions o;
-        o.model = *find_model("llama-2-70b");
-        o.gpu = *find_gpu("a100-80g");
-        o.link = *find_link("cxl-direct");
-        o.host_link = *find_link("pcie-host");
+        EngineOptions o = llama70b_a100();
         o.hbm_kv_bytes = 40e9;
         o.max_requests = 40;
         o.layer_groups = 8;

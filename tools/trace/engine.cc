@@ -443,7 +443,7 @@ int Engine::setup(std::string *err) {
         // Virtual time: each hint is carried out when it is given (the
         // link model decides when its pages arrive), not by a thread racing
         // the replay on the wall clock.
-        if (rc == SPECKV_OK && o_.prefetch_virtual && o_.pace <= 0) rc = speckv_config_set_int(cfg, "prefetch.sync", 1);
+        if (rc == SPECKV_OK && o_.virtual_clock()) rc = speckv_config_set_int(cfg, "prefetch.sync", 1);
         // A fixed depth (--prefetch-depth): the plans go that many units ahead.
         if (rc == SPECKV_OK && o_.prefetch_depth > 0) rc = speckv_config_set_int(cfg, "prefetch.k_max", o_.prefetch_depth);
         if (rc == SPECKV_OK && o_.prefetch_depth > 0) rc = speckv_config_set_int(cfg, "prefetch.k_min", o_.prefetch_depth);

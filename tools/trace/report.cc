@@ -130,7 +130,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
               {"layer_groups", std::max<uint32_t>(o.layer_groups, 1)},
               {"admission", admission_name(o.admission)},
               {"preempt", preempt_name(o.preempt)}};
-    j["prefetch_clock"] = o.prefetch_virtual && o.pace <= 0 ? "virtual" : "wall";
+    j["prefetch_clock"] = o.virtual_clock() ? "virtual" : "wall";
     if (o.prefetch_depth > 0) j["prefetch_depth"] = o.prefetch_depth;
     if (o.pace > 0) {
         j["pace"] = n(o.pace);

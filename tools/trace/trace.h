@@ -225,6 +225,8 @@ struct EngineOptions {
     // The library's prefetch depth: 0 = learned (its bandit within
     // prefetch.k_min..k_max, 1..8); K = every plan K units ahead (1..64).
     uint32_t prefetch_depth = 0;
+    // Whether the prefetcher runs on the virtual clock (pacing needs the thread).
+    bool virtual_clock() const { return prefetch_virtual && pace <= 0; }
     // Pacing (layer groups only; docs/trace.md "--pace"): after hinting the
     // next unit and reading a (sequence, group) unit, the replay lets real
     // time pass until pace x that unit's share of the iteration's modelled
