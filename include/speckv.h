@@ -227,7 +227,8 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
  * struct_size = sizeof(speckv_hint). Unused fields should be zero.
  * One struct, two uses, on purpose: speckv_alloc reads it as the block's
  * coordinates (every field); speckv_prefetch reads it as the reader's position
- * (tenant, request, layer, token_pos; the other fields are ignored). The
+ * (tenant, request, layer, token_pos) and, in token_count, how much of that
+ * unit it reads from the pool (0: all; flags and hash are ignored). The
  * prefetcher finds blocks by matching the second against the first, so the
  * two share their fields and cannot drift apart. */
 typedef struct speckv_hint {
@@ -348,7 +349,12 @@ SPECKV_API int speckv_demote(speckv_pool *pool, speckv_handle handle);
  * from where speckv_access then serves them. Blocks are found by their alloc
  * hint (tenant, request, layer, token range): see speckv_translate. A hint
  * for an unknown request or a freed block is ignored and counted; a full hint
- * queue drops the hint and counts it. Reads never depend on a prefetch: a
+ * queue drops the hint and counts it. Of each unit (request, layer) only
+ * what its reader reads from the pool is fetched: `hint->token_count` > 0
+ * says the reader of the hinted unit reads only the blocks that start before
+ * that token (an engine that keeps the newest tokens in HBM); for units no
+ * hint described, the span the reader read last time is used (docs/tiers.md
+ * "Read spans"). Reads never depend on a prefetch: a
  * page that is not in L1 or L2 is read synchronously. docs/tiers.md.
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT. Since 0.1.0. */
 SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);

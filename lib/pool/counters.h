@@ -19,6 +19,7 @@ class PoolCounters {
         kL2Hits, kSyncReads, kPfIgnored, kPfDropped, kLinkBytes, kPfPages,
         kEncPages, kEncRaw, kEncStored, kEncBypass, kDecPages, kSelCalls, kSelEntered, kSummaries, kAttendCalls,
         kUnitFollowers, kUnitContiguous, kPfHintsStale, kPfUnitsStale, kPfUnitsCut, kPfUnitsCapped,
+        kPfOutsideSpan,
         kPacks, kPackSaved, kPackSkipped, kUnpacks, kL4Ahead, kL4Offlock,
         kNumCounters
     };

@@ -223,6 +223,7 @@ std::string PoolReporter::stats_json() const {
         {"prefetch_units_cut", total(kPfUnitsCut)},
         // Planned units left out because the plan's window would not fit L2 (docs/tiers.md).
         {"prefetch_units_capped", total(kPfUnitsCapped)},
+        {"prefetch_blocks_outside_span", total(kPfOutsideSpan)},
         // Packed blocks (docs/pool-format.md "Packed blocks"), this process's:
         // blocks packed, pool pages they gave back, packings skipped, unpackings.
         {"codec_blocks_packed", total(kPacks)},

@@ -45,6 +45,29 @@ bool ReaderClocks::read_past(uint64_t tenant, uint64_t request, uint32_t layer, 
     return started > (since & kClockMask) && (clock_.load(std::memory_order_acquire) & kClockMask) > started;
 }
 
+void ReaderClocks::mark_span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t end, bool named) {
+    const uint64_t k = unit_hash(tenant, request, layer);
+    const uint64_t v = uint64_t(named) << 63 | std::min<uint64_t>(end, (1ull << 63) - 1);
+    std::lock_guard g(span_mu_);
+    auto [it, fresh] = span_.try_emplace(k, v);
+    if (!fresh) {
+        it->second = v;
+        return;
+    }
+    span_old_.erase(k);
+    if (span_.size() >= kSpanGen) span_old_ = std::move(span_), span_.clear();
+}
+
+bool ReaderClocks::span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const {
+    const uint64_t k = unit_hash(tenant, request, layer);
+    std::lock_guard g(span_mu_);
+    auto it = span_.find(k);
+    if (it == span_.end() && (it = span_old_.find(k)) == span_old_.end()) return false;
+    *end = it->second & ((1ull << 63) - 1);
+    *named = it->second >> 63;
+    return true;
+}
+
 // ------------------------------------------------ aliases
 
 void AliasTable::learn(const AliasKey &k, const Alias *a, size_t n) {

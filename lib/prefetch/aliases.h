@@ -2,7 +2,9 @@
 // What the prefetch engine learns from its readers (docs/tiers.md "Stale
 // hints", "Shared blocks"), process-local:
 //   ReaderClocks: when each unit (tenant, request, layer) was last started,
-//     on a clock of unit steps, so a hint for a unit read since is stale.
+//     on a clock of unit steps, so a hint for a unit read since is stale;
+//     and the span of tokens its latest step read, so a plan fetches what
+//     the reader reads of it (docs/tiers.md "Read spans").
 //   AliasTable: published blocks of another request that a reader reads,
 //     (tenant, reader, layer) -> block, so plans and translation for the
 //     reader find them. Hints, re-validated at every use by the caller's
@@ -27,12 +29,25 @@ class ReaderClocks {
     void mark_started(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t clock);
     // The reader has started the unit since `since` and begun a later step after it.
     bool read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const;
+    // The unit's reader reads the blocks that start before token `end`:
+    // learnt from its latest step (named = false), or named by a hint's
+    // token_count (named = true).
+    void mark_span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t end, bool named);
+    bool span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const;
 
   private:
     // A unit, hashed, -> the clock its latest step started at (tag << 48 | clock).
     static constexpr size_t kSlots = 1 << 14;
     std::atomic<uint64_t> clock_{0};
     std::unique_ptr<std::atomic<uint64_t>[]> unit_clock_ = std::make_unique<std::atomic<uint64_t>[]>(kSlots);
+    // A unit, hashed (64 bits) -> named << 63 | end. Exact keys, two
+    // generations: the current one is moved to the old one when it holds
+    // kSpanGen units, so a span survives at least kSpanGen other units'
+    // (a slot table like unit_clock_ lost the spans of units that sat out
+    // many steps, e.g. in a long prefill, and they were fetched whole).
+    static constexpr size_t kSpanGen = 1 << 15;
+    mutable std::mutex span_mu_;
+    std::unordered_map<uint64_t, uint64_t> span_, span_old_;  // under span_mu_
 };
 
 struct Alias {

@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <iterator>
 #include <new>
 
@@ -109,6 +110,9 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     }
     if (req_.size() >= 65536) req_.clear();  // bounded; re-learnt from the next hints
     req_[h.request] = {h.tenant, h.token_pos};
+    // The hint says how much of its unit the reader reads from the pool:
+    // the blocks that start before token_count (0: all of them).
+    if (h.token_count) clocks_.mark_span(h.tenant, h.request, h.layer, h.token_count, true);
     c->on_hint(h.request, h.layer, h.token_pos);
     // Behind the reader: it has read the unit this hint names already, and a
     // newer hint (planned from where the reader is now) waits in the queue.
@@ -121,7 +125,7 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     else c->plan(h.request, h.layer, &plan);
     std::vector<uint64_t> hs;
     std::vector<Alias> al;
-    uint64_t pages = 0, link = 0, stale = 0, cut = 0, window = 0, capped = 0;
+    uint64_t pages = 0, link = 0, stale = 0, cut = 0, window = 0, capped = 0, outside = 0;
     bool any = false;
     // The plan's window (the pages of the units it names, fetched now or
     // earlier) stays within 3/4 of L2 (the rest holds what the reader is
@@ -146,6 +150,7 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
             hs.insert(hs.end(), own.begin(), own.end());
         }
         any |= !hs.empty();
+        if (!hs.empty()) outside += trim_to_span(tenant, u, appending, &hs);
         if (!hs.empty()) {
             // The unit's pages, from its last block's size (a unit's blocks are alike).
             BlockView v{};
@@ -176,6 +181,7 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     if (stale) bump(kPfUnitsStale, stale);
     if (cut) bump(kPfUnitsCut, cut);
     if (capped) bump(kPfUnitsCapped, capped);
+    if (outside) bump(kPfOutsideSpan, outside);
     if (!plan.units.empty() && stale == plan.units.size()) bump(kPfHintsStale);  // every unit planned was read already
     else if (!any) bump(kPfIgnored);  // nothing known to fetch: unknown request, or its blocks are gone
     if (pages) {
@@ -183,6 +189,42 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
         bump(kLinkBytes, link);
         c->on_transfer(link);
     }
+}
+
+// Read spans (docs/tiers.md): of a unit whose reader reads only the blocks
+// before some token (an engine that keeps the newest tokens in HBM reads
+// the older ones from the pool), only those blocks are fetched. A span
+// learnt from the reads is a step old: a reader that read up to its
+// frontier then reads the block completed since as well, so such a span
+// keeps every block. A span a hint named is taken as it is. Returns the
+// blocks left out.
+uint64_t PrefetchEngine::trim_to_span(uint64_t tenant, const PrefetchUnit &u, uint64_t appending,
+                                      std::vector<uint64_t> *hs) const {
+    uint64_t end = 0;
+    bool named = false;
+    if (!resolver_ || !clocks_.span(tenant, u.request, u.layer, &end, &named)) return 0;
+    std::vector<uint64_t> &v = *hs;
+    std::vector<uint64_t> start(v.size(), ~0ull);  // ~0: not resolved (fetch_block drops it)
+    uint64_t frontier = 0, block = 0;  // end of the last complete block; largest block, in tokens
+    for (size_t i = 0; i < v.size(); i++) {
+        BlockView bv{};
+        if (resolver_->resolve(v[i], &bv) != SPECKV_OK) {
+            clear_error();
+            continue;
+        }
+        uint64_t tp = relaxed_field(bv.rec->token_pos), tc = relaxed_field(bv.rec->token_count);
+        start[i] = tp;
+        if (appending != ~0ull && tc && appending + 1 >= tp && appending < tp + tc) continue;  // being appended to
+        frontier = std::max(frontier, tp + tc);
+        block = std::max(block, tc);
+    }
+    if (!named && end + block >= frontier) return 0;  // read up to its frontier
+    size_t n = 0;
+    for (size_t i = 0; i < v.size(); i++)
+        if (start[i] == ~0ull || start[i] < end) v[n++] = v[i];
+    uint64_t left = v.size() - n;
+    v.resize(n);
+    return left;
 }
 
 // ------------------------------------------------- speckv_prefetch (the queue)
@@ -226,6 +268,7 @@ struct PrefetchEngine::ReadStep {
     uint64_t serial = 0;  // the engine (PrefetchEngine::serial_) whose step this is; 0 = none
     uint64_t tenant = 0, last_handle = 0, last_pos = 0, reader = 0, private_reader = 0;
     uint64_t clock = 0;  // clocks_ when the step started
+    uint64_t end = 0;    // end of the blocks read, in tokens (the unit's read span)
     uint32_t layer = 0;
     bool has_private = false;
     uint32_t pages[3] = {};     // by source: L1, L2, L3
@@ -285,11 +328,13 @@ void PrefetchEngine::note_access(const BlockRecord *rec, int worst, uint32_t pag
         s->clock = clocks_.clock().fetch_add(1, std::memory_order_acq_rel) + 1;
         s->tenant = tenant, s->layer = layer;
         s->has_private = false;
+        s->end = 0;
         s->pages[0] = s->pages[1] = s->pages[2] = 0;
         s->shared.clear();
     }
     s->pages[worst < 0 ? 0 : worst > 2 ? 2 : worst] += pages;
     s->last_pos = tp, s->last_handle = hd, s->reader = request;
+    s->end = std::max(s->end, tp + tc);
     if (!published) {
         // The step's reader is known once it reads a private block: it has started its unit.
         if (!s->has_private || s->private_reader != request) clocks_.mark_started(tenant, request, layer, s->clock);
@@ -301,6 +346,7 @@ void PrefetchEngine::note_access(const BlockRecord *rec, int worst, uint32_t pag
 void PrefetchEngine::flush_step(ReadStep &s, PrefetchController *c) {
     uint64_t reader = s.has_private ? s.private_reader : s.reader;
     if (!s.has_private) clocks_.mark_started(s.tenant, reader, s.layer, s.clock);  // known only now, the step over
+    clocks_.mark_span(s.tenant, reader, s.layer, s.end, false);
     static constexpr AccessOutcome kOutcome[3] = {AccessOutcome::kL1Hit, AccessOutcome::kL2Hit, AccessOutcome::kMiss};
     for (int i = 0; i < 3; i++)
         if (s.pages[i]) c->on_access(reader, s.layer, kOutcome[i], s.pages[i]);

@@ -97,6 +97,7 @@ class PrefetchEngine {
     HintQueue::Work work();
     int start();
     void hint(const QueuedHint &ph, bool newer);
+    uint64_t trim_to_span(uint64_t tenant, const PrefetchUnit &u, uint64_t appending, std::vector<uint64_t> *hs) const;
     void flush_step(ReadStep &s, PrefetchController *c);
     bool alias_valid(const AliasKey &k, const Alias &a) const;
     static void on_l2_resolved(void *user, uint64_t owner, uint64_t key, bool used);

@@ -238,6 +238,11 @@ class Engine {
     };
     int run_groups(const std::vector<Seq *> &stepping, double tg, const StepLink *sl, double *t_end, std::string *err);
     size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
+    // A unit's blocks in the pool, the tail (the block the step appends to) left out.
+    uint64_t unit_blocks(const Seq &s, uint32_t g) const;
+    // Of those, the ones outside HBM: the oldest ceil(share x all) (HBM keeps
+    // a sequence's newest tokens); *end (may be null): the token after the last.
+    uint64_t remote_blocks(const Seq &s, uint32_t g, double share, uint64_t *end) const;
     // Blocks held by admitted requests, in KV blocks (held_ counts pool blocks).
     uint64_t held_blocks() const { return (held_.size() + LG_ - 1) / LG_; }
     int publish_block(Seq &s, uint32_t idx, std::string *err);
@@ -804,6 +809,32 @@ int Engine::swap_in(Seq &s, std::string *err) {
     return 0;
 }
 
+uint64_t Engine::unit_blocks(const Seq &s, uint32_t g) const {
+    const uint64_t tail = s.prompt_blocks + s.generated / o_.block_tokens;
+    uint64_t n = 0;
+    for (uint64_t b = 0; b < s.nblocks(); ++b) n += s.blocks[slot(b, g)] != SPECKV_HANDLE_INVALID && b != tail;
+    return n;
+}
+
+uint64_t Engine::remote_blocks(const Seq &s, uint32_t g, double share, uint64_t *end) const {
+    const uint64_t all = unit_blocks(s, g);
+    const uint64_t r = share <= 0 ? 0 : std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(share * static_cast<double>(all))));
+    if (end) {
+        // The r-th block in the pool, counted from the sequence's start.
+        const uint64_t tail = s.prompt_blocks + s.generated / o_.block_tokens;
+        uint64_t seen = 0;
+        *end = 0;
+        for (uint64_t b = 0; b < s.nblocks() && seen < r; ++b)
+            if (s.blocks[slot(b, g)] != SPECKV_HANDLE_INVALID && b != tail) {
+                // As alloc_block places it: prompt blocks from 0, decode blocks after the prompt.
+                uint64_t pos = b < s.prompt_blocks ? b * o_.block_tokens
+                                                   : s.req.input_len + (b - s.prompt_blocks) * o_.block_tokens;
+                ++seen, *end = pos + o_.block_tokens;
+            }
+    }
+    return r;
+}
+
 // One decode step with layer groups, as an engine runs it (and as
 // examples/tinyllm hints): sequence by sequence, group by group. Before group
 // g of a sequence computes, the unit that runs after it is hinted (group g+1
@@ -811,7 +842,8 @@ int Engine::swap_in(Seq &s, std::string *err) {
 // wrapping to the batch's first for the next step), then group g's blocks are
 // read, every one the sequence has except the block it is appending to (that
 // one the engine has just written: it is in HBM, and the library's prefetcher
-// skips it for the same reason).
+// skips it for the same reason); on a speculative system's step, only the
+// ones outside HBM (remote_blocks), which the hint names (token_count).
 //
 // Pacing (o_.pace > 0, offload systems): each (sequence, group) unit gets
 // budget = pace * tg / (sequences * groups) real seconds (at most
@@ -857,19 +889,28 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
             uint64_t t0 = paced ? mono_ns() : 0;
             if (offload()) {
                 const Seq &n = g + 1 < LG_ ? p : *stepping[(i + 1) % stepping.size()];
+                const uint32_t ng = g + 1 < LG_ ? g + 1 : 0;
                 hint.request = n.req.id + 1;
-                hint.layer = g + 1 < LG_ ? g + 1 : 0;
+                hint.layer = ng;
                 hint.token_pos = n.ctx();
-                if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
-                ++r_.pool_prefetch_hints;
+                // Speculative steps: the unit's reader reads from the pool
+                // only its blocks outside HBM, the oldest (remote_blocks); the
+                // hint says how far that goes, and a unit wholly in HBM is
+                // not hinted (nothing to fetch).
+                uint64_t end = 0;
+                const bool hinted = !sl || remote_blocks(n, ng, sl->remote_share, &end) > 0;
+                hint.token_count = sl ? end : 0;
+                if (hinted) {
+                    if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
+                    ++r_.pool_prefetch_hints;
+                }
             }
-            // The unit's blocks (all but the tail); with reads_per_unit, a
-            // rotating window of that many.
-            uint64_t have = 0;
-            for (uint64_t b = 0; b < p.nblocks(); ++b) have += p.blocks[slot(b, g)] != SPECKV_HANDLE_INVALID && b != tail;
+            // The unit's blocks (all but the tail; speculative steps: those
+            // outside HBM); with reads_per_unit, a rotating window of that many.
+            uint64_t have = sl ? remote_blocks(p, g, sl->remote_share, nullptr) : unit_blocks(p, g);
             uint64_t want = o_.reads_per_unit && have > o_.reads_per_unit ? o_.reads_per_unit : have;
             uint64_t skip = have > want ? (step_no_ * want) % have : 0, seen = 0, done = 0;
-            for (uint64_t b = 0; b < p.nblocks() && done < want; ++b) {
+            for (uint64_t b = 0; b < p.nblocks() && done < want && seen < have; ++b) {
                 speckv_handle h = p.blocks[slot(b, g)];
                 if (h == SPECKV_HANDLE_INVALID || b == tail) continue;
                 if (seen++ < skip) continue;
@@ -881,9 +922,10 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
             }
             if (done < want && have > want) {  // the window wrapped
                 seen = 0;
-                for (uint64_t b = 0; b < p.nblocks() && done < want; ++b) {
+                for (uint64_t b = 0; b < p.nblocks() && done < want && seen < have; ++b) {
                     speckv_handle h = p.blocks[slot(b, g)];
                     if (h == SPECKV_HANDLE_INVALID || b == tail) continue;
+                    ++seen;
                     if (speckv_access(pool_, h, 0, probe, sizeof probe, 0) != SPECKV_OK) break;
                     ++done, ++r_.pool_reads;
                     r_.pool_reads_foreign += p.foreign[slot(b, g)];
