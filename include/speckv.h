@@ -219,6 +219,12 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
  * codec.value_mode instead of codec.mode for its pages (docs/codec.md §17). */
 #define SPECKV_HINT_KEYS 0x2u
 #define SPECKV_HINT_VALUES 0x4u
+/* speckv_prefetch only: token_count is the hinted unit's read span: its
+ * reader reads from the pool only the blocks that start before token
+ * token_count (it holds the newer ones in faster memory; 0: none), so the
+ * prefetcher fetches only those (docs/tiers.md "Read spans"). Without it,
+ * speckv_prefetch ignores token_count. speckv_alloc ignores it. */
+#define SPECKV_HINT_SPAN 0x8u
 
 /* Bytes of a block content hash (speckv_block_hash, speckv_publish). */
 #define SPECKV_HASH_BYTES 32
@@ -227,8 +233,8 @@ SPECKV_API int speckv_pool_close(speckv_pool *pool);
  * struct_size = sizeof(speckv_hint). Unused fields should be zero.
  * One struct, two uses, on purpose: speckv_alloc reads it as the block's
  * coordinates (every field); speckv_prefetch reads it as the reader's position
- * (tenant, request, layer, token_pos) and, in token_count, how much of that
- * unit it reads from the pool (0: all; flags and hash are ignored). The
+ * (tenant, request, layer, token_pos; with SPECKV_HINT_SPAN also
+ * token_count; the other fields are ignored). The
  * prefetcher finds blocks by matching the second against the first, so the
  * two share their fields and cannot drift apart. */
 typedef struct speckv_hint {
@@ -350,11 +356,10 @@ SPECKV_API int speckv_demote(speckv_pool *pool, speckv_handle handle);
  * hint (tenant, request, layer, token range): see speckv_translate. A hint
  * for an unknown request or a freed block is ignored and counted; a full hint
  * queue drops the hint and counts it. Of each unit (request, layer) only
- * what its reader reads from the pool is fetched: `hint->token_count` > 0
- * says the reader of the hinted unit reads only the blocks that start before
- * that token (an engine that keeps the newest tokens in HBM); for units no
- * hint described, the span the reader read last time is used (docs/tiers.md
- * "Read spans"). Reads never depend on a prefetch: a
+ * what its reader reads from the pool is fetched: a hint flagged
+ * SPECKV_HINT_SPAN says how much of the hinted unit that is (an engine that
+ * keeps the newest tokens in HBM); for other units, the span the reader
+ * read last time is used (docs/tiers.md "Read spans"). Reads never depend on a prefetch: a
  * page that is not in L1 or L2 is read synchronously. docs/tiers.md.
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ESTRUCT. Since 0.1.0. */
 SPECKV_API int speckv_prefetch(speckv_pool *pool, const speckv_hint *hint);

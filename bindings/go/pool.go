@@ -47,6 +47,10 @@ const (
 	// HintValues (SPECKV_HINT_VALUES): the block holds values; its pages use
 	// config codec.value_mode instead of codec.mode.
 	HintValues uint32 = 0x4
+	// HintSpan (SPECKV_HINT_SPAN, prefetch hints): the hinted unit's reader
+	// reads from the pool only the blocks that start before TokenCount
+	// (docs/tiers.md "Read spans").
+	HintSpan uint32 = 0x8
 )
 
 // Hint says what a block holds (placement, prefetch, prefix sharing, codec).

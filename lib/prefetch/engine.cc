@@ -111,8 +111,8 @@ void PrefetchEngine::hint(const QueuedHint &ph, bool newer) {
     if (req_.size() >= 65536) req_.clear();  // bounded; re-learnt from the next hints
     req_[h.request] = {h.tenant, h.token_pos};
     // The hint says how much of its unit the reader reads from the pool:
-    // the blocks that start before token_count (0: all of them).
-    if (h.token_count) clocks_.mark_span(h.tenant, h.request, h.layer, h.token_count, true);
+    // the blocks that start before token_count.
+    if (h.flags & SPECKV_HINT_SPAN) clocks_.mark_span(h.tenant, h.request, h.layer, h.token_count, true);
     c->on_hint(h.request, h.layer, h.token_pos);
     // Behind the reader: it has read the unit this hint names already, and a
     // newer hint (planned from where the reader is now) waits in the queue.

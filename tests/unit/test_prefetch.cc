@@ -816,8 +816,10 @@ namespace {
 // unit (an engine that keeps the newest tokens in HBM): R requests x L
 // layers, 4 one-page blocks of 16 tokens per unit, the first 2 read. sync
 // (no thread), so the counts are exact. named: each hint says so
-// (token_count = 32); else the prefetcher has only what it learns from the
+// (SPECKV_HINT_SPAN, token_count = 32); else the prefetcher has only what it learns from the
 // reads. Returns the stats and *outside, the blocks left out by the span.
+// (named: SPECKV_HINT_SPAN; else token_count = 1, as callers that fill it
+// as the block's coordinates do: ignored.)
 speckv_pool_stats half_reader(int policy, bool named, int steps, int *bad, long long *outside) {
     const int R = 3, L = 4, B = 4, read = 2;
     speckv_pool *p = open_with("anon:?size=16M", {{"cache.bytes", 0},
@@ -838,7 +840,8 @@ speckv_pool_stats half_reader(int policy, bool named, int steps, int *bad, long 
                 h.request = 100 + nr;
                 h.layer = nl;
                 h.token_pos = 16 * B;  // decoding the token after the 4 blocks
-                h.token_count = named ? 16 * read : 0;
+                h.token_count = named ? 16 * read : 1;  // without the flag, token_count says nothing
+                h.flags = named ? SPECKV_HINT_SPAN : 0;
                 REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
                 for (int b = 0; b < read; b++) {
                     REQUIRE(speckv_access(p, blk[(r * L + l) * B + b], 0, got.data(), got.size(), 0) == SPECKV_OK);

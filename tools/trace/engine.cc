@@ -843,7 +843,7 @@ uint64_t Engine::remote_blocks(const Seq &s, uint32_t g, double share, uint64_t 
 // read, every one the sequence has except the block it is appending to (that
 // one the engine has just written: it is in HBM, and the library's prefetcher
 // skips it for the same reason); on a speculative system's step, only the
-// ones outside HBM (remote_blocks), which the hint names (token_count).
+// ones outside HBM (remote_blocks), which the hint names (SPECKV_HINT_SPAN).
 //
 // Pacing (o_.pace > 0, offload systems): each (sequence, group) unit gets
 // budget = pace * tg / (sequences * groups) real seconds (at most
@@ -900,6 +900,7 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
                 uint64_t end = 0;
                 const bool hinted = !sl || remote_blocks(n, ng, sl->remote_share, &end) > 0;
                 hint.token_count = sl ? end : 0;
+                hint.flags = sl ? SPECKV_HINT_SPAN : 0;
                 if (hinted) {
                     if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
                     ++r_.pool_prefetch_hints;

@@ -48,7 +48,7 @@ __all__ = [
     "Pool", "Config", "Hint", "SpeckvError", "load", "check_version", "version_text",
     "library_version", "replay", "OPAQUE", "FP16", "BF16", "FP32",
     "BINDING_VERSION_NUMBER", "DEFAULT_LIBRARY", "block_hash", "HASH_BYTES", "HASH_NATIVE",
-    "HASH_VLLM_CBOR", "Published", "TenantUsage", "HINT_HAS_HASH", "HINT_KEYS", "HINT_VALUES",
+    "HASH_VLLM_CBOR", "Published", "TenantUsage", "HINT_HAS_HASH", "HINT_KEYS", "HINT_VALUES", "HINT_SPAN",
     "SelectParams", "PageRef", "Partial", "Selection", "merge_partials",
     "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
@@ -66,6 +66,9 @@ LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 HINT_HAS_HASH = 0x1
 HINT_KEYS = 0x2
 HINT_VALUES = 0x4
+# HINT_SPAN (prefetch hints): the hinted unit's reader reads from the pool only
+# the blocks that start before token_count (docs/tiers.md "Read spans").
+HINT_SPAN = 0x8
 _HINT_HAS_HASH = HINT_HAS_HASH
 
 # Block content hashes (speckv_block_hash, speckv_publish).

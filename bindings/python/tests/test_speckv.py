@@ -510,7 +510,7 @@ class TierTest(StatsAgree, unittest.TestCase):
                          [288, 296, 304, 312, 320])
         self.assertEqual([getattr(S, f).offset for f in speckv._STATS_FIELDS_L4],
                          [328, 336, 344, 352, 360])
-        self.assertEqual((speckv.HINT_HAS_HASH, speckv.HINT_KEYS, speckv.HINT_VALUES), (0x1, 0x2, 0x4))
+        self.assertEqual((speckv.HINT_HAS_HASH, speckv.HINT_KEYS, speckv.HINT_VALUES, speckv.HINT_SPAN), (0x1, 0x2, 0x4, 0x8))
 
 
 def sine_fp16():

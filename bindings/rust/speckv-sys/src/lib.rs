@@ -65,6 +65,8 @@ pub const SPECKV_HINT_HAS_HASH: u32 = 0x1;
 pub const SPECKV_HINT_KEYS: u32 = 0x2;
 /// The block holds values: its pages use config `codec.value_mode`.
 pub const SPECKV_HINT_VALUES: u32 = 0x4;
+/// speckv_prefetch: token_count is the hinted unit's read span (docs/tiers.md "Read spans").
+pub const SPECKV_HINT_SPAN: u32 = 0x8;
 pub const SPECKV_HASH_BYTES: usize = 32;
 pub const SPECKV_HASH_NATIVE: c_int = 0;
 pub const SPECKV_HASH_VLLM_CBOR: c_int = 1;
@@ -544,7 +546,7 @@ mod tests {
         assert_eq!(off(&s.l4_demotions as *const u64 as *const u8), 344);
         assert_eq!(off(&s.l4_promotions as *const u64 as *const u8), 352);
         assert_eq!(off(&s.l4_demote_failures as *const u64 as *const u8), 360);
-        assert_eq!((SPECKV_HINT_HAS_HASH, SPECKV_HINT_KEYS, SPECKV_HINT_VALUES), (0x1, 0x2, 0x4));
+        assert_eq!((SPECKV_HINT_HAS_HASH, SPECKV_HINT_KEYS, SPECKV_HINT_VALUES, SPECKV_HINT_SPAN), (0x1, 0x2, 0x4, 0x8));
     }
 
     #[test]

@@ -375,6 +375,9 @@ pub const HINT_KEYS: u32 = sys::SPECKV_HINT_KEYS;
 /// `SPECKV_HINT_VALUES`: the block holds values; its pages use config
 /// `codec.value_mode` instead of `codec.mode`.
 pub const HINT_VALUES: u32 = sys::SPECKV_HINT_VALUES;
+/// `SPECKV_HINT_SPAN` (prefetch hints): the hinted unit's reader reads from the pool only
+/// the blocks that start before `token_count` (docs/tiers.md "Read spans").
+pub const HINT_SPAN: u32 = sys::SPECKV_HINT_SPAN;
 
 /// What a block holds (placement, prefetch, sharing, codec). `Default` is all zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
