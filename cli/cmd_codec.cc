@@ -217,7 +217,11 @@ struct BenchOpts {
     bool json = false;
     int repeats = 7, windows = 0;
     unsigned channels = 32;
-    double max_err = 0.05, max_err_k = 0.005;
+    double max_err = 0.05, max_err_k = -1;  // max_err_k < 0: the set's (codec::adaptive_max_err_k)
+    // adaptive: the candidate set (codec::AdaptiveSet) and the budget, "kl"
+    // (sealed KL on the calibration text, max_kl) or "rms" (max_err, max_err_k).
+    std::string adaptive_set = "fast", adaptive_budget = "kl", calibration = "held-out";
+    double max_kl = 2e-3;
     std::string impl = "best";
 };
 
@@ -240,6 +244,13 @@ void run_bench(const BenchOpts &o) {
         error("--impl " + o.impl + " is not available on this CPU", SPECKV_ENOTSUP);
         return void(g_exit = 2);
     }
+    cdc::AdaptiveSet aset;
+    if (!cdc::adaptive_set_from_name(o.adaptive_set.c_str(), &aset)) {
+        error("--adaptive-set " + o.adaptive_set + ": not fast or dense");
+        return void(g_exit = 2);
+    }
+    const bool by_kl = o.adaptive_budget == "kl";
+    const double max_err_k = o.max_err_k >= 0 ? o.max_err_k : cdc::adaptive_max_err_k(aset);
     std::vector<std::string> modes;
     if (!o.mode.empty()) {
         Mode m, mv;
@@ -260,6 +271,8 @@ void run_bench(const BenchOpts &o) {
     std::vector<int> text_tokens;
     int page_tokens = 0;
     llama2::KvCapture cal;
+    std::vector<int> cal_text;
+    int windows = o.windows;
     std::string source;
     if (!o.model.empty()) {
         std::string err;
@@ -279,13 +292,29 @@ void run_bench(const BenchOpts &o) {
             return void(g_exit = 1);
         }
         text_tokens = tok.encode(text);
+        if (windows <= 0) windows = std::max(1, 1024 / model.c.seq_len);
         page_tokens = std::max(1, 2048 / model.c.kv_dim());  // 4 KiB of FP16 per page
         // Bench data: the K/V of the first window of the text.
         std::vector<int> w{1};
         w.insert(w.end(), text_tokens.begin(), text_tokens.begin() + std::min<long>(long(text_tokens.size()), model.c.seq_len - 1));
         add_capture(llama2::capture_kv(model, w), page_tokens, &ps);
-        // Calibration for the adaptive policy: the model's own greedy text (not the eval text).
+        // Calibration for the adaptive policy, never the tokens quality is
+        // measured on. rms: the model's own greedy text. kl: by default the
+        // window of --text right after the evaluated ones (held out); the
+        // greedy text is confident, so its KL understates the text's (§10).
         auto g = llama2::greedy(model, model.c.seq_len - 1);
+        if (o.calibration == "greedy") {
+            cal_text = g;
+        } else if (by_kl && (o.mode.empty() || o.mode == "adaptive")) {
+            const size_t from = size_t(windows) * size_t(model.c.seq_len - 1), len = size_t(model.c.seq_len - 1);
+            if (text_tokens.size() < from + len) {
+                error("--calibration held-out: " + o.text + " has " + std::to_string(text_tokens.size()) +
+                      " tokens, the windows and the held-out one need " + std::to_string(from + len) +
+                      " (fewer --windows, a longer --text, or --calibration greedy)");
+                return void(g_exit = 2);
+            }
+            cal_text.assign(text_tokens.begin() + long(from), text_tokens.begin() + long(from + len));
+        }
         g.insert(g.begin(), 1);
         cal = llama2::capture_kv(model, g);
         source = o.model;
@@ -353,12 +382,18 @@ void run_bench(const BenchOpts &o) {
 
     // The adaptive policy (only with a model: it is per layer).
     llama2::KvPolicy adaptive;
-    if (!o.model.empty()) adaptive = llama2::adaptive_policy(cal, page_tokens, o.max_err_k, o.max_err);
+    llama2::AdaptiveKl akl;
+    const bool want_adaptive = !o.model.empty() && (o.mode.empty() || o.mode == "adaptive");
+    if (want_adaptive && by_kl) {
+        akl = llama2::adaptive_policy_kl(model, cal_text, page_tokens, o.max_kl, aset, impl);
+        adaptive = akl.policy;
+    } else if (want_adaptive) {
+        adaptive = llama2::adaptive_policy(cal, page_tokens, max_err_k, o.max_err, aset);
+    }
 
     std::vector<ModeResult> results;
     Progress prog("codec bench", modes.size() + (!o.model.empty() && o.mode.empty() ? 1 : 0));
     prog.update(0);
-    const int windows = o.windows > 0 ? o.windows : (!o.model.empty() ? std::max(1, 1024 / model.c.seq_len) : 0);
     for (const auto &name : modes) {
         ModeResult mr;
         mr.name = name;
@@ -449,7 +484,16 @@ void run_bench(const BenchOpts &o) {
             Json k = Json::array(), v = Json::array();
             for (auto m : adaptive.k_mode) k.push_back(cdc::mode_name(m));
             for (auto m : adaptive.v_mode) v.push_back(cdc::mode_name(m));
-            j["adaptive_policy"] = {{"k", std::move(k)}, {"v", std::move(v)}};
+            j["adaptive_policy"] = {{"k", std::move(k)},
+                                    {"v", std::move(v)},
+                                    {"set", o.adaptive_set},
+                                    {"budget", o.adaptive_budget},
+                                    {"calibration", by_kl ? Json(o.calibration) : Json("greedy")},
+                                    {"max_kl", by_kl ? jnum(o.max_kl) : Json(nullptr)},
+                                    {"calibration_kl", by_kl ? jnum(akl.cal_kl) : Json(nullptr)},
+                                    {"evaluations", by_kl ? Json(akl.evaluations) : Json(nullptr)},
+                                    {"max_err", by_kl ? Json(nullptr) : jnum(o.max_err)},
+                                    {"max_err_k", by_kl ? Json(nullptr) : jnum(max_err_k)}};
         }
         std::printf("%s\n", speckv::json_text_spaced(j).c_str());
         return;
@@ -472,7 +516,13 @@ void run_bench(const BenchOpts &o) {
         std::printf("\n");
     }
     if (!o.model.empty()) {
-        std::printf("adaptive policy (max rel err K %.3g, V %.3g): K", o.max_err_k, o.max_err);
+        if (by_kl)
+            std::printf("adaptive policy (set %s, sealed KL <= %.3g on the %s text: %.3e, %d runs): K",
+                        o.adaptive_set.c_str(), o.max_kl, o.calibration == "greedy" ? "model's greedy" : "held-out",
+                        akl.cal_kl, akl.evaluations);
+        else
+            std::printf("adaptive policy (set %s, max rel err K %.3g, V %.3g): K", o.adaptive_set.c_str(),
+                        max_err_k, o.max_err);
         for (Mode m : adaptive.k_mode) std::printf(" %s", cdc::mode_name(m));
         std::printf(" | V");
         for (Mode m : adaptive.v_mode) std::printf(" %s", cdc::mode_name(m));
@@ -804,8 +854,29 @@ void register_codec_commands(CLI::App &app) {
     bench->add_option("--repeats", bo.repeats, "timing repeats (median)")->check(CLI::Range(1, 1000));
     bench->add_option("--windows", bo.windows, "text windows of seq_len tokens for quality (default ~1024 tokens)");
     bench->add_option("--channels", bo.channels, "channels per token for --input")->check(CLI::Range(1u, 65535u));
-    bench->add_option("--max-err", bo.max_err, "adaptive: max relative RMS error of a layer's V pages");
-    bench->add_option("--max-err-k", bo.max_err_k, "adaptive: max relative RMS error of a layer's K pages");
+    bench->add_option("--adaptive-set", bo.adaptive_set,
+                      "adaptive: the presets it chooses among: fast (int8 and k3p..v5p, no variable-length stage; "
+                      "default) or dense (paper and the split Rice presets)")
+        ->check(CLI::IsMember({"fast", "dense"}));
+    bench->add_option("--adaptive-budget", bo.adaptive_budget,
+                      "adaptive: kl (default: per layer and K/V the highest-ratio presets whose sealed KL on the "
+                      "model's greedy text stays within --max-kl) or rms (relative RMS error per page, --max-err, "
+                      "--max-err-k)")
+        ->check(CLI::IsMember({"kl", "rms"}));
+    bench->add_option("--max-kl", bo.max_kl,
+                      "adaptive, kl budget: max mean next-token KL (nats) of the whole policy, sealed, on the "
+                      "calibration text")
+        ->check(CLI::Range(0.0, 1e9));
+    bench->add_option("--calibration", bo.calibration,
+                      "adaptive, kl budget: the text the KL is measured on: held-out (default: the seq_len window of "
+                      "--text after the evaluated windows) or greedy (the model's own greedy text)")
+        ->check(CLI::IsMember({"held-out", "greedy"}));
+    bench->add_option("--max-err", bo.max_err, "adaptive, rms budget: max relative RMS error of a layer's V pages")
+        ->check(CLI::Range(0.0, 1e9));
+    bench->add_option("--max-err-k", bo.max_err_k,
+                      "adaptive, rms budget: max relative RMS error of a layer's K pages (default 0.02 with the fast "
+                      "set, 0.005 with dense)")
+        ->check(CLI::Range(0.0, 1e9));
     bench->add_option("--impl", bo.impl, "scalar, avx2, avx512 or best");
     bench->callback([] { run_bench(bo); });
 

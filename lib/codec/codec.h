@@ -154,9 +154,24 @@ struct ModeScore {
     double encode_ns_per_value;
 };
 
-// The candidates of the adaptive policy (docs/codec.md §10), for K pages
-// (keys) or V pages: what choose_mode tries, offline and in the pool.
-const Mode *adaptive_candidates(bool keys, size_t *n);
+// Which presets the adaptive policy chooses among (docs/codec.md §10):
+//   fast:  no variable-length stage, so decode speed is that of the preset
+//          chosen, whatever it is: int8 and the packed presets of §19
+//          (K: int8 k5p k4p k3p; V: int8 v5p v4p v3p).
+//   dense: the split Rice presets of §18 and paper (more ratio at the same
+//          error, decoded at <= 0.1x memcpy).
+enum class AdaptiveSet : uint8_t { fast = 0, dense = 1 };
+const char *adaptive_set_name(AdaptiveSet s);
+// Parses "fast" or "dense". Returns false if unknown.
+bool adaptive_set_from_name(const char *name, AdaptiveSet *out);
+// The default relative RMS error budget of K pages with `set` (V: 0.05 with
+// either). The lowest-error fast key presets, int8 and k5p, are at 1-2 % on
+// real keys, so 0.005 (dense: k8s…k12s fit it) would keep every key in clear.
+inline double adaptive_max_err_k(AdaptiveSet set) { return set == AdaptiveSet::fast ? 0.02 : 0.005; }
+
+// The candidates of the adaptive policy (docs/codec.md §10) in `set`, for K
+// pages (keys) or V pages: what choose_mode tries, offline and in the pool.
+const Mode *adaptive_candidates(bool keys, AdaptiveSet set, size_t *n);
 
 // Objective: the mode with the highest ratio whose rel_rmse <= max_rel_err;
 // among equal ratios (within 0.5%), the lower encode cost. `candidates` may be

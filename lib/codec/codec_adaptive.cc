@@ -4,6 +4,7 @@
 // "highest ratio whose relative error is within budget, then lowest cost".
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <vector>
 
@@ -26,15 +27,35 @@ double to_double(int dtype, const void *p, size_t i) {
 }
 }  // namespace
 
-// The split Rice presets (§18) stand in for the Rice ones: the same values,
-// 0.15-0.4 % more bytes, and 4-6x faster to decode (docs/codec.md §18.3).
-// The Rice presets stay decodable and selectable by name.
-const Mode *adaptive_candidates(bool keys, size_t *n) {
+const char *adaptive_set_name(AdaptiveSet s) { return s == AdaptiveSet::fast ? "fast" : "dense"; }
+
+bool adaptive_set_from_name(const char *name, AdaptiveSet *out) {
+    if (!name) return false;
+    for (AdaptiveSet s : {AdaptiveSet::fast, AdaptiveSet::dense})
+        if (std::strcmp(name, adaptive_set_name(s)) == 0) return *out = s, true;
+    return false;
+}
+
+const Mode *adaptive_candidates(bool keys, AdaptiveSet set, size_t *n) {
+    // fast: every candidate decodes without a variable-length stage (§19.10,
+    // §14.4: int8 0.5-0.68x memcpy, k4p/v4p 0.24-0.47x, k5p/v5p 0.12-0.2x;
+    // the Rice and split Rice presets 0.01-0.09x). K per channel and V per
+    // token, the groupings §14 found best for each.
+    static const Mode kFastKeys[] = {Mode::int8, Mode::k5p, Mode::k4p, Mode::k3p};
+    static const Mode kFastVals[] = {Mode::int8, Mode::v5p, Mode::v4p, Mode::v3p};
+    // dense: the split Rice presets (§18) stand in for the Rice ones: the
+    // same values, 0.15-0.4 % more bytes, and 4-6x faster to decode
+    // (docs/codec.md §18.3). The Rice presets stay decodable and selectable
+    // by name.
     static const Mode kKeys[] = {Mode::paper, Mode::k8s, Mode::k6s, Mode::k5s,
                                  Mode::k4s,   Mode::k9s, Mode::k10s, Mode::k12s};
     static const Mode kVals[] = {Mode::paper, Mode::v8s,  Mode::v6s,  Mode::v5s,  Mode::v4s,
                                  Mode::k8s,   Mode::k6s,  Mode::k5s,  Mode::k4s,  Mode::p8rs,
                                  Mode::vp8s,  Mode::vp6s, Mode::vp5s};
+    if (set == AdaptiveSet::fast) {
+        *n = keys ? std::size(kFastKeys) : std::size(kFastVals);
+        return keys ? kFastKeys : kFastVals;
+    }
     *n = keys ? std::size(kKeys) : std::size(kVals);
     return keys ? kKeys : kVals;
 }
@@ -46,7 +67,8 @@ Mode choose_mode(int dtype, const void *pages, size_t npages, size_t page_elems,
                                 Mode::k5,    Mode::v5,   Mode::p8r, Mode::k4, Mode::v4, Mode::k9, Mode::k10, Mode::k12,
                                 Mode::vp8, Mode::vp6, Mode::vp5, Mode::k8s, Mode::v8s, Mode::k6s, Mode::v6s,
                                 Mode::k5s, Mode::v5s, Mode::p8rs, Mode::k4s, Mode::v4s, Mode::k9s, Mode::k10s,
-                                Mode::k12s, Mode::vp8s, Mode::vp6s, Mode::vp5s};
+                                Mode::k12s, Mode::vp8s, Mode::vp6s, Mode::vp5s, Mode::k3p, Mode::v3p, Mode::k4p,
+                                Mode::v4p, Mode::k5p, Mode::v5p};
     if (!candidates) {
         candidates = kAll;
         ncandidates = sizeof(kAll) / sizeof(kAll[0]);

@@ -100,9 +100,15 @@ const std::vector<KeySpec> &config_keys() {
         {"codec.max_err_milli", 0, 1000, 50,
          "with `adaptive`: largest relative RMS error of a V (or unhinted) page's preset, in thousandths "
          "(`docs/codec.md` §17.1)"},
-        {"codec.max_err_k_milli", 0, 1000, 5,
+        {"codec.max_err_k_milli", 0, 1000, 20,
          "with `adaptive`: largest relative RMS error of a K page's preset, in thousandths (attention is ~10x more "
-         "sensitive to K)"},
+         "sensitive to K)",
+         nullptr, false, "20 (5 with `codec.adaptive_set` = dense when this key is unset)"},
+        {"codec.adaptive_set", 0, 1, 0,
+         "with `adaptive`: the presets it chooses among: `fast` = `int8` and the packed `k3p`…`v5p` (no "
+         "variable-length stage), `dense` = `paper` and the split Rice presets (more ratio at the same error, decoded "
+         "at ≤ 0.1x memcpy) (`docs/codec.md` §10)",
+         "fast|dense"},
         {"codec.recalibrate", 0, 1 << 30, 256,
          "with `adaptive`: re-choose a (layer, K/V)'s preset on every this-many-th whole page it encodes (0 = keep the "
          "first choice)"},

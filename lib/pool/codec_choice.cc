@@ -14,8 +14,11 @@ void CodecChoice::configure(const Config &cfg) {
     vmode_ = cfg.is_set("codec.value_mode") ? static_cast<uint8_t>(cfg.get("codec.value_mode")) : mode_;
     channels_ = static_cast<uint32_t>(cfg.get("codec.channels"));
     err_ = double(cfg.get("codec.max_err_milli")) / 1000.0;
-    err_k_ = double(cfg.get("codec.max_err_k_milli")) / 1000.0;
     every_ = static_cast<uint32_t>(cfg.get("codec.recalibrate"));
+    set_ = static_cast<uint8_t>(cfg.get("codec.adaptive_set"));
+    // Unset, the K budget is the set's (docs/codec.md §17.1).
+    err_k_ = cfg.is_set("codec.max_err_k_milli") ? double(cfg.get("codec.max_err_k_milli")) / 1000.0
+                                                   : codec::adaptive_max_err_k(codec::AdaptiveSet(set_));
 }
 
 uint8_t CodecChoice::adaptive(uint32_t layer, uint32_t hint_flags, const unsigned char *page, size_t logical,
@@ -34,10 +37,11 @@ uint8_t CodecChoice::adaptive(uint32_t layer, uint32_t hint_flags, const unsigne
         }
     }
     if (!whole) return 0;  // calibrate on a whole page only
-    // The candidates and budgets of the offline policy (docs/codec.md §10):
-    // keys get the tight budget, values (and unhinted blocks) the loose one.
+    // The candidates (codec.adaptive_set) and budgets of the offline RMS
+    // policy (docs/codec.md §10): keys get the tight budget, values (and
+    // unhinted blocks) the loose one.
     size_t nc = 0;
-    const codec::Mode *cands = codec::adaptive_candidates(key, &nc);
+    const codec::Mode *cands = codec::adaptive_candidates(key, codec::AdaptiveSet(set_), &nc);
     SEQLOCK_IGNORE_BEGIN();  // the page is locked by this write
     codec::Mode m = codec::choose_mode(dtype, page, 1, logical / es, codec::Layout{channels_},
                                        key ? err_k_ : err_, cands, nc);

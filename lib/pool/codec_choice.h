@@ -40,8 +40,9 @@ class CodecChoice {
   private:
     uint8_t mode_ = 0, kmode_ = 0, vmode_ = 0;  // codec::Mode ids
     uint32_t channels_ = 1;
-    double err_ = 0.05, err_k_ = 0.005;  // codec.max_err_milli, codec.max_err_k_milli
+    double err_ = 0.05, err_k_ = 0.02;   // codec.max_err_milli, codec.max_err_k_milli
     uint32_t every_ = 256;               // codec.recalibrate: pages between re-choices (0 = never)
+    uint8_t set_ = 0;                    // codec.adaptive_set: a codec::AdaptiveSet (0 = fast)
     mutable std::mutex mu_;
     struct State {
         uint8_t mode;    // codec::Mode in use

@@ -3,6 +3,7 @@
 // it makes goes through the codec end to end with bounded quality loss.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -101,12 +102,13 @@ TEST_CASE("adaptive: per-layer choice follows the error budget") {
     toks.insert(toks.begin(), 1);
     auto cal = llama2::capture_kv(m, toks);
     // No budget: nothing qualifies -> raw. Loose budget: the highest-ratio candidate.
-    auto none = llama2::adaptive_policy(cal, 64, -1.0, -1.0);
+    const auto dense = c::AdaptiveSet::dense;  // the split Rice candidates: b 4..12 for K
+    auto none = llama2::adaptive_policy(cal, 64, -1.0, -1.0, dense);
     for (auto md : none.k_mode) CHECK(md == c::Mode::raw);
-    auto loose = llama2::adaptive_policy(cal, 64, 10.0, 10.0);
+    auto loose = llama2::adaptive_policy(cal, 64, 10.0, 10.0, dense);
     for (auto md : loose.k_mode) CHECK(md == c::Mode::k4s);  // the candidates are the split Rice presets (§18)
     // Tight key budget keeps more key bits than a loose one, per layer.
-    auto tight = llama2::adaptive_policy(cal, 64, 0.002, 0.05);
+    auto tight = llama2::adaptive_policy(cal, 64, 0.002, 0.05, dense);
     for (int l = 0; l < m.c.n_layers; l++)
         CHECK(c::mode_params(tight.k_mode[size_t(l)]).bits > c::mode_params(loose.k_mode[size_t(l)]).bits);
     // Scores come back and respect the objective.
@@ -121,4 +123,54 @@ TEST_CASE("adaptive: per-layer choice follows the error budget") {
         if (sc[i].mode == pick) CHECK(sc[i].rel_rmse <= 0.01);
     CHECK(sc[0].ratio < sc[2].ratio);      // k8 < k4 in ratio
     CHECK(sc[0].rel_rmse < sc[2].rel_rmse);  // and in error
+}
+
+TEST_CASE("adaptive by KL: fast presets only, the whole policy's sealed KL on the calibration text within budget") {
+    llama2::Model m;
+    std::string err;
+    REQUIRE_MESSAGE(m.load(models() + "/aidreams260K/aidreams260K.bin", &err), err);
+    const auto text = llama2::greedy(m, m.c.seq_len - 1);  // the calibration text (BOS excluded)
+    const int P = std::max(1, 2048 / m.c.kv_dim());      // 4 KiB pages, as codec bench
+    const auto fast = c::AdaptiveSet::fast;
+    auto in_fast = [&](c::Mode md, bool key) {
+        size_t nc = 0;
+        const c::Mode *cs = c::adaptive_candidates(key, fast, &nc);
+        return md == c::Mode::raw || std::find(cs, cs + nc, md) != cs + nc;
+    };
+    // No budget: every step is over it -> all in clear.
+    auto none = llama2::adaptive_policy_kl(m, text, P, -1.0, fast);
+    for (int l = 0; l < m.c.n_layers; l++) {
+        CHECK(none.policy.k_mode[size_t(l)] == c::Mode::raw);
+        CHECK(none.policy.v_mode[size_t(l)] == c::Mode::raw);
+    }
+    // No limit: the top of every ladder, the highest-ratio fast presets.
+    auto top = llama2::adaptive_policy_kl(m, text, P, 1e9, fast);
+    for (int l = 0; l < m.c.n_layers; l++) {
+        CHECK(top.policy.k_mode[size_t(l)] == c::Mode::k3p);
+        CHECK(top.policy.v_mode[size_t(l)] == c::Mode::v3p);
+    }
+    REQUIRE(top.cal_kl > 0);
+    // A budget between: within it by construction (measured again here), fast
+    // presets only, some (layer, kind) coded and some below the top.
+    const double budget = top.cal_kl / 3;
+    auto mid = llama2::adaptive_policy_kl(m, text, P, budget, fast);
+    CHECK(mid.cal_kl <= budget);
+    auto pol = mid.policy;
+    const double again = llama2::evaluate(m, text, pol, 1, m.c.seq_len).kl;
+    CHECK(again == doctest::Approx(mid.cal_kl).epsilon(1e-9));
+    CHECK(again <= budget);
+    int coded = 0, below_top = 0;
+    for (int l = 0; l < m.c.n_layers; l++) {
+        for (bool key : {true, false}) {
+            const c::Mode md = (key ? pol.k_mode : pol.v_mode)[size_t(l)];
+            CAPTURE(l);
+            CAPTURE(c::mode_name(md));
+            CHECK(in_fast(md, key));
+            coded += md != c::Mode::raw;
+            below_top += md != (key ? c::Mode::k3p : c::Mode::v3p);
+        }
+    }
+    CHECK(coded > 0);
+    CHECK(below_top > 0);
+    CHECK(mid.evaluations > 2 * m.c.n_layers);  // a step per (layer, kind) at least, measured
 }

@@ -491,8 +491,13 @@ TEST_CASE("pool stats: each process publishes its tier counters into its attach 
 
 TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within its error budget, named by every record") {
     std::string path = fresh_pool("codec-adaptive");
-    speckv_pool *p = open_codec("file:" + path + "?size=8M",
-                                {{"codec.mode", "adaptive"}, {"codec.channels", "64"}, {"log.level", "0"}});
+    // The dense set and its K budget (0.005): the mechanism with the
+    // budgets this test and docs/codec.md §17.1 were written for; the fast
+    // set has its own test below.
+    speckv_pool *p = open_codec("file:" + path + "?size=8M", {{"codec.mode", "adaptive"},
+                                                              {"codec.adaptive_set", "dense"},
+                                                              {"codec.channels", "64"},
+                                                              {"log.level", "0"}});
     const size_t bytes = 4 * 4096, n = bytes / 2;
     auto rel_err = rel_err_fp16;
     struct Blk {
@@ -550,6 +555,97 @@ TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within it
     unlink(path.c_str());
 }
 
+TEST_CASE("codec.adaptive_set = fast (the default): every choice is int8 or a packed preset, and its records decode") {
+    using speckv::codec::AdaptiveSet;
+    auto in_set = [](int mode, bool key, AdaptiveSet set) {
+        size_t nc = 0;
+        const Mode *c = speckv::codec::adaptive_candidates(key, set, &nc);
+        return std::find(c, c + nc, Mode(mode)) != c + nc;
+    };
+    const size_t bytes = 4 * 4096, n = bytes / 2;
+    // The presets chosen for layers 0..2, K then V, with `set` (nullptr:
+    // the default); every page read back is the reference's round trip of
+    // that page with the chosen preset, named by its record.
+    auto run = [&](const char *set) {
+        std::string path = fresh_pool("codec-adaptive-set");
+        speckv_pool *p = set ? open_codec("file:" + path + "?size=8M", {{"codec.mode", "adaptive"},
+                                                                        {"codec.adaptive_set", set},
+                                                                        {"codec.channels", "64"},
+                                                                        {"log.level", "0"}})
+                             : open_codec("file:" + path + "?size=8M",
+                                          {{"codec.mode", "adaptive"}, {"codec.channels", "64"}, {"log.level", "0"}});
+        std::vector<speckv_handle> hs;
+        std::vector<std::vector<uint16_t>> xs;
+        for (uint32_t layer = 0; layer < 3; layer++)
+            for (bool key : {true, false}) {
+                hs.push_back(alloc_fp16(p, bytes, 1, layer, key ? SPECKV_HINT_KEYS : SPECKV_HINT_VALUES));
+                xs.push_back(kv_values(n, 10 * layer + (key ? 1 : 2), 64));
+                REQUIRE(speckv_write(p, hs.back(), 0, xs.back().data(), bytes) == SPECKV_OK);
+            }
+        char js[8192];
+        REQUIRE(speckv_stats_json(p, js, sizeof js, nullptr) == SPECKV_OK);
+        std::string json = js;
+        Raw raw(path);
+        std::vector<int> chosen;
+        for (size_t i = 0; i < hs.size(); i++) {
+            const uint32_t layer = uint32_t(i / 2);
+            const bool key = i % 2 == 0;
+            std::string name = "\"codec_mode_l" + std::to_string(layer) + (key ? "_k" : "_v") + "\":";
+            size_t at = json.find(name);
+            REQUIRE_MESSAGE(at != std::string::npos, name);
+            const int m = std::atoi(json.c_str() + at + name.size());
+            chosen.push_back(m);
+            auto got = read_all(p, hs[i], bytes);
+            speckv::BlockInfo bi = info_of(p, hs[i]);
+            for (uint64_t pg = 0; pg < bi.npages; pg++) {
+                unsigned char *rec = raw.record(bi, pg);
+                REQUIRE(rec != nullptr);
+                speckv::codec::Header hd;
+                REQUIRE(speckv::codec::peek_header(rec, 4096, &hd) == SPECKV_OK);
+                CHECK(int(hd.mode) == m);
+                if (m == 0) continue;
+                auto want = roundtrip(Mode(m), reinterpret_cast<const unsigned char *>(xs[i].data()) + pg * 4096, 4096,
+                                      64);
+                CHECK_MESSAGE(std::memcmp(got.data() + pg * 4096, want.data(), 4096) == 0, "block ", i, " page ", pg);
+            }
+        }
+        speckv_pool_close(p);
+        unlink(path.c_str());
+        return chosen;
+    };
+    auto fast = run(nullptr);
+    for (size_t i = 0; i < fast.size(); i++) {
+        const bool key = i % 2 == 0;
+        CAPTURE(i);
+        CAPTURE(fast[i]);
+        CHECK(fast[i] != 0);  // the fast set's own K budget (0.02) fits a fast key preset
+        CHECK(in_set(fast[i], key, AdaptiveSet::fast));
+    }
+    // The set is what decides: the dense set on the same pages chooses
+    // among presets none of which is fast.
+    auto dense = run("dense");
+    for (size_t i = 0; i < dense.size(); i++) {
+        CAPTURE(i);
+        CAPTURE(dense[i]);
+        CHECK(dense[i] != 0);
+        CHECK(in_set(dense[i], i % 2 == 0, AdaptiveSet::dense));
+        CHECK(!in_set(dense[i], i % 2 == 0, AdaptiveSet::fast));
+    }
+    // The key: fast | dense, in codec::AdaptiveSet order; nothing else.
+    speckv_config *c = nullptr;
+    REQUIRE(speckv_config_new(&c) == SPECKV_OK);
+    int64_t v = -1;
+    REQUIRE(speckv_config_get_int(c, "codec.adaptive_set", &v) == SPECKV_OK);
+    CHECK(v == int64_t(AdaptiveSet::fast));
+    for (AdaptiveSet s : {AdaptiveSet::fast, AdaptiveSet::dense}) {
+        REQUIRE(speckv_config_set_str(c, "codec.adaptive_set", speckv::codec::adaptive_set_name(s)) == SPECKV_OK);
+        REQUIRE(speckv_config_get_int(c, "codec.adaptive_set", &v) == SPECKV_OK);
+        CHECK(v == int64_t(s));
+    }
+    CHECK(speckv_config_set_str(c, "codec.adaptive_set", "rice") == SPECKV_EINVAL);
+    speckv_config_free(c);
+}
+
 TEST_CASE("codec.mode = adaptive: codec.recalibrate re-chooses the preset when a layer's data changes") {
     // Values of one layer: smooth pages with an outlier channel first, then
     // noisy pages with one large spike each. The first page's choice is a
@@ -579,7 +675,10 @@ TEST_CASE("codec.mode = adaptive: codec.recalibrate re-chooses the preset when a
     auto run = [&](const char *every) {
         Out o;
         std::string path = fresh_pool("codec-recal");
+        // dense: the figures of docs/codec.md §17.1 (the spiky pages drop
+        // to a 4-bit Rice preset there, a ratio no fast preset reaches).
         speckv_pool *p = open_codec("file:" + path + "?size=8M", {{"codec.mode", "adaptive"},
+                                                                   {"codec.adaptive_set", "dense"},
                                                                    {"codec.channels", "64"},
                                                                    {"codec.recalibrate", every},
                                                                    {"log.level", "0"}});

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kv_eval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -173,7 +174,8 @@ std::vector<uint16_t> fp16_pages(const KvCapture &cap, int layer, bool value, in
     return out;
 }
 
-KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err) {
+KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err,
+                         cdc::AdaptiveSet set) {
     KvPolicy p = KvPolicy::uniform(cal.n_layers, cdc::Mode::raw, cdc::Mode::raw, page_tokens);
     for (int l = 0; l < cal.n_layers; l++) {
         for (int v = 0; v < 2; v++) {
@@ -181,13 +183,82 @@ KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err
             auto pages = fp16_pages(cal, l, v == 1, page_tokens, &np);
             if (!np) continue;
             size_t nc = 0;
-            const cdc::Mode *cands = cdc::adaptive_candidates(v == 0, &nc);
+            const cdc::Mode *cands = cdc::adaptive_candidates(v == 0, set, &nc);
             cdc::Mode mode = cdc::choose_mode(SPECKV_DTYPE_FP16, pages.data(), np, size_t(page_tokens) * cal.kv_dim,
                                               cdc::Layout{uint32_t(cal.kv_dim)}, v ? v_max_err : k_max_err, cands, nc);
             (v ? p.v_mode : p.k_mode)[size_t(l)] = mode;
         }
     }
     return p;
+}
+
+AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, int page_tokens, double max_kl,
+                              cdc::AdaptiveSet set, cdc::Impl impl) {
+    const int L = m.c.n_layers;
+    const int window = int(std::min<size_t>(cal_text.size() + 1, size_t(m.c.seq_len)));
+    std::vector<int> bos_text{1};
+    bos_text.insert(bos_text.end(), cal_text.begin(), cal_text.begin() + long(window - 1));
+    const KvCapture cal = capture_kv(m, bos_text);
+    // Each (layer, kind)'s ladder: the candidates by their ratio on its
+    // calibration pages, ascending; of two within 0.5 % the cheaper encoder
+    // (choose_mode's tie rule), so every rung gains ratio.
+    std::vector<std::vector<cdc::Mode>> ladder(size_t(2 * L));
+    for (int l = 0; l < L; l++)
+        for (int v = 0; v < 2; v++) {
+            size_t np = 0;
+            auto pages = fp16_pages(cal, l, v == 1, page_tokens, &np);
+            if (!np) continue;  // shorter than a page: stays in clear
+            size_t nc = 0;
+            const cdc::Mode *cands = cdc::adaptive_candidates(v == 0, set, &nc);
+            std::vector<cdc::ModeScore> sc(nc);
+            size_t ns = nc;
+            cdc::choose_mode(SPECKV_DTYPE_FP16, pages.data(), np, size_t(page_tokens) * cal.kv_dim,
+                             cdc::Layout{uint32_t(cal.kv_dim)}, HUGE_VAL, cands, nc, sc.data(), &ns);
+            sc.resize(ns);
+            std::sort(sc.begin(), sc.end(), [](const cdc::ModeScore &a, const cdc::ModeScore &b) {
+                return a.ratio < b.ratio;
+            });
+            std::vector<cdc::ModeScore> rungs;
+            for (const auto &s : sc) {
+                if (!rungs.empty() && s.ratio <= rungs.back().ratio * 1.005) {
+                    if (s.encode_ns_per_value < rungs.back().encode_ns_per_value) rungs.back() = s;
+                    continue;
+                }
+                rungs.push_back(s);
+            }
+            for (const auto &s : rungs) ladder[size_t(2 * l + v)].push_back(s.mode);
+        }
+    AdaptiveKl out;
+    out.policy = KvPolicy::uniform(L, cdc::Mode::raw, cdc::Mode::raw, page_tokens);
+    out.policy.coding = CodePolicy::sealed;
+    out.policy.impl = impl;
+    auto kl_of = [&](const KvPolicy &p) {
+        out.evaluations++;
+        return evaluate(m, cal_text, p, 1, window).kl;
+    };
+    out.cal_kl = kl_of(out.policy);  // in clear: FP16 rounding only
+    std::vector<size_t> rung(size_t(2 * L), 0);  // next rung to try; 0 = in clear
+    std::vector<bool> frozen(size_t(2 * L), false);
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t s = 0; s < size_t(2 * L); s++) {
+            if (frozen[s]) continue;
+            // One step: the next rung within budget. A rung over budget is
+            // skipped, not final: the ladder goes by ratio, and a preset of
+            // another grouping may cost less KL (int8's one scale per page
+            // against k5p's per channel, on keys with outlier channels).
+            auto &slot = (s & 1 ? out.policy.v_mode : out.policy.k_mode)[s / 2];
+            const cdc::Mode was = slot;
+            bool stepped = false;
+            for (size_t r = rung[s]; r < ladder[s].size() && !stepped; r++) {
+                slot = ladder[s][r];
+                const double kl = kl_of(out.policy);
+                if (kl <= max_kl) rung[s] = r + 1, out.cal_kl = kl, stepped = moved = true;
+            }
+            if (!stepped) slot = was, frozen[s] = true;
+        }
+    }
+    return out;
 }
 
 std::string read_text(const std::string &path) {

@@ -61,12 +61,30 @@ EvalResult evaluate(const Model &m, const std::vector<int> &text, const KvPolicy
 // Pages (FP16, page_tokens x kv_dim) of one layer's K or V from a capture.
 std::vector<uint16_t> fp16_pages(const KvCapture &cap, int layer, bool value, int page_tokens, size_t *npages);
 
-// Per layer adaptive choice (docs/codec.md §10): for each layer, K among the
-// key candidates and V among the value candidates, by codec::choose_mode
-// (highest ratio within the error budget) on pages from `cal` (a calibration
-// capture). Keys get their own, tighter budget: attention is far more
-// sensitive to K error than to V error (measured, docs §14).
-KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err);
+// Per layer adaptive choice (docs/codec.md §10) by a reconstruction error
+// budget: for each layer, K among the key candidates of `set` and V among
+// its value candidates, by codec::choose_mode (highest ratio within the
+// error budget) on pages from `cal` (a calibration capture). Keys get their
+// own, tighter budget: attention is far more sensitive to K error than to V
+// error (measured, docs §14). What the pool does, with no model at hand.
+KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err, double v_max_err,
+                         speckv::codec::AdaptiveSet set);
+
+// Per layer adaptive choice by a KL budget under the sealed policy (docs/codec.md
+// §10): every (layer, K or V) starts in clear and climbs its ladder (the
+// candidates of `set` by ratio on its pages of the K/V of BOS + cal_text,
+// ascending) one step per round, round-robin over the layers: to the next
+// rung at which the mean next-token KL of the whole policy on BOS + cal_text
+// (one window, at most seq_len tokens, sealed) stays within max_kl; a
+// (layer, kind) with no such rung left stays where it is. The KL of the
+// returned policy on cal_text is within max_kl by construction.
+struct AdaptiveKl {
+    KvPolicy policy;
+    double cal_kl = 0;    // sealed KL of `policy` on cal_text (<= max_kl)
+    int evaluations = 0;  // evaluate() runs it took
+};
+AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, int page_tokens, double max_kl, speckv::codec::AdaptiveSet set,
+                              speckv::codec::Impl impl = speckv::codec::Impl::best);
 
 // Reads a whole file ("" on failure).
 std::string read_text(const std::string &path);
