@@ -381,6 +381,7 @@ void run_bench(const BenchOpts &o) {
     Speed z1q = bench_zstd(int8_pages, fp16_bytes, 1, o.repeats), z3q = bench_zstd(int8_pages, fp16_bytes, 3, o.repeats);
 
     // The adaptive policy (only with a model: it is per layer).
+    // (The KL policy costs an evaluation per step: made only when it is reported.)
     llama2::KvPolicy adaptive;
     llama2::AdaptiveKl akl;
     const bool want_adaptive = !o.model.empty() && (o.mode.empty() || o.mode == "adaptive");
@@ -480,7 +481,7 @@ void run_bench(const BenchOpts &o) {
             modes[m.name] = std::move(e);
         }
         j["modes"] = std::move(modes);
-        if (!o.model.empty()) {
+        if (want_adaptive) {
             Json k = Json::array(), v = Json::array();
             for (auto m : adaptive.k_mode) k.push_back(cdc::mode_name(m));
             for (auto m : adaptive.v_mode) v.push_back(cdc::mode_name(m));
@@ -515,7 +516,7 @@ void run_bench(const BenchOpts &o) {
                         m.q.top1_agree, m.q.ppl_delta_pct, m.q_all.kl, m.q_all.top1_agree, m.q_all.ppl_delta_pct);
         std::printf("\n");
     }
-    if (!o.model.empty()) {
+    if (want_adaptive) {
         if (by_kl)
             std::printf("adaptive policy (set %s, sealed KL <= %.3g on the %s text: %.3e, %d runs): K",
                         o.adaptive_set.c_str(), o.max_kl, o.calibration == "greedy" ? "model's greedy" : "held-out",
@@ -526,9 +527,11 @@ void run_bench(const BenchOpts &o) {
         for (Mode m : adaptive.k_mode) std::printf(" %s", cdc::mode_name(m));
         std::printf(" | V");
         for (Mode m : adaptive.v_mode) std::printf(" %s", cdc::mode_name(m));
-        std::printf("\nppl exact %.4f on %zu positions of %s\n", results.front().q.ppl_exact, results.front().q.positions,
-                    o.text.c_str());
+        std::printf("\n");
     }
+    if (!o.model.empty())
+        std::printf("ppl exact %.4f on %zu positions of %s\n", results.front().q.ppl_exact, results.front().q.positions,
+                    o.text.c_str());
 }
 
 // ---------------------------------------------------------------- check

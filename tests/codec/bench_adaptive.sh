@@ -3,7 +3,8 @@
 # bench_adaptive.sh SPECKV MODEL: `speckv codec bench --mode adaptive` with the
 # fast set (the default) and the KL budget (the default) picks only fast
 # presets, within the budget on its calibration text, and reports them; the
-# dense set picks none of them; a set that is neither is refused (exit 2).
+# dense set picks none of them; a set that is neither, or a text with no
+# held-out window for the calibration, is refused (exit 2).
 set -u -o pipefail
 bin=$1 model=$2
 [ -f "$model" ] || { echo "FAIL: model $model not found (the repository's data/, or SPECKV_DATA_DIR=DIR)"; exit 1; }
@@ -13,6 +14,10 @@ dense=$(run --adaptive-set dense --adaptive-budget rms) || { echo "FAIL: dense r
 "$bin" codec bench --model "$model" --mode adaptive --adaptive-set rice --json >/dev/null 2>&1
 rc=$?
 [ $rc = 2 ] || { echo "FAIL: --adaptive-set rice exited $rc, not 2"; exit 1; }
+# No held-out window left after the evaluated ones: refused, saying why.
+err=$("$bin" codec bench --model "$model" --mode adaptive --windows 100000 --json 2>/dev/null)
+rc=$?
+[ $rc = 2 ] && grep -q 'held-out' <<<"$err" || { echo "FAIL: no held-out text: exit $rc, $err"; exit 1; }
 python3 - "$fast" "$dense" <<'PY'
 import json, sys
 fast, dense = json.loads(sys.argv[1]), json.loads(sys.argv[2])
