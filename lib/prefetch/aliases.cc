@@ -45,10 +45,12 @@ bool ReaderClocks::read_past(uint64_t tenant, uint64_t request, uint32_t layer, 
     return started > (since & kClockMask) && (clock_.load(std::memory_order_acquire) & kClockMask) > started;
 }
 
-void ReaderClocks::mark_span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t end, bool named) {
-    const uint64_t k = unit_hash(tenant, request, layer);
-    const uint64_t v = uint64_t(named) << 63 | std::min<uint64_t>(end, (1ull << 63) - 1);
-    std::lock_guard g(span_mu_);
+namespace {
+// The request's own entry: its latest span at any layer.
+uint64_t request_key(uint64_t tenant, uint64_t request) { return unit_hash(tenant, request, 0) ^ 0x8E1A6C3B5F27D94Dull; }
+}  // namespace
+
+void ReaderClocks::put_span_locked(uint64_t k, uint64_t v) {
     auto [it, fresh] = span_.try_emplace(k, v);
     if (!fresh) {
         it->second = v;
@@ -58,11 +60,25 @@ void ReaderClocks::mark_span(uint64_t tenant, uint64_t request, uint32_t layer, 
     if (span_.size() >= kSpanGen) span_old_ = std::move(span_), span_.clear();
 }
 
-bool ReaderClocks::span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const {
-    const uint64_t k = unit_hash(tenant, request, layer);
+void ReaderClocks::mark_span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t end, bool named) {
+    const uint64_t v = uint64_t(named) << 63 | std::min<uint64_t>(end, (1ull << 63) - 1);
     std::lock_guard g(span_mu_);
-    auto it = span_.find(k);
-    if (it == span_.end() && (it = span_old_.find(k)) == span_old_.end()) return false;
+    put_span_locked(unit_hash(tenant, request, layer), v);
+    put_span_locked(request_key(tenant, request), v);
+}
+
+bool ReaderClocks::span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const {
+    std::lock_guard g(span_mu_);
+    auto find = [&](uint64_t k) {
+        auto it = span_.find(k);
+        return it != span_.end() ? it : span_old_.find(k);
+    };
+    // A unit not read or described yet takes its request's latest span: a
+    // request's layers hold the same tokens, and an engine keeps the same
+    // ones of each in HBM.
+    auto it = find(unit_hash(tenant, request, layer));
+    if (it == span_old_.end()) it = find(request_key(tenant, request));
+    if (it == span_old_.end()) return false;
     *end = it->second & ((1ull << 63) - 1);
     *named = it->second >> 63;
     return true;

@@ -31,7 +31,8 @@ class ReaderClocks {
     bool read_past(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t since) const;
     // The unit's reader reads the blocks that start before token `end`:
     // learnt from its latest step (named = false), or named by a hint's
-    // token_count (named = true).
+    // token_count (named = true). A unit with none of its own gets its
+    // request's latest span (of any layer).
     void mark_span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t end, bool named);
     bool span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const;
 
@@ -46,6 +47,7 @@ class ReaderClocks {
     // (a slot table like unit_clock_ lost the spans of units that sat out
     // many steps, e.g. in a long prefill, and they were fetched whole).
     static constexpr size_t kSpanGen = 1 << 15;
+    void put_span_locked(uint64_t key, uint64_t value);
     mutable std::mutex span_mu_;
     std::unordered_map<uint64_t, uint64_t> span_, span_old_;  // under span_mu_
 };
