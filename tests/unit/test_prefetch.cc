@@ -149,6 +149,22 @@ TEST_CASE("config: prefetch and TLB values are checked at set and at open") {
 }
 
 namespace {
+// The hint an engine gives before running layer l of request 100 + r: the
+// next unit in the batch order (layer l + 1, or layer 0 of the next
+// request), decoding token_pos. span > 0: flagged SPECKV_HINT_SPAN, the
+// reader reads the blocks before token span; else token_count = 1, as
+// callers that fill it as the block's coordinates do (ignored).
+void hint_next(speckv_pool *p, int r, int l, int R, int L, uint64_t token_pos, uint64_t span = 0) {
+    speckv_hint h{};
+    h.struct_size = sizeof h;
+    h.request = 100 + uint64_t(l + 1 < L ? r : (r + 1) % R);
+    h.layer = uint32_t((l + 1) % L);
+    h.token_pos = token_pos;
+    h.token_count = span ? span : 1;
+    h.flags = span ? SPECKV_HINT_SPAN : 0;
+    REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+}
+
 // A decode loop: R requests round-robin, L layers each, one block (npages
 // pages) per (request, layer); before each layer the engine hints the next
 // unit it will run. Returns the stats; every read is checked byte for byte.
@@ -174,14 +190,7 @@ speckv_pool_stats decode(bool prefetch, int steps, int *bad, int policy = 0, siz
     for (int s = 0; s < steps; s++)
         for (int r = 0; r < R; r++)
             for (int l = 0; l < L; l++) {
-                // The next unit in the batch order.
-                int nr = l + 1 < L ? r : (r + 1) % R, nl = (l + 1) % L;
-                speckv_hint h{};
-                h.struct_size = sizeof h;
-                h.request = 100 + nr;
-                h.layer = nl;
-                h.token_pos = 16;  // decoding token 16: the blocks [0, 16) are history
-                REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+                hint_next(p, r, l, R, L, 16);  // decoding token 16: the blocks [0, 16) are history
                 if (!sync) usleep(300);  // the layer's compute, during which the prefetch lands
                 for (size_t i = 0; i < want.size(); i++) want[i] = static_cast<unsigned char>((100 + r) * 31 + l * 7 + i);
                 if (part) {
@@ -818,8 +827,6 @@ namespace {
 // (no thread), so the counts are exact. named: each hint says so
 // (SPECKV_HINT_SPAN, token_count = 32); else the prefetcher has only what it learns from the
 // reads. Returns the stats and *outside, the blocks left out by the span.
-// (named: SPECKV_HINT_SPAN; else token_count = 1, as callers that fill it
-// as the block's coordinates do: ignored.)
 speckv_pool_stats half_reader(int policy, bool named, int steps, int *bad, long long *outside) {
     const int R = 3, L = 4, B = 4, read = 2;
     speckv_pool *p = open_with("anon:?size=16M", {{"cache.bytes", 0},
@@ -834,15 +841,8 @@ speckv_pool_stats half_reader(int policy, bool named, int steps, int *bad, long 
     for (int s = 0; s < steps; s++)
         for (int r = 0; r < R; r++)
             for (int l = 0; l < L; l++) {
-                int nr = l + 1 < L ? r : (r + 1) % R, nl = (l + 1) % L;
-                speckv_hint h{};
-                h.struct_size = sizeof h;
-                h.request = 100 + nr;
-                h.layer = nl;
-                h.token_pos = 16 * B;  // decoding the token after the 4 blocks
-                h.token_count = named ? 16 * read : 1;  // without the flag, token_count says nothing
-                h.flags = named ? SPECKV_HINT_SPAN : 0;
-                REQUIRE(speckv_prefetch(p, &h) == SPECKV_OK);
+                // Decoding the token after the 4 blocks.
+                hint_next(p, r, l, R, L, 16 * B, named ? 16 * read : 0);
                 for (int b = 0; b < read; b++) {
                     REQUIRE(speckv_access(p, blk[(r * L + l) * B + b], 0, got.data(), got.size(), 0) == SPECKV_OK);
                     for (size_t i = 0; i < want.size(); i++)
