@@ -69,18 +69,19 @@ void ReaderClocks::mark_span(uint64_t tenant, uint64_t request, uint32_t layer, 
 
 bool ReaderClocks::span(uint64_t tenant, uint64_t request, uint32_t layer, uint64_t *end, bool *named) const {
     std::lock_guard g(span_mu_);
-    auto find = [&](uint64_t k) {
+    auto find = [&](uint64_t k, uint64_t *v) {
         auto it = span_.find(k);
-        return it != span_.end() ? it : span_old_.find(k);
+        if (it == span_.end() && (it = span_old_.find(k)) == span_old_.end()) return false;
+        *v = it->second;
+        return true;
     };
     // A unit not read or described yet takes its request's latest span: a
     // request's layers hold the same tokens, and an engine keeps the same
     // ones of each in HBM.
-    auto it = find(unit_hash(tenant, request, layer));
-    if (it == span_old_.end()) it = find(request_key(tenant, request));
-    if (it == span_old_.end()) return false;
-    *end = it->second & ((1ull << 63) - 1);
-    *named = it->second >> 63;
+    uint64_t v = 0;
+    if (!find(unit_hash(tenant, request, layer), &v) && !find(request_key(tenant, request), &v)) return false;
+    *end = v & ((1ull << 63) - 1);
+    *named = v >> 63;
     return true;
 }
 
