@@ -21,6 +21,7 @@
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
 #include "commands.h"
+#include "data_dir.h"
 #include "kv_eval.h"
 #include "speckv.h"
 #include "util/status.h"
@@ -213,7 +214,7 @@ void add_quality(const ModeResult &m, Json *o) {
 // ---------------------------------------------------------------- bench
 
 struct BenchOpts {
-    std::string model, input, mode, text = "/usr/share/common-licenses/GPL-3", tokenizer;
+    std::string model, input, mode, text, tokenizer;  // text "": the project's data/text/GPL-3
     bool json = false;
     int repeats = 7, windows = 0;
     unsigned channels = 32;
@@ -274,6 +275,7 @@ void run_bench(const BenchOpts &o) {
     std::vector<int> cal_text;
     int windows = o.windows;
     std::string source;
+    const std::string text_path = o.text.empty() ? speckv_data::path("text/GPL-3") : o.text;
     if (!o.model.empty()) {
         std::string err;
         if (!model.load(o.model, &err)) {
@@ -286,9 +288,9 @@ void run_bench(const BenchOpts &o) {
             error(err, SPECKV_EIO);
             return void(g_exit = 1);
         }
-        std::string text = llama2::read_text(o.text);
+        std::string text = llama2::read_text(text_path);
         if (text.empty()) {
-            error("cannot read text " + o.text, SPECKV_EIO);
+            error(o.text.empty() ? speckv_data::missing(text_path) : "cannot read text " + o.text, SPECKV_EIO);
             return void(g_exit = 1);
         }
         text_tokens = tok.encode(text);
@@ -308,7 +310,7 @@ void run_bench(const BenchOpts &o) {
         } else if (by_kl && (o.mode.empty() || o.mode == "adaptive")) {
             const size_t from = size_t(windows) * size_t(model.c.seq_len - 1), len = size_t(model.c.seq_len - 1);
             if (text_tokens.size() < from + len) {
-                error("--calibration held-out: " + o.text + " has " + std::to_string(text_tokens.size()) +
+                error("--calibration held-out: " + text_path + " has " + std::to_string(text_tokens.size()) +
                       " tokens, the windows and the held-out one need " + std::to_string(from + len) +
                       " (fewer --windows, a longer --text, or --calibration greedy)");
                 return void(g_exit = 2);
@@ -531,7 +533,7 @@ void run_bench(const BenchOpts &o) {
     }
     if (!o.model.empty())
         std::printf("ppl exact %.4f on %zu positions of %s\n", results.front().q.ppl_exact, results.front().q.positions,
-                    o.text.c_str());
+                    text_path.c_str());
 }
 
 // ---------------------------------------------------------------- check
@@ -852,7 +854,7 @@ void register_codec_commands(CLI::App &app) {
     bench->add_option("--mode", bo.mode, "one preset (raw, paper, int8, k8, v8, k6, v6, k5, v5, p8r, k4, v4, k9, k10, k12, vp8, vp6, vp5, or one of those Rice presets + s for split Rice: k8s, vp6s, ...; the packed k3p v3p k4p v4p k5p v5p), a pair K/V (k4p/v4p: K pages, V pages), or adaptive");
     add_json(bench);
     add_no_progress(bench);
-    bench->add_option("--text", bo.text, "English text for perplexity (default /usr/share/common-licenses/GPL-3)");
+    bench->add_option("--text", bo.text, "English text for perplexity (default: text/GPL-3 of the project's data: $SPECKV_DATA_DIR, else the source tree's data/)");
     bench->add_option("--tokenizer", bo.tokenizer, "tokenizer .bin (default: tok512.bin beside the model)");
     bench->add_option("--repeats", bo.repeats, "timing repeats (median)")->check(CLI::Range(1, 1000));
     bench->add_option("--windows", bo.windows, "text windows of seq_len tokens for quality (default ~1024 tokens)");

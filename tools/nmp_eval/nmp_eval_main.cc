@@ -2,7 +2,8 @@
 // nmp_eval: the selection/PnG quality tables of docs/selection.md, on the two
 // real tiny models and the GPL-3 text the codec measurements use.
 //   nmp_eval [models_dir] [text_file]
-// models_dir defaults to the project's data: $SPECKV_DATA_DIR/models, else data/models.
+// models_dir defaults to the project's data: $SPECKV_DATA_DIR/models, else data/models;
+// text_file to its text/GPL-3.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,7 +31,7 @@ const char *mode_name(const nmp_eval::Options &o) {
 
 int main(int argc, char **argv) {
     const std::string models = argc > 1 ? std::string(argv[1]) : speckv_data::path("models");
-    const std::string text_path = argc > 2 ? argv[2] : "/usr/share/common-licenses/GPL-3";
+    const std::string text_path = argc > 2 ? std::string(argv[2]) : speckv_data::path("text/GPL-3");
     const std::string text = llama2::read_text(text_path);
     if (text.empty()) {
         std::fprintf(stderr, "nmp_eval: cannot read %s\n", text_path.c_str());
