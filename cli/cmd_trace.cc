@@ -32,6 +32,7 @@ struct ReplayArgs {
     uint32_t gpus = 0, devices = 0, max_batch = 256, budget = 8192, block_tokens = 0, layer_groups = 1, reads_per_unit = 0;
     double compression = 1.96, time_scale = 1.0, pool_gb = 0, host_gb = 1024, buffer_gb = 1, hbm_kv_gb = 0;
     double pace = 0, pace_max_us = 1000;
+    double link_latency_ns = -1;  // < 0: the link preset's
     double pnm_budget = 0.125, pnm_gbps = 512, pnm_select_x = 0, pnm_churn = 1.0;
     uint32_t pnm_recent = 1, pnm_page_tokens = 16, pnm_devices = 0;
 };
@@ -84,6 +85,8 @@ int do_replay(const ReplayArgs &a) {
     if (a.prefetch_depth > 64) return error("--prefetch-depth must be 0 (learned) or 1..64 units"), 2;
     if (a.pace > 0 && a.prefetch_clock == "virtual")
         return error("--pace runs the library's prefetch thread on the wall clock: it needs --prefetch-clock wall, not virtual"), 2;
+    if (a.link_latency_ns != -1 && !(a.link_latency_ns >= 0 && a.link_latency_ns <= 1e9))
+        return error("--link-latency-ns must be in 0..1e9 (nanoseconds per access of the offload tier)"), 2;
     if (!(a.pnm_budget > 0 && a.pnm_budget <= 1)) return error("--pnm-budget must be in (0, 1] (share of remote pages recalled)"), 2;
     if (!(a.pnm_gbps > 0)) return error("--pnm-gbps must be > 0"), 2;
     if (!(a.pnm_churn >= 0 && a.pnm_churn <= 1)) return error("--pnm-churn must be in [0, 1]"), 2;
@@ -110,6 +113,7 @@ int do_replay(const ReplayArgs &a) {
         if (s != st::System::Oracle) systems.push_back(st::System::Oracle);  // always a reference
     }
     o.model = *m, o.gpu = *g, o.link = *l, o.host_link = *st::find_link("pcie-host");
+    if (a.link_latency_ns >= 0) o.link.latency_s = a.link_latency_ns * 1e-9;
     o.gpus = a.gpus, o.link_devices = a.devices, o.max_batch = a.max_batch, o.token_budget = a.budget;
     o.compression = a.compression, o.time_scale = a.time_scale, o.seed = a.seed, o.real_bytes = a.real_bytes;
     o.real_codec = a.real_codec;
@@ -349,6 +353,8 @@ void register_trace_command(CLI::App &app) {
     r->add_option("--kv-model", ra->kv_model, "with --payload model: llama2.c checkpoint whose K/V fill the blocks (stories260K.bin)");
     r->add_option("--gpus", ra->gpus, "tensor-parallel GPUs (default: fewest, a power of 2, whose HBM the weights fill at most 30%)");
     r->add_option("--devices", ra->devices, "link devices (default: the preset's)");
+    r->add_option("--link-latency-ns", ra->link_latency_ns,
+                  "access latency of the offload tier (the cxl_* systems' --link), ns (default: the preset's)");
     r->add_option("--pool-gb", ra->pool_gb, "CXL pool capacity in GB (default: devices x preset capacity)");
     r->add_option("--host-gb", ra->host_gb, "host DRAM for host_offload, GB");
     r->add_option("--hbm-kv-gb", ra->hbm_kv_gb, "cap the HBM room for KV (all GPUs), GB");

@@ -44,6 +44,8 @@ check wall-clock 0 '"prefetch_clock": "wall"' "$BIN" trace replay "$WORK/code.tr
 check prefetch-clock-bad 2 "unknown --prefetch-clock \"lunar\" (virtual, wall)" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --prefetch-clock lunar
 check prefetch-depth-bad 2 "prefetch-depth must be 0 (learned) or 1..64" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --prefetch-depth 65
 check prefetch-depth 0 '"prefetch_depth": 16' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_speckv --layer-groups 4 --max-requests 20 --prefetch-depth 16 --json
+check link-latency-bad 2 "link-latency-ns must be in 0..1e9" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --link-latency-ns 2e9
+check link-latency 0 '"link_latency_ns": 5000,' "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --system cxl_nospec --max-requests 5 --link-latency-ns 5000 --json
 check pace-virtual 2 "pace runs the library's prefetch thread on the wall clock" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 4 --pace 0.1 --prefetch-clock virtual
 check layer-groups-bad 2 "layer-groups must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --layer-groups 41
 check pnm-budget-bad 2 "pnm-budget must be" "$BIN" trace replay "$WORK/code.trace" --model llama-2-13b --pnm-budget 0

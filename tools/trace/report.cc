@@ -124,6 +124,7 @@ std::string to_json(const std::vector<Result> &rs, const EngineOptions &o, const
               {"gpu", o.gpu.name},
               {"gpus", rs.empty() ? o.gpus : rs[0].gpus},
               {"link", o.link.name},
+              {"link_latency_ns", n(o.link.latency_s * 1e9)},
               {"seed", o.seed},
               {"compression", n(o.compression)},
               {"block_tokens", o.block_tokens},
