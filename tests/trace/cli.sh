@@ -93,4 +93,10 @@ printf '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0
 check skipped-for-size-warns 0 "warning: gpu_only skipped 1 request(s) larger than its KV capacity .*: line 2" \
     "$BIN" trace replay "$WORK/big.jsonl" --model llama-3-8b --system gpu_only --hbm-kv-gb 1
 grep -q "left out 1 request(s) that some system could not fit" "$WORK/out" && echo "ok   like-with-like" || { echo "FAIL like-with-like"; fail=1; }
+# --max-requests bounds the part of the trace replayed, also when the rerun
+# leaves a request out: the first 2 lines less line 2, for every system (not
+# line 1 and line 3, which gpu_only would then skip too).
+printf '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]}\n{"timestamp": 5, "input_length": 40000, "output_length": 4, "hash_ids": [%s]}\n{"timestamp": 9, "input_length": 40000, "output_length": 4, "hash_ids": [%s]}\n' "$ids" "$ids" >"$WORK/big3.jsonl"
+check like-with-like-max-requests 0 '"requests": 1,' "$BIN" trace replay "$WORK/big3.jsonl" --model llama-3-8b --all --hbm-kv-gb 1 --max-requests 2 --json
+if grep -q '"requests": 2,' "$WORK/out"; then echo "FAIL like-with-like-max-requests: a system served a request past --max-requests"; fail=1; fi
 exit $fail

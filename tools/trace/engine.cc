@@ -535,7 +535,10 @@ int Engine::pull(std::string *err) {
     if (have_next_ || eof_) return 0;
     int rc = rd_.next(&next_);
     if (rc < 0) return *err = rd_.error(), -1;
-    if (rc == 0 || (o_.max_requests && read_ >= o_.max_requests)) return eof_ = true, 0;
+    // --max-requests bounds the part of the trace replayed: a request left
+    // out (exclude_ids) counts, so that a rerun without it replays the same
+    // requests less those, not later ones in their place.
+    if (rc == 0 || (o_.max_requests && read_ + excluded_ >= o_.max_requests)) return eof_ = true, 0;
     if (!o_.exclude_ids.empty() && std::binary_search(o_.exclude_ids.begin(), o_.exclude_ids.end(), next_.id)) {
         ++excluded_;
         return pull(err);
