@@ -10,8 +10,8 @@
 // (--json also writes the replay's results, as `speckv trace replay --json`).
 // With --system only that system runs (no oracle); --repeats N runs each
 // system N times and prints the library's measured hit rate, precision and
-// waste per run and their medians beside the model's (docs/evaluation.md,
-// "--pace").
+// waste per run and their medians beside the model's
+// (docs/notes/2026-12-04-evaluation-earlier-stages.md, "With pacing").
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -303,7 +303,8 @@ TEST_CASE("engine: layer groups give the library's prefetcher layer-ahead units 
 // time an engine would give it. A stream where the unpaced replay leaves the
 // prefetcher hopelessly behind (long contexts, no shared prefixes, an L2 far
 // smaller than a step's reads): paced, its hit rate is far higher. Measured
-// on the shared, loaded 2-vCPU VM (docs/evaluation.md): release, 12 runs,
+// on the shared, loaded 2-vCPU VM (docs/notes/2026-12-04-evaluation-earlier-stages.md):
+// release, 12 runs,
 // unpaced 4.9-43.4 %, paced (0.1, yield) 87.9-94.0 %, 3.5-7.2 s; ASan, 3 runs,
 // 4.8-5.5 % vs 90.9-93.6 %, 6-7 s. How far behind the unpaced replay leaves
 // the prefetch thread depends on whether that thread gets a core of its own:

@@ -316,6 +316,10 @@ class Engine {
     double link_free_ = 0;   // virtual time the offload link is next idle (library-in-the-loop steps)
     uint64_t step_no_ = 0;   // decode steps read unit by unit (rotates the read sample)
     std::vector<double> unit_start_, prev_start_;  // virtual start of each unit of the current / previous step
+    // Learned plans (not the oracle): when the library was first asked, since
+    // a unit's last read, for a plan that reached it (the hint's virtual time),
+    // by (request id, group). A unit's prefetched bytes leave then.
+    std::unordered_map<uint64_t, double> issued_at_;
     double batch_sum_ = 0, peak_kv_ = 0, peak_pages_ = 0;
     uint64_t admitted_ = 0;                             // admissions so far (Seq::order)
     double swap_bytes_now_ = 0, swap_xfers_now_ = 0;    // swaps of this iteration (moved as stored)
@@ -890,6 +894,8 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
         uint64_t tail = p.prompt_blocks + p.generated / o_.block_tokens;
         for (uint32_t g = 0; g < LG_; ++g, ++u) {
             uint64_t t0 = paced ? mono_ns() : 0;
+            bool hinted_now = false;
+            const double t_hint = T;
             if (offload()) {
                 const Seq &n = g + 1 < LG_ ? p : *stepping[(i + 1) % stepping.size()];
                 const uint32_t ng = g + 1 < LG_ ? g + 1 : 0;
@@ -907,6 +913,7 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
                 if (hinted) {
                     if (int rc = speckv_prefetch(pool_, &hint); rc != SPECKV_OK) return fail(err, "speckv_prefetch", rc);
                     ++r_.pool_prefetch_hints;
+                    hinted_now = true;
                 }
             }
             // The unit's blocks (all but the tail; speculative steps: those
@@ -954,12 +961,40 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
                 if (oracle) H = R, S = 0, W = 0, k = kb;  // knows the future: every page, as early as the buffer allows
                 unit_start_[u] = T;
                 // Asked k units ahead: at the start of unit u - k, which may
-                // be one of the previous step's units.
-                size_t kk = static_cast<size_t>(k);
+                // be one of the previous step's units. The oracle asks as early
+                // as any plan that fits the buffer could: a hint given at the
+                // start of unit v names v + 1 and its plan reaches v + 1 + kb.
+                size_t kk = static_cast<size_t>(k) + (oracle ? 1 : 0);
                 double issue = u >= kk                          ? unit_start_[u - kk]
                                : prev_start_.size() >= kk - u ? prev_start_[prev_start_.size() - (kk - u)]
                                : !prev_start_.empty()          ? prev_start_.front()
                                                                : t_begin;
+                if (counts) {
+                    // The library's own plans: this unit's bytes left when the
+                    // first plan that reached it since its last read was made
+                    // (a plan at the hint naming unit v reaches v+1 .. v+depth).
+                    // A unit no plan reached (its pages came from an older plan,
+                    // or the predictor was wrong) keeps the estimate above.
+                    const uint64_t key = (static_cast<uint64_t>(p.req.id) << 8) | g;
+                    if (auto it = issued_at_.find(key); it != issued_at_.end()) {
+                        issue = it->second;
+                        issued_at_.erase(it);
+                    }
+                    if (hinted_now) {
+                        // This unit's hint named the next unit (position u + 1);
+                        // its plan, s1.prefetch_depth deep, reaches u + 2 ...
+                        const size_t n = stepping.size() * LG_;
+                        // (no deeper than the buffer holds: the library's L2 caps
+                        // a plan's window likewise)
+                        const size_t depth = std::min(static_cast<size_t>(kb), std::max<size_t>(1, s1.prefetch_depth));
+                        for (size_t q = u + 2; q <= u + 1 + depth && q < u + 1 + n; ++q) {
+                            const size_t w = q % n;
+                            const Seq &v = *stepping[w / LG_];
+                            issued_at_.try_emplace((static_cast<uint64_t>(v.req.id) << 8) | (w % LG_), t_hint);
+                        }
+                    }
+                    if (issued_at_.size() > (size_t(1) << 20)) issued_at_.clear();  // ended requests' units
+                }
                 double stall = 0, ontime = 0;
                 if (H > 0) {
                     double st = std::max(issue, link_free_);
