@@ -220,9 +220,11 @@ struct BenchOpts {
     unsigned channels = 32;
     double max_err = 0.05, max_err_k = -1;  // max_err_k < 0: the set's (codec::adaptive_max_err_k)
     // adaptive: the candidate set (codec::AdaptiveSet) and the budget, "kl"
-    // (sealed KL on the calibration text, max_kl) or "rms" (max_err, max_err_k).
+    // (sealed KL on the calibration text, max_kl), "attn" (the attention outputs'
+    // relative error there, max_attn_err) or "rms" (max_err, max_err_k).
     std::string adaptive_set = "fast", adaptive_budget = "kl", calibration = "held-out";
     double max_kl = 1e-3;  // top-1 >= 97 % on both models (docs/codec.md §10.1)
+    double max_attn_err = 0.03;
     std::string impl = "best";
 };
 
@@ -250,7 +252,9 @@ void run_bench(const BenchOpts &o) {
         error("--adaptive-set " + o.adaptive_set + ": not fast or dense");
         return void(g_exit = 2);
     }
-    const bool by_kl = o.adaptive_budget == "kl";
+    // kl and attn: the ladder measured on the model (calibration text); rms: per page.
+    const bool by_kl = o.adaptive_budget == "kl" || o.adaptive_budget == "attn";
+    const bool by_attn = o.adaptive_budget == "attn";
     const double max_err_k = o.max_err_k >= 0 ? o.max_err_k : cdc::adaptive_max_err_k(aset);
     std::vector<std::string> modes;
     if (!o.mode.empty()) {
@@ -388,7 +392,8 @@ void run_bench(const BenchOpts &o) {
     llama2::AdaptiveKl akl;
     const bool want_adaptive = !o.model.empty() && (o.mode.empty() || o.mode == "adaptive");
     if (want_adaptive && by_kl) {
-        akl = llama2::adaptive_policy_kl(model, cal_text, page_tokens, o.max_kl, aset, impl);
+        akl = llama2::adaptive_policy_kl(model, cal_text, page_tokens, by_attn ? o.max_attn_err : o.max_kl, aset, impl,
+                                         by_attn ? llama2::AdaptiveMetric::attn_err : llama2::AdaptiveMetric::kl);
         adaptive = akl.policy;
     } else if (want_adaptive) {
         adaptive = llama2::adaptive_policy(cal, page_tokens, max_err_k, o.max_err, aset);
@@ -492,8 +497,10 @@ void run_bench(const BenchOpts &o) {
                                     {"set", o.adaptive_set},
                                     {"budget", o.adaptive_budget},
                                     {"calibration", by_kl ? Json(o.calibration) : Json("greedy")},
-                                    {"max_kl", by_kl ? jnum(o.max_kl) : Json(nullptr)},
+                                    {"max_kl", by_kl && !by_attn ? jnum(o.max_kl) : Json(nullptr)},
+                                    {"max_attn_err", by_attn ? jnum(o.max_attn_err) : Json(nullptr)},
                                     {"calibration_kl", by_kl ? jnum(akl.cal_kl) : Json(nullptr)},
+                                    {"calibration_attn_err", by_kl ? jnum(akl.cal_attn_err) : Json(nullptr)},
                                     {"evaluations", by_kl ? Json(akl.evaluations) : Json(nullptr)},
                                     {"max_err", by_kl ? Json(nullptr) : jnum(o.max_err)},
                                     {"max_err_k", by_kl ? Json(nullptr) : jnum(max_err_k)}};
@@ -519,7 +526,11 @@ void run_bench(const BenchOpts &o) {
         std::printf("\n");
     }
     if (want_adaptive) {
-        if (by_kl)
+        if (by_attn)
+            std::printf("adaptive policy (set %s, sealed attention error <= %.3g on the %s text: %.4f, KL %.3e, %d runs): K",
+                        o.adaptive_set.c_str(), o.max_attn_err, o.calibration == "greedy" ? "model's greedy" : "held-out",
+                        akl.cal_attn_err, akl.cal_kl, akl.evaluations);
+        else if (by_kl)
             std::printf("adaptive policy (set %s, sealed KL <= %.3g on the %s text: %.3e, %d runs): K",
                         o.adaptive_set.c_str(), o.max_kl, o.calibration == "greedy" ? "model's greedy" : "held-out",
                         akl.cal_kl, akl.evaluations);
@@ -865,15 +876,20 @@ void register_codec_commands(CLI::App &app) {
         ->check(CLI::IsMember({"fast", "dense"}));
     bench->add_option("--adaptive-budget", bo.adaptive_budget,
                       "adaptive: kl (default: per layer and K/V the highest-ratio presets at which the whole policy's "
-                      "sealed KL on the --calibration text stays within --max-kl) or rms (relative RMS error per page, --max-err, "
+                      "sealed KL on the --calibration text stays within --max-kl), attn (the same ladder, bounding the "
+                      "attention outputs' relative error there, --max-attn-err) or rms (relative RMS error per page, --max-err, "
                       "--max-err-k)")
-        ->check(CLI::IsMember({"kl", "rms"}));
+        ->check(CLI::IsMember({"kl", "attn", "rms"}));
     bench->add_option("--max-kl", bo.max_kl,
                       "adaptive, kl budget: max mean next-token KL (nats) of the whole policy, sealed, on the "
                       "calibration text (default 0.001)")
         ->check(CLI::Range(0.0, 1e9));
+    bench->add_option("--max-attn-err", bo.max_attn_err,
+                      "adaptive, attn budget: max relative error of the attention outputs (same queries) of the whole "
+                      "policy, sealed, on the calibration text (default 0.03)")
+        ->check(CLI::Range(0.0, 1e9));
     bench->add_option("--calibration", bo.calibration,
-                      "adaptive, kl budget: the text the KL is measured on: held-out (default: the seq_len window of "
+                      "adaptive, kl or attn budget: the text the KL is measured on: held-out (default: the seq_len window of "
                       "--text after the evaluated windows) or greedy (the model's own greedy text)")
         ->check(CLI::IsMember({"held-out", "greedy"}));
     bench->add_option("--max-err", bo.max_err, "adaptive, rms budget: max relative RMS error of a layer's V pages")

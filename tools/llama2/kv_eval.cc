@@ -193,7 +193,7 @@ KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err
 }
 
 AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, int page_tokens, double max_kl,
-                              cdc::AdaptiveSet set, cdc::Impl impl) {
+                              cdc::AdaptiveSet set, cdc::Impl impl, AdaptiveMetric metric) {
     const int L = m.c.n_layers;
     const int window = int(std::min<size_t>(cal_text.size() + 1, size_t(m.c.seq_len)));
     std::vector<int> bos_text{1};
@@ -232,11 +232,14 @@ AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, 
     out.policy = KvPolicy::uniform(L, cdc::Mode::raw, cdc::Mode::raw, page_tokens);
     out.policy.coding = CodePolicy::sealed;
     out.policy.impl = impl;
-    auto kl_of = [&](const KvPolicy &p) {
+    // The budgeted metric of a policy; *kl and *attn get both figures.
+    auto metric_of = [&](const KvPolicy &p, double *kl, double *attn) {
         out.evaluations++;
-        return evaluate(m, cal_text, p, 1, window).kl;
+        const EvalResult e = evaluate(m, cal_text, p, 1, window);
+        *kl = e.kl, *attn = e.attn_rel_err;
+        return metric == AdaptiveMetric::kl ? e.kl : e.attn_rel_err;
     };
-    out.cal_kl = kl_of(out.policy);  // in clear: FP16 rounding only
+    metric_of(out.policy, &out.cal_kl, &out.cal_attn_err);  // in clear: FP16 rounding only
     std::vector<size_t> rung(size_t(2 * L), 0);  // next rung to try; 0 = in clear
     std::vector<bool> frozen(size_t(2 * L), false);
     for (bool moved = true; moved;) {
@@ -252,8 +255,9 @@ AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, 
             bool stepped = false;
             for (size_t r = rung[s]; r < ladder[s].size() && !stepped; r++) {
                 slot = ladder[s][r];
-                const double kl = kl_of(out.policy);
-                if (kl <= max_kl) rung[s] = r + 1, out.cal_kl = kl, stepped = moved = true;
+                double kl = 0, attn = 0;
+                if (metric_of(out.policy, &kl, &attn) <= max_kl)
+                    rung[s] = r + 1, out.cal_kl = kl, out.cal_attn_err = attn, stepped = moved = true;
             }
             if (!stepped) slot = was, frozen[s] = true;
         }

@@ -78,13 +78,18 @@ KvPolicy adaptive_policy(const KvCapture &cal, int page_tokens, double k_max_err
 // (one window, at most seq_len tokens, sealed) stays within max_kl; a
 // (layer, kind) with no such rung left stays where it is. The KL of the
 // returned policy on cal_text is within max_kl by construction.
+// AdaptiveMetric::attn_err budgets the attention outputs' relative error
+// (EvalResult::attn_rel_err, same queries) instead of the KL: max_kl is then that bound.
+enum class AdaptiveMetric { kl, attn_err };
 struct AdaptiveKl {
     KvPolicy policy;
-    double cal_kl = 0;    // sealed KL of `policy` on cal_text (<= max_kl)
-    int evaluations = 0;  // evaluate() runs it took
+    double cal_kl = 0;        // sealed KL of `policy` on cal_text (<= max_kl with the kl metric)
+    double cal_attn_err = 0;  // its attention relative error (<= the bound with attn_err)
+    int evaluations = 0;      // evaluate() runs it took
 };
 AdaptiveKl adaptive_policy_kl(const Model &m, const std::vector<int> &cal_text, int page_tokens, double max_kl, speckv::codec::AdaptiveSet set,
-                              speckv::codec::Impl impl = speckv::codec::Impl::best);
+                              speckv::codec::Impl impl = speckv::codec::Impl::best,
+                              AdaptiveMetric metric = AdaptiveMetric::kl);
 
 // Reads a whole file ("" on failure).
 std::string read_text(const std::string &path);
