@@ -254,6 +254,184 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
     }
 }
 
+// b = 3 and 5 without PDEP (§19.4: 16 values are 2b bytes, 32 values 4b
+// bytes, both byte-aligned). Each value's field lies in one or two bytes: a
+// PSHUFB puts those bytes in the value's lane (in every 128-bit lane the same
+// 16 source bytes, broadcast), a per-lane variable shift (VPSRLVD / VPSRLVW)
+// brings the field to bit 0. The index tables are built at compile time.
+template <unsigned B>
+struct DwTab {  // 16 values -> dword i = value i (before the mask), from 16 bytes in every lane
+    alignas(64) uint8_t shuf[64];
+    alignas(64) uint32_t sh[16];
+};
+template <unsigned B>
+constexpr DwTab<B> make_dw() {
+    DwTab<B> r{};
+    for (unsigned i = 0; i < 16; i++) {
+        const unsigned bit = B * i, m = bit / 8, s = bit % 8;
+        r.shuf[4 * i] = uint8_t(m);
+        r.shuf[4 * i + 1] = s + B > 8 ? uint8_t(m + 1) : uint8_t(0x80);
+        r.shuf[4 * i + 2] = r.shuf[4 * i + 3] = 0x80;
+        r.sh[i] = s;
+    }
+    return r;
+}
+template <unsigned B>
+inline constexpr DwTab<B> kDw = make_dw<B>();
+
+// 32 values -> word i = value i in its low B bits (garbage above: VPERMW reads
+// 5 index bits, so b = 3 uses a table repeated 4 times). Lanes 0-1 read bytes
+// 0-15 of the chunk; lanes 2-3 bytes 0-15 (b = 3) or 8-23 (b = 5).
+template <unsigned B>
+struct WTab {
+    alignas(64) uint8_t shuf[64];
+    alignas(64) uint16_t sh[32];
+};
+template <unsigned B>
+constexpr WTab<B> make_w() {
+    WTab<B> r{};
+    for (unsigned i = 0; i < 32; i++) {
+        const unsigned base = (B == 5 && i >= 16) ? 8 : 0, bit = B * i, m = bit / 8 - base, s = bit % 8;
+        r.shuf[2 * i] = uint8_t(m);
+        r.shuf[2 * i + 1] = s + B > 8 ? uint8_t(m + 1) : uint8_t(0x80);
+        r.sh[i] = uint16_t(s);
+    }
+    return r;
+}
+template <unsigned B>
+inline constexpr WTab<B> kW = make_w<B>();
+
+// Bytes a chunk's loads may touch from its start: 16 (dwords), 16 or 24 (words).
+template <unsigned B>
+inline constexpr size_t kNeedW = B == 5 ? 24 : 16;
+
+// The chunk at p, or (near the end of the stream, where a wide load would
+// read past it) a zero-padded copy.
+inline const uint8_t *safe_at(const uint8_t *p, const uint8_t *end, size_t need, uint8_t *buf) {
+    if (__builtin_expect(size_t(end - p) >= need, 1)) return p;
+    std::memset(buf, 0, 32);
+    std::memcpy(buf, p, size_t(end - p));
+    return buf;
+}
+
+template <unsigned B, bool kMask>
+inline __m512i fields16(const uint8_t *p, __m512i shuf, __m512i sh) {
+    const __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    const __m512i d = _mm512_srlv_epi32(_mm512_shuffle_epi8(v, shuf), sh);
+    return kMask ? _mm512_and_si512(d, _mm512_set1_epi32((1 << B) - 1)) : d;
+}
+
+template <unsigned B>
+inline __m512i fields32w(const uint8_t *p, __m512i shuf, __m512i sh) {
+    __m512i v;
+    if constexpr (B == 3) {
+        v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    } else {
+        const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 8)));
+        v = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+    }
+    return _mm512_srlv_epi16(_mm512_shuffle_epi8(v, shuf), sh);
+}
+
+// b = 3, 5, one (s, z) per channel (K): W = 16 or 32 channels at a time down
+// all the rows (their s and z in registers), 16 values per step: fields,
+// convert, the fma, the output conversion.
+template <unsigned B, bool kSat, int kDtype, size_t W>
+void decode35_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+    alignas(16) uint8_t buf[32];
+    const size_t rb = C * B / 8;
+    for (size_t c = 0; c < C; c += W) {
+        const __m512 s0 = _mm512_loadu_ps(s + c), z0 = _mm512_loadu_ps(z + c);
+        const __m512 s1 = W == 32 ? _mm512_loadu_ps(s + c + 16) : s0, z1 = W == 32 ? _mm512_loadu_ps(z + c + 16) : z0;
+        const uint8_t *in = src + c * B / 8;
+        uint8_t *oc = o + c * es;
+        for (size_t t = 0; t < T; t++, in += rb, oc += C * es) {
+            const __m512i d0 = fields16<B, true>(safe_at(in, end, 16, buf), shuf, sh);
+            store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, z0), kDtype, oc);
+            if constexpr (W == 32) {
+                const __m512i d1 = fields16<B, true>(safe_at(in + 2 * B, end, 16, buf), shuf, sh);
+                store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, z1), kDtype, oc + 16 * es);
+            }
+        }
+    }
+}
+
+// b = 3, 5, one (s, z) per token or page (V), C a multiple of 32: the 2^b
+// possible outputs of a row computed once (the same fma and conversion, so
+// the same bits) and looked up, one VPERMW per 32 values (FP16, BF16) or a
+// VPERMPS / VPERMT2PS per 16 (FP32).
+template <unsigned B, bool kSat, int kDtype>
+void decode35_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    const uint8_t *const end = src + T * C * B / 8;
+    alignas(16) uint8_t buf[32];
+    const __m512 i0 = B == 3 ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)
+                             : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 i1 = _mm512_add_ps(i0, _mm512_set1_ps(16.0f));
+    if constexpr (kDtype == SPECKV_DTYPE_FP32) {
+        const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+        __m512 t0 = _mm512_setzero_ps(), t1 = t0;
+        for (size_t t = 0; t < T; t++) {
+            if (t == 0 || group != kGroupPage) {
+                const size_t g = group == kGroupPage ? 0 : t;
+                const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+                t0 = _mm512_fmadd_ps(i0, sv, zv);
+                if constexpr (B == 5) t1 = _mm512_fmadd_ps(i1, sv, zv);
+            }
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 64) {
+                const __m512i q = fields16<B, false>(safe_at(src, end, 16, buf), shuf, sh);  // index bits only
+                if constexpr (B == 3)
+                    _mm512_storeu_ps(o, _mm512_permutexvar_ps(q, t0));
+                else
+                    _mm512_storeu_ps(o, _mm512_permutex2var_ps(t0, q, t1));
+            }
+        }
+    } else {
+        const __m512i shuf = _mm512_load_si512(kW<B>.shuf), sh = _mm512_load_si512(kW<B>.sh);
+        __m512i tbl = _mm512_setzero_si512();
+        for (size_t t = 0; t < T; t++) {
+            if (t == 0 || group != kGroupPage) {
+                const size_t g = group == kGroupPage ? 0 : t;
+                const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+                const __m256i h0 = to16<kSat>(_mm512_fmadd_ps(i0, sv, zv), kDtype);
+                const __m256i h1 = B == 3 ? h0 : to16<kSat>(_mm512_fmadd_ps(i1, sv, zv), kDtype);
+                tbl = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+            }
+            for (size_t c = 0; c < C; c += 32, src += 4 * B, o += 64)
+                _mm512_storeu_si512(o, _mm512_permutexvar_epi16(fields32w<B>(safe_at(src, end, kNeedW<B>, buf), shuf, sh), tbl));
+        }
+    }
+}
+
+// b = 3, 5, one (s, z) per row, FP16 or BF16 out, C % 32 == 16: the fma per value.
+template <unsigned B, bool kSat, int kDtype>
+void decode35_row(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+    alignas(16) uint8_t buf[32];
+    for (size_t t = 0; t < T; t++) {
+        const size_t g = group == kGroupPage ? 0 : t;
+        const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+        for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) {
+            const __m512i d = fields16<B, true>(safe_at(src, end, 16, buf), shuf, sh);
+            store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sv, zv), kDtype, o);
+        }
+    }
+}
+
+template <unsigned B, bool kSat, int kDtype>
+void decode35(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    if (group == kGroupChannel)
+        return C % 32 == 0 ? decode35_ch<B, kSat, kDtype, 32>(src, T, C, s, z, o)
+                           : decode35_ch<B, kSat, kDtype, 16>(src, T, C, s, z, o);
+    if (kDtype == SPECKV_DTYPE_FP32 || C % 32 == 0) return decode35_lut<B, kSat, kDtype>(src, T, C, group, s, z, o);
+    return decode35_row<B, kSat, kDtype>(src, T, C, group, s, z, o);
+}
+
 template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
@@ -261,6 +439,11 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     auto o = static_cast<uint8_t *>(out);
     const uint8_t *const base = src;
     const size_t total = T * C * B / 8;  // a 16-byte load at src stays inside while src - base + 16 <= total
+    if constexpr (B == 3 || B == 5) {  // no PDEP; C % 16 == 0 here
+        if (dtype == SPECKV_DTYPE_FP16) return decode35<B, kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+        if (dtype == SPECKV_DTYPE_BF16) return decode35<B, kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+        return decode35<B, kSat, SPECKV_DTYPE_FP32>(src, T, C, group, s, z, o);
+    }
     if constexpr (B == 4) {
         if (C % 32 == 0) {  // no PDEP; dtype and grouping resolved once, outside the loops
             const bool ch = group == kGroupChannel;
