@@ -8,6 +8,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
+#include "codec/codec_packed_fields.h"
 #include "util/cpu.h"
 #include "speckv.h"
 
@@ -254,65 +255,12 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
     }
 }
 
-// b = 3 and 5 without PDEP (§19.4: 16 values are 2b bytes, 32 values 4b
-// bytes, both byte-aligned). Each value's field lies in one or two bytes: a
-// PSHUFB puts those bytes in the value's lane (in every 128-bit lane the same
-// 16 source bytes, broadcast), a per-lane variable shift (VPSRLVD / VPSRLVW)
-// brings the field to bit 0. The index tables are built at compile time.
-template <unsigned B>
-struct DwTab {  // 16 values -> dword i = value i (before the mask), from 16 bytes in every lane
-    alignas(64) uint8_t shuf[64];
-    alignas(64) uint32_t sh[16];
-};
-template <unsigned B>
-constexpr DwTab<B> make_dw() {
-    DwTab<B> r{};
-    for (unsigned i = 0; i < 16; i++) {
-        const unsigned bit = B * i, m = bit / 8, s = bit % 8;
-        r.shuf[4 * i] = uint8_t(m);
-        r.shuf[4 * i + 1] = s + B > 8 ? uint8_t(m + 1) : uint8_t(0x80);
-        r.shuf[4 * i + 2] = r.shuf[4 * i + 3] = 0x80;
-        r.sh[i] = s;
-    }
-    return r;
-}
-template <unsigned B>
-inline constexpr DwTab<B> kDw = make_dw<B>();
-
-// 32 values -> word i = value i in its low B bits (garbage above: VPERMW reads
-// 5 index bits, so b = 3 uses a table repeated 4 times). Lanes 0-1 read bytes
-// 0-15 of the chunk; lanes 2-3 bytes 0-15 (b = 3) or 8-23 (b = 5).
-template <unsigned B>
-struct WTab {
-    alignas(64) uint8_t shuf[64];
-    alignas(64) uint16_t sh[32];
-};
-template <unsigned B>
-constexpr WTab<B> make_w() {
-    WTab<B> r{};
-    for (unsigned i = 0; i < 32; i++) {
-        const unsigned base = (B == 5 && i >= 16) ? 8 : 0, bit = B * i, m = bit / 8 - base, s = bit % 8;
-        r.shuf[2 * i] = uint8_t(m);
-        r.shuf[2 * i + 1] = s + B > 8 ? uint8_t(m + 1) : uint8_t(0x80);
-        r.sh[i] = uint16_t(s);
-    }
-    return r;
-}
-template <unsigned B>
-inline constexpr WTab<B> kW = make_w<B>();
-
-// Bytes a chunk's loads may touch from its start: 16 (dwords), 16 or 24 (words).
-template <unsigned B>
-inline constexpr size_t kNeedW = B == 5 ? 24 : 16;
-
-// The chunk at p, or (near the end of the stream, where a wide load would
-// read past it) a zero-padded copy.
-inline const uint8_t *safe_at(const uint8_t *p, const uint8_t *end, size_t need, uint8_t *buf) {
-    if (__builtin_expect(size_t(end - p) >= need, 1)) return p;
-    std::memset(buf, 0, 32);
-    std::memcpy(buf, p, size_t(end - p));
-    return buf;
-}
+// b = 3 and 5 without PDEP (codec_packed_fields.h): a PSHUFB places each
+// value's bytes in its lane, VPSRLVD / VPSRLVW bring its field to bit 0.
+using packed35::kDw;
+using packed35::kNeedW;
+using packed35::kW;
+using packed35::safe_at;
 
 template <unsigned B, bool kMask>
 inline __m512i fields16(const uint8_t *p, __m512i shuf, __m512i sh) {
