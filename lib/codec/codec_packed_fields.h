@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace speckv::codec::packed35 {
 
@@ -80,9 +81,13 @@ constexpr W3Avx2 make_w3_avx2() {
 }
 inline constexpr W3Avx2 kW3Avx2 = make_w3_avx2();
 
-// Bytes from a chunk's start that its wide loads may touch.
+// Bytes from a chunk's start that its wide loads may touch, and the most they
+// read past its end: 16 from 16 values (2b bytes: 10 or 6 past), 16 or 24
+// from 32 values (4b bytes: 4 past).
 template <unsigned B>
 inline constexpr size_t kNeedW = B == 5 ? 24 : 16;
+template <unsigned B>
+inline constexpr size_t kOver = 16 - 2 * B;
 
 // The chunk at p, or (near the end of the stream, where a wide load would
 // read past it) a zero-padded copy in buf (32 bytes).
@@ -91,6 +96,18 @@ inline const uint8_t *safe_at(const uint8_t *p, const uint8_t *end, size_t need,
     std::memset(buf, 0, 32);
     std::memcpy(buf, p, size_t(end - p));
     return buf;
+}
+
+// Calls f(kCheck, t0, t1) for the rows [0, T - R) with kCheck false (wide
+// loads stay inside the stream) and [T - R, T) with kCheck true (loads that
+// may reach past the stream's end are made safe): R rows of rb bytes hold the
+// `over` bytes a load may read past the end of a row. The checks stay out of
+// the loops of all but the last rows.
+template <class F>
+inline void split_rows(size_t T, size_t rb, size_t over, F &&f) {
+    const size_t R = T < (over + rb - 1) / rb ? T : (over + rb - 1) / rb;
+    if (T > R) f(std::false_type{}, size_t(0), T - R);
+    f(std::true_type{}, T - R, T);
 }
 
 }  // namespace speckv::codec::packed35
