@@ -8,6 +8,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
+#include "codec/codec_packed_fields.h"
 #include "util/cpu.h"
 #include "speckv.h"
 
@@ -308,11 +309,152 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
     }
 }
 
+// b = 3 and 5 without PDEP (codec_packed_fields.h; PDEP is microcoded, slow,
+// on AMD CPUs before Zen 3): a PSHUFB places each value's bytes in its dword,
+// VPSRLVD brings its field to bit 0.
+using packed35::kDw;
+using packed35::kOver;
+using packed35::kW3Avx2;
+using packed35::safe_at;
+using packed35::split_rows;
+
+// 16 values (2B bytes at p; 16 bytes read) -> two ymm of dwords, values 0-7
+// and 8-15 (kMask: the field alone; else garbage above it).
+template <unsigned B, bool kMask>
+inline void fields8x2(const uint8_t *p, __m256i sh0, __m256i sh1, __m256i sh, __m256i *d0, __m256i *d1) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    *d0 = _mm256_srlv_epi32(_mm256_shuffle_epi8(v, sh0), sh);
+    *d1 = _mm256_srlv_epi32(_mm256_shuffle_epi8(v, sh1), sh);
+    if constexpr (kMask) {
+        const __m256i m = _mm256_set1_epi32((1 << B) - 1);
+        *d0 = _mm256_and_si256(*d0, m);
+        *d1 = _mm256_and_si256(*d1, m);
+    }
+}
+
+// b = 3, 5, one (s, z) per channel (K), C a multiple of 16: 16 channels at a
+// time down the rows [t0, t1) (their s and z in registers), 16 values a step.
+// kCheck: loads near the stream's end go through safe_at (split_rows).
+template <unsigned B, bool kSat, int kDtype, bool kCheck>
+void decode35_ch(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, const float *s, const float *z,
+                 uint8_t *out) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    const __m256i sh0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.shuf));
+    const __m256i sh1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.shuf + 32));
+    const __m256i sh = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.sh));
+    alignas(16) uint8_t buf[32];
+    const size_t rb = C * B / 8;
+    for (size_t c = 0; c < C; c += 16) {
+        const __m256 s0 = _mm256_loadu_ps(s + c), s1 = _mm256_loadu_ps(s + c + 8);
+        const __m256 z0 = _mm256_loadu_ps(z + c), z1 = _mm256_loadu_ps(z + c + 8);
+        const uint8_t *in = src + t0 * rb + c * B / 8;
+        uint8_t *o = out + (t0 * C + c) * es;
+        for (size_t t = t0; t < t1; t++, in += rb, o += C * es) {
+            __m256i d0, d1;
+            fields8x2<B, true>(kCheck ? safe_at(in, end, 16, buf) : in, sh0, sh1, sh, &d0, &d1);
+            store8<kSat>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), s0, z0), kDtype, o);
+            store8<kSat>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, z1), kDtype, o + 8 * es);
+        }
+    }
+}
+
+// b = 3, 5, one (s, z) per token or page (V), C a multiple of 16: the fma per
+// value, except FP32 out with b = 3, where the row's 8 outputs are one ymm and
+// a VPERMPS looks each value up (it reads 3 index bits: no mask).
+template <unsigned B, bool kSat, int kDtype, bool kCheck>
+void decode35_row(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, unsigned group, const float *s,
+                  const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    constexpr bool kLut = B == 3 && kDtype == SPECKV_DTYPE_FP32;
+    const uint8_t *const end = src + T * C * B / 8;
+    src += t0 * C * B / 8;
+    o += t0 * C * es;
+    const __m256i sh0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.shuf));
+    const __m256i sh1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.shuf + 32));
+    const __m256i sh = _mm256_load_si256(reinterpret_cast<const __m256i *>(kDw<B>.sh));
+    const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    alignas(16) uint8_t buf[32];
+    for (size_t t = t0; t < t1; t++) {
+        const size_t g = group == kGroupPage ? 0 : t;
+        const __m256 sv = _mm256_set1_ps(s[g]), zv = _mm256_set1_ps(z[g]);
+        const __m256 tbl = kLut ? _mm256_fmadd_ps(iota, sv, zv) : sv;
+        for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) {
+            __m256i d0, d1;
+            fields8x2<B, !kLut>(kCheck ? safe_at(src, end, 16, buf) : src, sh0, sh1, sh, &d0, &d1);
+            if constexpr (kLut) {
+                _mm256_storeu_ps(reinterpret_cast<float *>(o), _mm256_permutevar8x32_ps(tbl, d0));
+                _mm256_storeu_ps(reinterpret_cast<float *>(o + 32), _mm256_permutevar8x32_ps(tbl, d1));
+            } else {
+                store8<kSat>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), sv, zv), kDtype, o);
+                store8<kSat>(_mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), sv, zv), kDtype, o + 8 * es);
+            }
+        }
+    }
+}
+
+// b = 3, one (s, z) per token or page (V), C a multiple of 32, FP16 or BF16
+// out: the row's 8 outputs computed once (the same fma and rounding, so the
+// same bits), their low and high bytes one 16-byte table (PSHUFB index q and
+// q + 8); 32 values a step: word fields by PSHUFB and a multiply (no 16-bit
+// variable shift on AVX2), packed to bytes, two lookups, two interleaves.
+template <bool kSat, int kDtype, bool kCheck>
+void decode3_lut(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, unsigned group, const float *s,
+                 const float *z, uint8_t *o) {
+    const uint8_t *const end = src + T * C * 3 / 8;
+    src += t0 * C * 3 / 8;
+    o += t0 * C * 2;
+    const __m256i shA = _mm256_load_si256(reinterpret_cast<const __m256i *>(kW3Avx2.shuf));
+    const __m256i shB = _mm256_load_si256(reinterpret_cast<const __m256i *>(kW3Avx2.shuf + 32));
+    const __m256i muA = _mm256_load_si256(reinterpret_cast<const __m256i *>(kW3Avx2.mul));
+    const __m256i muB = _mm256_load_si256(reinterpret_cast<const __m256i *>(kW3Avx2.mul + 16));
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i eight = _mm256_set1_epi8(8);
+    alignas(16) uint8_t buf[32];
+    __m256i tbl = _mm256_setzero_si256();
+    for (size_t t = t0; t < t1; t++) {
+        if (t == t0 || group != kGroupPage) {  // low bytes of entries 0-7, then their high bytes, in both lanes
+            const size_t g = group == kGroupPage ? 0 : t;
+            const __m128i h = to16x8<kSat, kDtype>(_mm256_fmadd_ps(iota, _mm256_set1_ps(s[g]), _mm256_set1_ps(z[g])));
+            tbl = _mm256_broadcastsi128_si256(_mm_shuffle_epi8(h, split));
+        }
+        for (size_t c = 0; c < C; c += 32, src += 12, o += 64) {
+            const __m256i v = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i *>(kCheck ? safe_at(src, end, 16, buf) : src)));
+            const __m256i a = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(v, shA), muA), 13);  // values 0-15
+            const __m256i b = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(v, shB), muB), 13);  // 16-31
+            const __m256i q = _mm256_packus_epi16(a, b);  // lane 0: 0-7, 16-23; lane 1: 8-15, 24-31
+            const __m256i lo = _mm256_shuffle_epi8(tbl, q), hi = _mm256_shuffle_epi8(tbl, _mm256_or_si256(q, eight));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_unpacklo_epi8(lo, hi));       // values 0-15
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 32), _mm256_unpackhi_epi8(lo, hi));  // 16-31
+        }
+    }
+}
+
+template <unsigned B, bool kSat, int kDtype>
+void decode35(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    split_rows(T, C * B / 8, kOver<B>, [&](auto check, size_t t0, size_t t1) {
+        constexpr bool kCheck = decltype(check)::value;
+        if (group == kGroupChannel) return decode35_ch<B, kSat, kDtype, kCheck>(src, t0, t1, T, C, s, z, o);
+        if constexpr (B == 3 && kDtype != SPECKV_DTYPE_FP32)
+            if (C % 32 == 0) return decode3_lut<kSat, kDtype, kCheck>(src, t0, t1, T, C, group, s, z, o);
+        return decode35_row<B, kSat, kDtype, kCheck>(src, t0, t1, T, C, group, s, z, o);
+    });
+}
+
 template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
     const size_t es = dtype_size(dtype);
     auto o = static_cast<uint8_t *>(out);
+    if constexpr (B == 3 || B == 5) {
+        if (C % 16 == 0) {  // no PDEP
+            if (dtype == SPECKV_DTYPE_FP16) return decode35<B, kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+            if (dtype == SPECKV_DTYPE_BF16) return decode35<B, kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+            return decode35<B, kSat, SPECKV_DTYPE_FP32>(src, T, C, group, s, z, o);
+        }
+    }
     if constexpr (B == 4) {
         if (C % 32 == 0 && group != kGroupChannel && dtype != SPECKV_DTYPE_FP32) {
             if (dtype == SPECKV_DTYPE_FP16) return decode4_lut<kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);

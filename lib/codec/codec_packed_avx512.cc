@@ -8,6 +8,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
+#include "codec/codec_packed_fields.h"
 #include "util/cpu.h"
 #include "speckv.h"
 
@@ -254,6 +255,155 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
     }
 }
 
+// b = 3 and 5 without PDEP (codec_packed_fields.h): a PSHUFB places each
+// value's bytes in its lane, VPSRLVD / VPSRLVW bring its field to bit 0.
+// The kernels decode rows [t0, t1); kCheck: loads near the stream's end are
+// masked (split_rows).
+using packed35::kDw;
+using packed35::kOver;
+using packed35::kW;
+using packed35::split_rows;
+
+// 16 bytes at p; kCheck: those before `end` only (a masked load reads nothing past it).
+template <bool kCheck>
+inline __m128i load16(const uint8_t *p, const uint8_t *end) {
+    if constexpr (kCheck) {
+        const size_t n = size_t(end - p);
+        return _mm_maskz_loadu_epi8(n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u), p);
+    }
+    return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+
+template <unsigned B, bool kMask, bool kCheck>
+inline __m512i fields16(const uint8_t *p, const uint8_t *end, __m512i shuf, __m512i sh) {
+    const __m512i v = _mm512_broadcast_i32x4(load16<kCheck>(p, end));
+    const __m512i d = _mm512_srlv_epi32(_mm512_shuffle_epi8(v, shuf), sh);
+    return kMask ? _mm512_and_si512(d, _mm512_set1_epi32((1 << B) - 1)) : d;
+}
+
+template <unsigned B, bool kCheck>
+inline __m512i fields32w(const uint8_t *p, const uint8_t *end, __m512i shuf, __m512i sh) {
+    __m512i v;
+    if constexpr (B == 3) {
+        v = _mm512_broadcast_i32x4(load16<kCheck>(p, end));
+    } else {
+        const __m256i a = _mm256_broadcastsi128_si256(load16<kCheck>(p, end));
+        const __m256i b = _mm256_broadcastsi128_si256(load16<kCheck>(p + 8, end));
+        v = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+    }
+    return _mm512_srlv_epi16(_mm512_shuffle_epi8(v, shuf), sh);
+}
+
+// b = 3, 5, one (s, z) per channel (K): W = 16 or 32 channels at a time down
+// the rows (their s and z in registers), 16 values per step: fields, convert,
+// the fma, the output conversion.
+template <unsigned B, bool kSat, int kDtype, size_t W, bool kCheck>
+void decode35_ch(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, const float *s, const float *z,
+                 uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+    const size_t rb = C * B / 8;
+    for (size_t c = 0; c < C; c += W) {
+        const __m512 s0 = _mm512_loadu_ps(s + c), z0 = _mm512_loadu_ps(z + c);
+        const __m512 s1 = W == 32 ? _mm512_loadu_ps(s + c + 16) : s0, z1 = W == 32 ? _mm512_loadu_ps(z + c + 16) : z0;
+        const uint8_t *in = src + t0 * rb + c * B / 8;
+        uint8_t *oc = o + (t0 * C + c) * es;
+        for (size_t t = t0; t < t1; t++, in += rb, oc += C * es) {
+            const __m512i d0 = fields16<B, true, kCheck>(in, end, shuf, sh);
+            store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, z0), kDtype, oc);
+            if constexpr (W == 32) {
+                const __m512i d1 = fields16<B, true, kCheck>(in + 2 * B, end, shuf, sh);
+                store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, z1), kDtype, oc + 16 * es);
+            }
+        }
+    }
+}
+
+// b = 3, 5, one (s, z) per token or page (V), C a multiple of 32 (16 for FP32
+// out): the 2^b possible outputs of a row computed once (the same fma and
+// conversion, so the same bits) and looked up, one VPERMW per 32 values
+// (FP16, BF16) or a VPERMPS / VPERMT2PS per 16 (FP32).
+template <unsigned B, bool kSat, int kDtype, bool kCheck>
+void decode35_lut(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, unsigned group, const float *s,
+                  const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    src += t0 * C * B / 8;
+    o += t0 * C * es;
+    const __m512 i0 = B == 3 ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)
+                             : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 i1 = _mm512_add_ps(i0, _mm512_set1_ps(16.0f));
+    if constexpr (kDtype == SPECKV_DTYPE_FP32) {
+        const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+        __m512 ta = _mm512_setzero_ps(), tb = ta;
+        for (size_t t = t0; t < t1; t++) {
+            if (t == t0 || group != kGroupPage) {
+                const size_t g = group == kGroupPage ? 0 : t;
+                const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+                ta = _mm512_fmadd_ps(i0, sv, zv);
+                if constexpr (B == 5) tb = _mm512_fmadd_ps(i1, sv, zv);
+            }
+            for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 64) {
+                // index bits only: VPERMPS reads 4 (the 8 entries twice), VPERMT2PS 5
+                const __m512i q = fields16<B, false, kCheck>(src, end, shuf, sh);
+                if constexpr (B == 3)
+                    _mm512_storeu_ps(o, _mm512_permutexvar_ps(q, ta));
+                else
+                    _mm512_storeu_ps(o, _mm512_permutex2var_ps(ta, q, tb));
+            }
+        }
+    } else {
+        const __m512i shuf = _mm512_load_si512(kW<B>.shuf), sh = _mm512_load_si512(kW<B>.sh);
+        __m512i tbl = _mm512_setzero_si512();
+        for (size_t t = t0; t < t1; t++) {
+            if (t == t0 || group != kGroupPage) {
+                const size_t g = group == kGroupPage ? 0 : t;
+                const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+                const __m256i h0 = to16<kSat>(_mm512_fmadd_ps(i0, sv, zv), kDtype);
+                const __m256i h1 = B == 3 ? h0 : to16<kSat>(_mm512_fmadd_ps(i1, sv, zv), kDtype);
+                tbl = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+            }
+            for (size_t c = 0; c < C; c += 32, src += 4 * B, o += 64) {
+                const __m512i q = fields32w<B, kCheck>(src, end, shuf, sh);
+                _mm512_storeu_si512(o, _mm512_permutexvar_epi16(q, tbl));
+            }
+        }
+    }
+}
+
+// b = 3, 5, one (s, z) per row, FP16 or BF16 out, C % 32 == 16: the fma per value.
+template <unsigned B, bool kSat, int kDtype, bool kCheck>
+void decode35_row(const uint8_t *src, size_t t0, size_t t1, size_t T, size_t C, unsigned group, const float *s,
+                  const float *z, uint8_t *o) {
+    constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const uint8_t *const end = src + T * C * B / 8;
+    src += t0 * C * B / 8;
+    o += t0 * C * es;
+    const __m512i shuf = _mm512_load_si512(kDw<B>.shuf), sh = _mm512_load_si512(kDw<B>.sh);
+    for (size_t t = t0; t < t1; t++) {
+        const size_t g = group == kGroupPage ? 0 : t;
+        const __m512 sv = _mm512_set1_ps(s[g]), zv = _mm512_set1_ps(z[g]);
+        for (size_t c = 0; c < C; c += 16, src += 2 * B, o += 16 * es) {
+            const __m512i d = fields16<B, true, kCheck>(src, end, shuf, sh);
+            store16<kSat>(_mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sv, zv), kDtype, o);
+        }
+    }
+}
+
+template <unsigned B, bool kSat, int kDtype>
+void decode35(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
+    split_rows(T, C * B / 8, kOver<B>, [&](auto check, size_t t0, size_t t1) {
+        constexpr bool kCheck = decltype(check)::value;
+        if (group == kGroupChannel)
+            return C % 32 == 0 ? decode35_ch<B, kSat, kDtype, 32, kCheck>(src, t0, t1, T, C, s, z, o)
+                               : decode35_ch<B, kSat, kDtype, 16, kCheck>(src, t0, t1, T, C, s, z, o);
+        if (kDtype == SPECKV_DTYPE_FP32 || C % 32 == 0)
+            return decode35_lut<B, kSat, kDtype, kCheck>(src, t0, t1, T, C, group, s, z, o);
+        return decode35_row<B, kSat, kDtype, kCheck>(src, t0, t1, T, C, group, s, z, o);
+    });
+}
+
 template <unsigned B, bool kSat>
 void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, int dtype,
               void *out) {
@@ -261,6 +411,11 @@ void decode_b(const uint8_t *src, size_t T, size_t C, unsigned group, const floa
     auto o = static_cast<uint8_t *>(out);
     const uint8_t *const base = src;
     const size_t total = T * C * B / 8;  // a 16-byte load at src stays inside while src - base + 16 <= total
+    if constexpr (B == 3 || B == 5) {  // no PDEP; C % 16 == 0 here
+        if (dtype == SPECKV_DTYPE_FP16) return decode35<B, kSat, SPECKV_DTYPE_FP16>(src, T, C, group, s, z, o);
+        if (dtype == SPECKV_DTYPE_BF16) return decode35<B, kSat, SPECKV_DTYPE_BF16>(src, T, C, group, s, z, o);
+        return decode35<B, kSat, SPECKV_DTYPE_FP32>(src, T, C, group, s, z, o);
+    }
     if constexpr (B == 4) {
         if (C % 32 == 0) {  // no PDEP; dtype and grouping resolved once, outside the loops
             const bool ch = group == kGroupChannel;

@@ -9,6 +9,9 @@
 #include <random>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "codec/codec.h"
 #include "codec/codec_kernels.h"
 #include "codec_test_util.h"
@@ -41,6 +44,26 @@ int dec(const std::vector<uint8_t> &r, std::vector<uint8_t> *out, Impl impl = Im
     size_t n = 0;
     return c::decode(r.data(), r.size(), out->data(), out->size(), &n, impl);
 }
+
+// A copy of a record that ends where an unreadable page begins: a decoder
+// that reads past the record's last byte faults.
+struct Guarded {
+    uint8_t *map = nullptr, *rec = nullptr;
+    size_t len = 0;
+    explicit Guarded(const std::vector<uint8_t> &r) {
+        const size_t pg = size_t(sysconf(_SC_PAGESIZE)), data = (r.size() + pg - 1) / pg * pg;
+        len = data + pg;
+        void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(m != MAP_FAILED);
+        map = static_cast<uint8_t *>(m);
+        REQUIRE(mprotect(map + data, pg, PROT_NONE) == 0);
+        rec = map + data - r.size();
+        std::memcpy(rec, r.data(), r.size());
+    }
+    ~Guarded() { munmap(map, len); }
+    Guarded(const Guarded &) = delete;
+    Guarded &operator=(const Guarded &) = delete;
+};
 
 }  // namespace
 
@@ -171,33 +194,38 @@ TEST_CASE("packed: every b 3..8 and group through encode_params; SIMD == scalar"
                            r.size(), &len) == SPECKV_EINVAL);
 }
 
-// b = 4 has its own SIMD decoders (a per-row lookup table for token and page
-// groups, a walk down the columns for channel groups): every group, dtype and
-// a few widths, with pages that need the FP16 saturation and pages that don't.
-TEST_CASE("packed: b = 4 table and column decoders, every group and dtype; SIMD == scalar") {
+// b = 3, 4 and 5 have their own SIMD decoders (a per-row lookup table for
+// token and page groups, a walk down the columns for channel groups, fields
+// by shuffles and shifts, the stream's last bytes through a padded copy):
+// every group, dtype and a few widths, with pages that need the FP16
+// saturation and pages that don't.
+TEST_CASE("packed: b = 3, 4, 5 table and column decoders, every group and dtype; SIMD == scalar") {
     std::mt19937_64 rng(4);
     std::uniform_real_distribution<float> full(-65504.0f, 65504.0f);
     std::normal_distribution<float> nd(0.f, 1.f);
     const int dtypes[] = {SPECKV_DTYPE_FP16, SPECKV_DTYPE_BF16, SPECKV_DTYPE_FP32};
     auto impls = codec_test::simd_impls();
-    for (uint32_t C : {16u, 32u, 48u, 64u, 128u})
-        for (size_t T : {size_t(1), size_t(8), size_t(33), size_t(64)})
+    for (uint8_t b : {uint8_t(3), uint8_t(4), uint8_t(5)})
+    for (uint32_t C : {16u, 32u, 48u, 64u, 96u, 128u})
+        for (size_t T : {size_t(1), size_t(2), size_t(8), size_t(33), size_t(64)})
             for (int dt : dtypes)
                 for (uint8_t g = 0; g < 3; g++)
                     for (int kind = 0; kind < 3; kind++) {
                         std::vector<float> x(C * T);
                         for (auto &v : x) v = kind == 0 ? nd(rng) : kind == 1 ? full(rng) : nd(rng) * 3e-5f;
                         const auto src = codec_test::to_bytes(x, dt);
-                        const c::Params P{4, g, c::kOrderNone, c::kEntropyPacked};
+                        const c::Params P{b, g, c::kOrderNone, c::kEntropyPacked};
                         std::vector<uint8_t> r(c::max_record_size(src.size())), d0(src.size()), d1(src.size());
                         size_t l = 0, o = 0;
                         REQUIRE(c::encode_params(Mode::k4p, P, dt, src.data(), src.size(), {C}, r.data(), r.size(),
                                                  &l, Impl::scalar) == SPECKV_OK);
                         REQUIRE(c::decode(r.data(), l, d0.data(), d0.size(), &o, Impl::scalar) == SPECKV_OK);
+                        r.resize(l);
+                        const Guarded gr(r);  // the record's last byte is the last readable one
                         for (Impl i : impls) {
-                            INFO("impl " << c::impl_name(i) << " C " << C << " T " << T << " dtype " << dt << " group "
-                                         << int(g) << " kind " << kind);
-                            REQUIRE(c::decode(r.data(), l, d1.data(), d1.size(), &o, i) == SPECKV_OK);
+                            INFO("impl " << c::impl_name(i) << " b " << int(b) << " C " << C << " T " << T << " dtype "
+                                         << dt << " group " << int(g) << " kind " << kind);
+                            REQUIRE(c::decode(gr.rec, l, d1.data(), d1.size(), &o, i) == SPECKV_OK);
                             REQUIRE(d1 == d0);
                         }
                     }
