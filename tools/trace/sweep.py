@@ -66,78 +66,78 @@ def crossings(xs, ys):
     return found
 
 
+def svg_open(w, h):
+    return ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (w, h),
+            '<rect width="100%" height="100%" fill="white"/>']
+
+
+def panel(o, title, xlabel, w, ml, mr, top, ph, ylo, yhi):
+    """A panel's title, axes, the dashed line at 1, y ticks and x label; returns its Y mapping."""
+    Y = lambda y: top + ph - ph * (y - ylo) / (yhi - ylo)
+    o.append('<text x="%d" y="%d" font-weight="bold">%s</text>' % (ml, top - 8, title))
+    o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top + ph, w - mr, top + ph))
+    o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top, ml, top + ph))
+    o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>' % (ml, Y(1), w - mr, Y(1)))
+    for t in range(5):
+        y = ylo + (yhi - ylo) * t / 4
+        o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (ml - 6, Y(y) + 4, y))
+    o.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((ml + w - mr) // 2, top + ph + 34, xlabel))
+    return Y
+
+
+def lines_and_legend(o, curves, w, mr, top):
+    """curves[s]: the polyline's points of system s; then the legend on the right."""
+    for s, c in zip(SYSTEMS, COLORS):
+        o.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>' % (curves[s], c))
+    for i, (s, c) in enumerate(zip(SYSTEMS, COLORS)):
+        o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
+                 % (w - mr + 12, top + 10 + 18 * i, c, w - mr + 30, top + 21 + 18 * i, s))
+
+
+def svg_close(path, o):
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
 def svg(path, rows, link_gbps, hbms):
-    w, h, ml, mr, mt, mb = 760, 300 * len(hbms) + 40, 70, 170, 30, 50
+    w, h, ml, mr, mt = 760, 300 * len(hbms) + 40, 70, 170, 30
     ph = 300 - 60
     xs = sorted(set(r["link_gbps"] for r in rows))
     xmax = max(xs) * 1.05
-    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (w, h),
-         '<rect width="100%" height="100%" fill="white"/>']
+    X = lambda x: ml + (w - ml - mr) * x / xmax
+    o = svg_open(w, h)
     for k, hbm in enumerate(hbms):
         sel = [r for r in rows if r["hbm_kv_gb"] == hbm]
         top = mt + k * 300
         ys = [r["speedup_vs_gpu_only"][s] for r in sel for s in SYSTEMS]
-        ylo, yhi = min(ys + [1.0]) * 0.95, max(ys + [1.0]) * 1.05
-        X = lambda x: ml + (w - ml - mr) * x / xmax
-        Y = lambda y: top + ph - ph * (y - ylo) / (yhi - ylo)
-        o.append('<text x="%d" y="%d" font-weight="bold">Speed-up over gpu_only (generated tokens/s), HBM for KV: %s</text>'
-                 % (ml, top - 8, ("%g GB" % hbm) if hbm > 0 else "what the weights leave"))
-        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top + ph, w - mr, top + ph))
-        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top, ml, top + ph))
-        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>' % (ml, Y(1), w - mr, Y(1)))
+        Y = panel(o, "Speed-up over gpu_only (generated tokens/s), HBM for KV: %s"
+                  % (("%g GB" % hbm) if hbm > 0 else "what the weights leave"),
+                  "offload link, GB/s in all (devices x per-device)", w, ml, mr, top, ph,
+                  min(ys + [1.0]) * 0.95, max(ys + [1.0]) * 1.05)
         for x in xs:
             o.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>' % (X(x), top + ph + 16, x))
-        for t in range(5):
-            y = ylo + (yhi - ylo) * t / 4
-            o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (ml - 6, Y(y) + 4, y))
-        o.append('<text x="%d" y="%d" text-anchor="middle">offload link, GB/s in all (devices x per-device)</text>'
-                 % ((ml + w - mr) // 2, top + ph + 34))
-        for s, c in zip(SYSTEMS, COLORS):
-            pts = " ".join("%.1f,%.1f" % (X(r["link_gbps"]), Y(r["speedup_vs_gpu_only"][s])) for r in sel)
-            o.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>' % (pts, c))
-        for i, (s, c) in enumerate(zip(SYSTEMS, COLORS)):
-            o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
-                     % (w - mr + 12, top + 10 + 18 * i, c, w - mr + 30, top + 21 + 18 * i, s))
-    o.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(o) + "\n")
+        lines_and_legend(o, {s: " ".join("%.1f,%.1f" % (X(r["link_gbps"]), Y(r["speedup_vs_gpu_only"][s])) for r in sel)
+                             for s in SYSTEMS}, w, mr, top)
+    svg_close(path, o)
 
 
 def svg_axes(path, axes):
     """One panel per --vary axis: each system's speed-up over gpu_only at each value (categorical x)."""
     w, ml, mr, mt, ph = 760, 70, 170, 30, 240
-    h = 300 * len(axes) + 40
-    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (w, h),
-         '<rect width="100%" height="100%" fill="white"/>']
+    o = svg_open(w, 300 * len(axes) + 40)
     for k, (axis, sel) in enumerate(axes):
         top = mt + k * 300
         ys = [r["speedup_vs_gpu_only"][s] for r in sel if "tps" in r for s in SYSTEMS if r["speedup_vs_gpu_only"][s]]
-        ylo, yhi = min(ys + [1.0]) * 0.95, max(ys + [1.0]) * 1.05
-        n = len(sel)
-        X = lambda i: ml + (w - ml - mr) * (i + 0.5) / n
-        Y = lambda y: top + ph - ph * (y - ylo) / (yhi - ylo)
-        o.append('<text x="%d" y="%d" font-weight="bold">Speed-up over gpu_only (generated tokens/s) against %s</text>'
-                 % (ml, top - 8, axis))
-        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top + ph, w - mr, top + ph))
-        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (ml, top, ml, top + ph))
-        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/>' % (ml, Y(1), w - mr, Y(1)))
+        X = lambda i: ml + (w - ml - mr) * (i + 0.5) / len(sel)
+        Y = panel(o, "Speed-up over gpu_only (generated tokens/s) against %s" % axis, axis, w, ml, mr, top, ph,
+                  min(ys + [1.0]) * 0.95, max(ys + [1.0]) * 1.05)
         for i, r in enumerate(sel):
             label = str(r["value"]) + ("" if "tps" in r else " (failed)")
             o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (X(i), top + ph + 16, label))
-        for t in range(5):
-            y = ylo + (yhi - ylo) * t / 4
-            o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (ml - 6, Y(y) + 4, y))
-        o.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((ml + w - mr) // 2, top + ph + 34, axis))
-        for s, c in zip(SYSTEMS, COLORS):
-            pts = " ".join("%.1f,%.1f" % (X(i), Y(r["speedup_vs_gpu_only"][s])) for i, r in enumerate(sel)
-                           if "tps" in r and r["speedup_vs_gpu_only"][s])
-            o.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>' % (pts, c))
-        for i, (s, c) in enumerate(zip(SYSTEMS, COLORS)):
-            o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>'
-                     % (w - mr + 12, top + 10 + 18 * i, c, w - mr + 30, top + 21 + 18 * i, s))
-    o.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(o) + "\n")
+        lines_and_legend(o, {s: " ".join("%.1f,%.1f" % (X(i), Y(r["speedup_vs_gpu_only"][s])) for i, r in enumerate(sel)
+                                         if "tps" in r and r["speedup_vs_gpu_only"][s]) for s in SYSTEMS}, w, mr, top)
+    svg_close(path, o)
 
 
 def fmt(v):
