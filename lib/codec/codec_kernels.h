@@ -212,6 +212,10 @@ const PackedKernels *packed_avx512_kernels();
 // table's b = 4 encoder; only where packed_avx2_kernels() is not null.
 bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
                              uint16_t *keys, float *z, float *inv);
+// The AVX2 table's FP16 encoder (lib/codec/codec_packed_fp16_avx2.cc; its
+// PackedKernels::encode_fp16).
+int packed_encode_fp16_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
+                            uint16_t *keys, float *z, float *inv);
 // The scalar kernels, for the SIMD tables' odd shapes.
 void packed_encode_scalar(const float *x, size_t T, size_t C, unsigned bits, unsigned group, const float *z,
                           const float *inv, uint8_t *dst);
