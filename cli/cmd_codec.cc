@@ -253,7 +253,7 @@ void run_bench(const BenchOpts &o) {
         return void(g_exit = 2);
     }
     // kl and attn: the ladder measured on the model (calibration text); rms: per page.
-    const bool by_kl = o.adaptive_budget == "kl" || o.adaptive_budget == "attn";
+    const bool by_model = o.adaptive_budget == "kl" || o.adaptive_budget == "attn";
     const bool by_attn = o.adaptive_budget == "attn";
     const double max_err_k = o.max_err_k >= 0 ? o.max_err_k : cdc::adaptive_max_err_k(aset);
     std::vector<std::string> modes;
@@ -311,7 +311,7 @@ void run_bench(const BenchOpts &o) {
         auto g = llama2::greedy(model, model.c.seq_len - 1);
         if (o.calibration == "greedy") {
             cal_text = g;
-        } else if (by_kl && (o.mode.empty() || o.mode == "adaptive")) {
+        } else if (by_model && (o.mode.empty() || o.mode == "adaptive")) {
             const size_t from = size_t(windows) * size_t(model.c.seq_len - 1), len = size_t(model.c.seq_len - 1);
             if (text_tokens.size() < from + len) {
                 error("--calibration held-out: " + text_path + " has " + std::to_string(text_tokens.size()) +
@@ -391,7 +391,7 @@ void run_bench(const BenchOpts &o) {
     llama2::KvPolicy adaptive;
     llama2::AdaptiveKl akl;
     const bool want_adaptive = !o.model.empty() && (o.mode.empty() || o.mode == "adaptive");
-    if (want_adaptive && by_kl) {
+    if (want_adaptive && by_model) {
         akl = llama2::adaptive_policy_kl(model, cal_text, page_tokens, by_attn ? o.max_attn_err : o.max_kl, aset, impl,
                                          by_attn ? llama2::AdaptiveMetric::attn_err : llama2::AdaptiveMetric::kl);
         adaptive = akl.policy;
@@ -496,14 +496,14 @@ void run_bench(const BenchOpts &o) {
                                     {"v", std::move(v)},
                                     {"set", o.adaptive_set},
                                     {"budget", o.adaptive_budget},
-                                    {"calibration", by_kl ? Json(o.calibration) : Json("greedy")},
-                                    {"max_kl", by_kl && !by_attn ? jnum(o.max_kl) : Json(nullptr)},
+                                    {"calibration", by_model ? Json(o.calibration) : Json("greedy")},
+                                    {"max_kl", by_model && !by_attn ? jnum(o.max_kl) : Json(nullptr)},
                                     {"max_attn_err", by_attn ? jnum(o.max_attn_err) : Json(nullptr)},
-                                    {"calibration_kl", by_kl ? jnum(akl.cal_kl) : Json(nullptr)},
-                                    {"calibration_attn_err", by_kl ? jnum(akl.cal_attn_err) : Json(nullptr)},
-                                    {"evaluations", by_kl ? Json(akl.evaluations) : Json(nullptr)},
-                                    {"max_err", by_kl ? Json(nullptr) : jnum(o.max_err)},
-                                    {"max_err_k", by_kl ? Json(nullptr) : jnum(max_err_k)}};
+                                    {"calibration_kl", by_model ? jnum(akl.cal_kl) : Json(nullptr)},
+                                    {"calibration_attn_err", by_model ? jnum(akl.cal_attn_err) : Json(nullptr)},
+                                    {"evaluations", by_model ? Json(akl.evaluations) : Json(nullptr)},
+                                    {"max_err", by_model ? Json(nullptr) : jnum(o.max_err)},
+                                    {"max_err_k", by_model ? Json(nullptr) : jnum(max_err_k)}};
         }
         std::printf("%s\n", speckv::json_text_spaced(j).c_str());
         return;
@@ -530,7 +530,7 @@ void run_bench(const BenchOpts &o) {
             std::printf("adaptive policy (set %s, sealed attention error <= %.3g on the %s text: %.4f, KL %.3e, %d runs): K",
                         o.adaptive_set.c_str(), o.max_attn_err, o.calibration == "greedy" ? "model's greedy" : "held-out",
                         akl.cal_attn_err, akl.cal_kl, akl.evaluations);
-        else if (by_kl)
+        else if (by_model)
             std::printf("adaptive policy (set %s, sealed KL <= %.3g on the %s text: %.3e, %d runs): K",
                         o.adaptive_set.c_str(), o.max_kl, o.calibration == "greedy" ? "model's greedy" : "held-out",
                         akl.cal_kl, akl.evaluations);
@@ -889,7 +889,7 @@ void register_codec_commands(CLI::App &app) {
                       "policy, sealed, on the calibration text (default 0.03)")
         ->check(CLI::Range(0.0, 1e9));
     bench->add_option("--calibration", bo.calibration,
-                      "adaptive, kl or attn budget: the text the KL is measured on: held-out (default: the seq_len window of "
+                      "adaptive, kl or attn budget: the text the budget is measured on: held-out (default: the seq_len window of "
                       "--text after the evaluated windows) or greedy (the model's own greedy text)")
         ->check(CLI::IsMember({"held-out", "greedy"}));
     bench->add_option("--max-err", bo.max_err, "adaptive, rms budget: max relative RMS error of a layer's V pages")

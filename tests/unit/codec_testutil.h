@@ -96,6 +96,14 @@ struct Raw {
         std::memcpy(&e, page(bi.first_page) + sizeof(speckv::fmt::PackHead) + pg * sizeof e, sizeof e);
         return (e.flags & speckv::fmt::kPageCoded) ? page(bi.first_page) + e.off : nullptr;
     }
+    // The preset id in the header of logical page pg's record (it must be coded).
+    int record_mode(const speckv::BlockInfo &bi, uint64_t pg) {
+        unsigned char *rec = record(bi, pg);
+        REQUIRE(rec != nullptr);
+        speckv::codec::Header hd;
+        REQUIRE(speckv::codec::peek_header(rec, 4096, &hd) == SPECKV_OK);
+        return int(hd.mode);
+    }
     // The directory of a packed block's image.
     speckv::fmt::PackEntry *dir(const speckv::BlockInfo &bi) {
         return reinterpret_cast<speckv::fmt::PackEntry *>(page(bi.first_page) + sizeof(speckv::fmt::PackHead));

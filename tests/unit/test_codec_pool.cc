@@ -529,13 +529,7 @@ TEST_CASE("codec.mode = adaptive: a preset per layer and K/V, measured within it
         speckv::BlockInfo bi = info_of(p, b.h);
         CHECK(bi.packed_pages > 0);  // four coded pages of this data fit in fewer
         CHECK(bi.packed_pages < bi.npages);
-        for (uint64_t pg = 0; pg < bi.npages; pg++) {
-            unsigned char *rec = raw.record(bi, pg);
-            REQUIRE(rec != nullptr);
-            speckv::codec::Header hd;
-            REQUIRE(speckv::codec::peek_header(rec, 4096, &hd) == SPECKV_OK);
-            CHECK(int(hd.mode) == chosen);
-        }
+        for (uint64_t pg = 0; pg < bi.npages; pg++) CHECK(raw.record_mode(bi, pg) == chosen);
         // The first page decided the preset within its budget; the others are
         // the same kind of data and stay near it.
         const double budget = b.key ? 0.005 : 0.05;
@@ -598,11 +592,7 @@ TEST_CASE("codec.adaptive_set = fast (the default): every choice is int8 or a pa
             auto got = read_all(p, hs[i], bytes);
             speckv::BlockInfo bi = info_of(p, hs[i]);
             for (uint64_t pg = 0; pg < bi.npages; pg++) {
-                unsigned char *rec = raw.record(bi, pg);
-                REQUIRE(rec != nullptr);
-                speckv::codec::Header hd;
-                REQUIRE(speckv::codec::peek_header(rec, 4096, &hd) == SPECKV_OK);
-                CHECK(int(hd.mode) == m);
+                CHECK(raw.record_mode(bi, pg) == m);
                 if (m == 0) continue;
                 auto want = roundtrip(Mode(m), reinterpret_cast<const unsigned char *>(xs[i].data()) + pg * 4096, 4096,
                                       64);

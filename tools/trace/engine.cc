@@ -238,7 +238,9 @@ class Engine {
     };
     int run_groups(const std::vector<Seq *> &stepping, double tg, const StepLink *sl, double *t_end, std::string *err);
     size_t slot(uint64_t idx, uint32_t g) const { return static_cast<size_t>(idx * LG_ + g); }
-    // A unit's blocks in the pool, the tail (the block the step appends to) left out.
+    // The block index a decode step appends to (in HBM: never read from the pool).
+    uint64_t tail_block(const Seq &s) const { return s.prompt_blocks + s.generated / o_.block_tokens; }
+    // A unit's blocks in the pool, the tail left out.
     uint64_t unit_blocks(const Seq &s, uint32_t g) const;
     // Of those, the ones outside HBM: the oldest ceil(share x all) (HBM keeps
     // a sequence's newest tokens); *end (may be null): the token after the last.
@@ -817,7 +819,7 @@ int Engine::swap_in(Seq &s, std::string *err) {
 }
 
 uint64_t Engine::unit_blocks(const Seq &s, uint32_t g) const {
-    const uint64_t tail = s.prompt_blocks + s.generated / o_.block_tokens;
+    const uint64_t tail = tail_block(s);
     uint64_t n = 0;
     for (uint64_t b = 0; b < s.nblocks(); ++b) n += s.blocks[slot(b, g)] != SPECKV_HANDLE_INVALID && b != tail;
     return n;
@@ -828,7 +830,7 @@ uint64_t Engine::remote_blocks(const Seq &s, uint32_t g, double share, uint64_t 
     const uint64_t r = share <= 0 ? 0 : std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(share * static_cast<double>(all))));
     if (end) {
         // The r-th block in the pool, counted from the sequence's start.
-        const uint64_t tail = s.prompt_blocks + s.generated / o_.block_tokens;
+        const uint64_t tail = tail_block(s);
         uint64_t seen = 0;
         *end = 0;
         for (uint64_t b = 0; b < s.nblocks() && seen < r; ++b)
@@ -891,7 +893,7 @@ int Engine::run_groups(const std::vector<Seq *> &stepping, double tg, const Step
     for (size_t i = 0; i < stepping.size(); ++i) {
         Seq &p = *stepping[i];
         // The block this step's token is appended to (run before the token is counted).
-        uint64_t tail = p.prompt_blocks + p.generated / o_.block_tokens;
+        const uint64_t tail = tail_block(p);
         for (uint32_t g = 0; g < LG_; ++g, ++u) {
             uint64_t t0 = paced ? mono_ns() : 0;
             bool hinted_now = false;
