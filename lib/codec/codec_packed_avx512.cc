@@ -172,13 +172,15 @@ inline __m512 dequant16(const uint8_t *src, __m512 s, __m512 z, bool wide) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), s, z);
 }
 
-// b = 4: 32 values from 16 bytes without PDEP. Byte k holds value 2k in its
-// low nibble and 2k+1 in its high nibble (§19.4, LSB first): widened to
-// 16 bits, (byte & 0x0F) | (byte & 0xF0) << 4 puts them in that order.
-inline __m256i nibbles32(const uint8_t *src) {
-    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src)));
-    return _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)),
-                           _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)), 4));
+// b = 4 without PDEP: d holds a 16-byte chunk's bytes one per dword
+// (VPMOVZXBD); byte k holds value 2k in its low nibble and 2k+1 in its high
+// one (§19.4). Values 16h .. 16h + 15 land one per dword, each byte in two
+// lanes, the odd lane shifted down 4: the bits above the nibble are left for
+// a lookup that reads only the low 4 (VPERMPS) to ignore.
+inline __m512i nibbles16(__m512i d, unsigned h) {
+    const __m512i lo8 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i odd4 = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    return _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(lo8, _mm512_set1_epi32(8 * h)), d), odd4);
 }
 
 // 16 FP32 results -> 16 FP16 or BF16 fields (round to nearest even).
@@ -208,6 +210,7 @@ inline void store16(__m512 y, int dtype, uint8_t *o) {
 template <bool kSat, int kDtype>
 void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const float *z, uint8_t *o) {
     constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     // 32 channels at a time down all the rows: their s and z stay in registers.
     for (size_t c = 0; c < C; c += 32) {
         const __m512 s0 = _mm512_loadu_ps(s + c), s1 = _mm512_loadu_ps(s + c + 16);
@@ -215,9 +218,12 @@ void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const fl
         const uint8_t *in = src + c / 2;
         uint8_t *oc = o + c * es;
         for (size_t t = 0; t < T; t++, in += C / 2, oc += C * es) {
-            const __m256i q = nibbles32(in);
-            const __m512 y0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))), s0, z0);
-            const __m512 y1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))), s1, z1);
+            // VPERMPS of 0..15 masks the nibble and converts it to float in
+            // one op (3 per 16 values where mask, shift, widening and
+            // conversion took 4.5).
+            const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(in)));
+            const __m512 y0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(nibbles16(d, 0), iota), s0, z0);
+            const __m512 y1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(nibbles16(d, 1), iota), s1, z1);
             store16<kSat>(y0, kDtype, oc);
             store16<kSat>(y1, kDtype, oc + 16 * es);
         }
@@ -227,11 +233,18 @@ void decode4_ch(const uint8_t *src, size_t T, size_t C, const float *s, const fl
 // b = 4 with one (s, z) per token or page (V): the 16 possible outputs of a
 // row are computed once (the same fma and conversion as above, so the same
 // bits) and each value is looked up: one VPERMW per 32 values (VPERMPS per 16
-// for FP32) instead of a conversion, an fma and a rounding per 16.
+// for FP32) instead of a conversion, an fma and a rounding per 16. Each source
+// byte goes to two lanes, the odd one shifted down 4; the table holds its 16
+// entries twice (VPERMW reads 5 index bits), so the bits above the nibble
+// never need masking.
 template <bool kSat, int kDtype>
 void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const float *s, const float *z, uint8_t *o) {
     constexpr size_t es = kDtype == SPECKV_DTYPE_FP32 ? 4 : 2;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // word lane i takes source word i / 2; odd lanes shift by 4
+    const __m512i dup16 = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                                             16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 1);
+    const __m512i odd4w = _mm512_set1_epi32(4 << 16);
     __m512i tbl = _mm512_setzero_si512();
     for (size_t t = 0; t < T; t++) {
         if (t == 0 || group != kGroupPage) {  // the table, in registers (no store-to-load round trip)
@@ -240,16 +253,19 @@ void decode4_lut(const uint8_t *src, size_t T, size_t C, unsigned group, const f
             if constexpr (kDtype == SPECKV_DTYPE_FP32)
                 tbl = _mm512_castps_si512(y);
             else
-                tbl = _mm512_castsi256_si512(to16<kSat>(y, kDtype));
+                tbl = _mm512_broadcast_i64x4(to16<kSat>(y, kDtype));
         }
         for (size_t c = 0; c < C; c += 32, src += 16, o += 32 * es) {
-            const __m256i q = nibbles32(src);
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src));
             if constexpr (kDtype == SPECKV_DTYPE_FP32) {
                 const __m512 tf = _mm512_castsi512_ps(tbl);
-                _mm512_storeu_ps(o, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)), tf));
-                _mm512_storeu_ps(o + 64, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)), tf));
+                const __m512i d = _mm512_cvtepu8_epi32(v);
+                _mm512_storeu_ps(o, _mm512_permutexvar_ps(nibbles16(d, 0), tf));
+                _mm512_storeu_ps(o + 64, _mm512_permutexvar_ps(nibbles16(d, 1), tf));
             } else {
-                _mm512_storeu_si512(o, _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(q), tbl));
+                const __m512i w = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(v));
+                const __m512i q = _mm512_srlv_epi16(_mm512_permutexvar_epi16(dup16, w), odd4w);
+                _mm512_storeu_si512(o, _mm512_permutexvar_epi16(q, tbl));
             }
         }
     }
