@@ -212,6 +212,15 @@ const PackedKernels *packed_avx512_kernels();
 // table's b = 4 encoder; only where packed_avx2_kernels() is not null.
 bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
                              uint16_t *keys, float *z, float *inv);
+// Its first pass alone: the key triples of the G groups (smax at keys, umin
+// at keys + G, umax at keys + 2G; codec_packed_fp16_avx2.cc says what they are).
+void packed_fp16_keys_avx2(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *keys);
+// The same as packed_fp16_params_avx2, AVX-512 wide (channel-group keys 32
+// channels a vector, the parameters 16 groups a step; the same bytes). For
+// the AVX-512 table (lib/codec/codec_packed_fp16_avx512.cc); only where
+// packed_avx512_kernels() is not null.
+bool packed_fp16_params_avx512(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
+                               uint16_t *keys, float *z, float *inv);
 // The AVX2 table's FP16 encoder (lib/codec/codec_packed_fp16_avx2.cc; its
 // PackedKernels::encode_fp16).
 int packed_encode_fp16_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,

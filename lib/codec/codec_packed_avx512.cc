@@ -521,8 +521,8 @@ bool make_params_512(const float *mn, const float *mx, size_t G, unsigned bits, 
     return g == G || g_narrow->make_params(mn + g, mx + g, G - g, bits, pairs + 4 * g, z + g, inv + g);
 }
 
-// FP16 input, b = 4, C % 32 == 0 (the AVX2 table's first passes, then
-// this one): 64 values a step. 16 q dwords -> with two PACKSSDW, one PACKUSWB,
+// FP16 input, b = 4, C % 32 == 0 (after the first passes of
+// codec_packed_fp16_avx512.cc): 64 values a step. 16 q dwords -> with two PACKSSDW, one PACKUSWB,
 // a byte minimum with 15 and MADDUBS, 32 words q[2k] + 16 q[2k+1], lane k of
 // 4 holding pairs 2k, 2k+1, 8+2k, 9+2k, 16+2k, 17+2k, 24+2k, 25+2k; one VPERMW
 // puts them in order and VPMOVWB narrows them. The clamp is the AVX2 one
@@ -593,14 +593,15 @@ void quant4_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned group, cons
 
 SPECKV_TARGET_END
 
-// FP16 input: b = 4 with C % 32 == 0 here (after the AVX2 table's min/max
-// and parameter passes), everything else as the AVX2 table does it.
+// FP16 input: b = 4 with C % 32 == 0 here (after the min / max and parameter
+// passes of codec_packed_fp16_avx512.cc), everything else as the AVX2 table
+// does it.
 int encode_fp16_512(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *payload,
                     uint16_t *keys, float *z, float *inv) {
     if (!g_narrow->encode_fp16) return -1;
     if (bits != 4 || C % 32) return g_narrow->encode_fp16(h, T, C, bits, group, payload, keys, z, inv);
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
-    if (!packed_fp16_params_avx2(h, T, C, bits, group, payload, keys, z, inv)) return 0;
+    if (!packed_fp16_params_avx512(h, T, C, bits, group, payload, keys, z, inv)) return 0;
     quant4_fp16_512(h, T, C, group, z, inv, payload + 4 * G);
     return 1;
 }

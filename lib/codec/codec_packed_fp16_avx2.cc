@@ -295,6 +295,10 @@ void quant_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, const flo
 
 }  // namespace
 
+void packed_fp16_keys_avx2(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *keys) {
+    keys_fp16(h, T, C, group, keys);
+}
+
 bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,
                              uint16_t *keys, float *z, float *inv) {
     const size_t G = group == kGroupPage ? 1 : group == kGroupChannel ? C : T;
