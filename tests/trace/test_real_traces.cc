@@ -103,13 +103,20 @@ TEST_CASE("replay of the first 1,500 Mooncake requests: prefix reuse through the
 // The oracle (same engine, same capacities, a prefetcher that knows the
 // future) bounds every other system on every metric it bounds, on every
 // bundled trace (issue 22). cxl_pnm attends most remote KV next to memory
-// instead of moving it (approximate selection, fewer bytes): the oracle bounds
-// its prefetch figures, not its speed.
+// instead of moving it (approximate selection, fewer bytes, and a selection
+// step of its own on the timeline): the oracle bounds its precision and waste,
+// not its speed and not its on-time rate. A slower selection gives its recalls
+// more time: on the conversation trace here its hit rate is 65-67 % at
+// --pnm-select-x 1-3 and 83-87 % at 8-15, against the oracle's 81.1 %. Left
+// to be measured, the selection cost follows the machine's load (an ASan run
+// on a loaded machine measured ~15), so this test fixes it: the replay is the
+// same everywhere.
 TEST_CASE("oracle bounds every system on every bundled trace") {
     const char *traces[] = {"/traces/mooncake_fast25/conversation_trace.jsonl", "/traces/mooncake_fast25/synthetic_trace.jsonl",
                             "/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"};
     for (const char *t : traces) {
-        CAPTURE(t);
+        const std::string trace = t;
+        CAPTURE(trace);
         std::map<std::string, Result> m;
         for (System s : all_systems()) {
             std::string err;
@@ -119,6 +126,7 @@ TEST_CASE("oracle bounds every system on every bundled trace") {
             o.hbm_kv_bytes = 40e9;  // KV pressure: part of the decode KV streams over the link
             o.max_requests = 200;
             o.reads_per_unit = 4;
+            o.pnm_select_x = 2.5;  // about what a quiet machine measures (see above)
             Result res;
             REQUIRE_MESSAGE(replay(*r, s, o, &res, &err) == 0, err);
             m[res.system] = res;
@@ -135,7 +143,7 @@ TEST_CASE("oracle bounds every system on every bundled trace") {
                 CHECK(o.throughput_tps >= r.throughput_tps * 0.999);
                 CHECK(o.makespan_s <= r.makespan_s * 1.001);
             }
-            if (r.prefetch_hit_rate >= 0) CHECK(o.prefetch_hit_rate >= r.prefetch_hit_rate);
+            if (r.prefetch_hit_rate >= 0 && n != "cxl_pnm") CHECK(o.prefetch_hit_rate >= r.prefetch_hit_rate);
             // Latency hidden is relative to a system's own synchronous stall:
             // comparable on the same link only (host_offload's is PCIe).
             if (r.latency_hidden >= 0 && n != "cxl_pnm" && n != "host_offload") CHECK(o.latency_hidden >= r.latency_hidden);
