@@ -66,8 +66,8 @@ module speckv_pdec #(
   localparam integer PW = BB / 4;                 // pairs per word
   localparam integer NB = 4;                      // record banks (records in flight)
   localparam integer RW = (24 + MAX_BYTES + BB - 1) / BB;   // words of the largest record decoded
-  localparam integer WPB = 1 << $clog2(RW + 3);   // words per bank (the windows read past the end)
-  localparam integer AW = $clog2(WPB) + 2;
+  localparam integer WPB = RW + 3;                // words per bank (the windows read up to 2 past the end)
+  localparam integer AW = $clog2(NB * WPB);
   localparam integer IW = $clog2(MAX_BYTES + 1) + 1;        // element / group index width
   localparam integer POW2 = (DW & (DW - 1)) == 0;
   localparam [3:0] ST_OK = 4'd0, ST_HDR = 4'd1, ST_LEN = 4'd2, ST_CRC = 4'd3, ST_SCALE = 4'd4,
@@ -76,6 +76,14 @@ module speckv_pdec #(
   `include "speckv_codec_fn.vh"
 
   // ------------------------------------------------------------------ record RAM
+  // word w of bank b at b * WPB + w (w < WPB: the callers keep it so)
+  function automatic [AW-1:0] wad(input [1:0] b2, input [31:0] w);
+    reg [31:0] a;
+    begin
+      a = ((b2 == 2'd0) ? 32'd0 : (b2 == 2'd1) ? WPB : (b2 == 2'd2) ? 2 * WPB : 3 * WPB) + w;
+      wad = a[AW-1:0];
+    end
+  endfunction
   wire          r_we;
   wire [AW-1:0] r_wa;
   wire          o_re;
@@ -114,7 +122,7 @@ module speckv_pdec #(
   wire       i_first = !i_in;
   wire [31:0] i_b = i_first ? 32'd0 : i_beat;
   assign r_we = in_fire && i_b < WPB;
-  assign r_wa = {i_bank, i_b[AW-3:0]};
+  assign r_wa = wad(i_bank, i_b);
 
   // END stage registers
   reg        e_v;
@@ -301,9 +309,6 @@ module speckv_pdec #(
   wire [31:0] o_so = POW2 ? (o_sbit & (DW - 1)) : (o_sbit % DW);
   wire [31:0] o_pw = POW2 ? (o_pu >> $clog2(PW)) : (o_pu / PW);
   wire [31:0] o_po = POW2 ? (o_pu & (PW - 1)) : (o_pu % PW);
-  function automatic [AW-1:0] wad(input [1:0] b2, input [31:0] w);
-    wad = {b2, w[AW-3:0]};
-  endfunction
   assign ra_s0 = wad(o_bank, o_sw);
   assign ra_s1 = wad(o_bank, o_sw + 32'd1);
   assign ra_p0 = wad(o_bank, o_pw);
