@@ -62,7 +62,7 @@ module speckv_pdec #(
 );
   localparam integer BB = DW / 8;
   localparam integer NBW = $clog2(BB + 1);
-  localparam integer E = BB / 2;                  // elements per beat (16-bit dtypes; FP32: E / 2)
+  localparam integer EMAX = BB / 2;               // E: elements per beat (16-bit dtypes; FP32: E / 2)
   localparam integer PW = BB / 4;                 // pairs per word
   localparam integer NB = 4;                      // record banks (records in flight)
   localparam integer RW = (24 + MAX_BYTES + BB - 1) / BB;   // words of the largest record decoded
@@ -101,7 +101,7 @@ module speckv_pdec #(
     .re(o_re), .ra(ra_p2), .rd(rd_p2));
 
   // ------------------------------------------------------------------ per bank
-  reg [NB*32*E-1:0] hd;             // the first E pairs of the record (bytes 24 .. 24 + 4E - 1)
+  reg [NB*32*EMAX-1:0] hd;             // the first E pairs of the record (bytes 24 .. 24 + 4E - 1)
   reg [NB*4-1:0]    m_code;
   reg [NB*32-1:0]   m_n, m_C, m_obytes, m_sbit;
   reg [NB*2-1:0]    m_grp;
@@ -178,9 +178,9 @@ module speckv_pdec #(
         // (constant indices per bank: a computed index into hd would be a shifter per byte)
         for (ka = 0; ka < NB; ka = ka + 1)
           if (i_bank == ka) begin
-            if (i_b == 32'd0) hd[ka * 32 * E +: 8 * (BB - 24)] <= in_data[DW-1:192];
-            if (i_b == 32'd1) hd[ka * 32 * E + 8 * (BB - 24) +: DW] <= in_data;
-            if (i_b == 32'd2) hd[ka * 32 * E + 8 * (2 * BB - 24) +: 192] <= in_data[191:0];
+            if (i_b == 32'd0) hd[ka * 32 * EMAX +: 8 * (BB - 24)] <= in_data[DW-1:192];
+            if (i_b == 32'd1) hd[ka * 32 * EMAX + 8 * (BB - 24) +: DW] <= in_data;
+            if (i_b == 32'd2) hd[ka * 32 * EMAX + 8 * (2 * BB - 24) +: 192] <= in_data[191:0];
           end
         i_crc <= t;
         i_fb <= fb;
@@ -280,16 +280,16 @@ module speckv_pdec #(
   wire [3:0]  o_bits = m_bits[o_bank*4 +: 4];
   wire [7:0]  o_dt = m_dtype[o_bank*8 +: 8];
   wire        o_f32 = o_dt == 8'd3;
-  wire [31:0] o_epb = o_f32 ? E / 2 : E;
+  wire [31:0] o_epb = o_f32 ? EMAX / 2 : EMAX;
 
   // the group of each element of the beat: (i mod C, i / C) stepped E times
-  reg [IW-1:0] cr [0:E];
-  reg [IW-1:0] ct [0:E];
-  reg [E*IW-1:0] o_g;
+  reg [IW-1:0] cr [0:EMAX];
+  reg [IW-1:0] ct [0:EMAX];
+  reg [EMAX*IW-1:0] o_g;
   always @* begin
     cr[0] = o_r;
     ct[0] = o_t;
-    for (jc = 0; jc < E; jc = jc + 1) begin
+    for (jc = 0; jc < EMAX; jc = jc + 1) begin
       if (cr[jc] + 1'b1 == o_C) begin
         cr[jc+1] = {IW{1'b0}};
         ct[jc+1] = ct[jc] + 1'b1;
@@ -300,8 +300,8 @@ module speckv_pdec #(
       o_g[jc*IW +: IW] = (o_grp == 2'd1) ? cr[jc] : (o_grp == 2'd2) ? ct[jc] : {IW{1'b0}};
     end
   end
-  wire [IW-1:0] o_r_nx = o_f32 ? cr[E/2] : cr[E];
-  wire [IW-1:0] o_t_nx = o_f32 ? ct[E/2] : ct[E];
+  wire [IW-1:0] o_r_nx = o_f32 ? cr[EMAX/2] : cr[EMAX];
+  wire [IW-1:0] o_t_nx = o_f32 ? ct[EMAX/2] : ct[EMAX];
   // stream window: words sbit / DW and the next; pair window: the word of pair (gbase + 6) and the next two
   wire [IW-1:0] o_gb = (o_grp == 2'd1) ? o_r : (o_grp == 2'd2) ? o_t : {IW{1'b0}};
   wire [31:0] o_pu = {{(32-IW){1'b0}}, o_gb} + 32'd6;     // in pairs from the record start
@@ -328,36 +328,36 @@ module speckv_pdec #(
   reg [$clog2(DW)-1:0] s1_so;
   reg [7:0]  s1_po;
   reg [IW-1:0] s1_gb;
-  reg [E*IW-1:0] s1_g;
-  reg [E-1:0] s1_lv;               // lane holds an element (< n)
+  reg [EMAX*IW-1:0] s1_g;
+  reg [EMAX-1:0] s1_lv;               // lane holds an element (< n)
   // O2 token
   reg        s2_v, s2_rej, s2_last, s2_f32;
   reg [3:0]  s2_code;
   reg [7:0]  s2_dt;
   reg [NBW-1:0] s2_nb;
-  reg [E-1:0] s2_lv;
-  reg [8*E-1:0] s2_q;
-  reg [32*E-1:0] s2_sz;
+  reg [EMAX-1:0] s2_lv;
+  reg [8*EMAX-1:0] s2_q;
+  reg [32*EMAX-1:0] s2_sz;
   // O3 token
   reg        s3_v, s3_rej, s3_last, s3_f32;
   reg [3:0]  s3_code;
   reg [7:0]  s3_dt;
   reg [NBW-1:0] s3_nb;
-  reg [E-1:0] s3_lv, s3_neg;
-  reg [49*E-1:0] s3_m;
+  reg [EMAX-1:0] s3_lv, s3_neg;
+  reg [49*EMAX-1:0] s3_m;
 
   wire s1_fin = s1_v && (s1_rej || s1_last);
 
   // O1: q and the pair of each element
   wire [2*DW-1:0] sw2 = {rd_s1, rd_s0} >> s1_so;
   wire [3*DW-1:0] pw3 = {rd_p2, rd_p1, rd_p0};
-  wire [32*E-1:0] hdb = hd[s1_bank * 32 * E +: 32 * E];
-  reg [8*E-1:0]  x_q;
-  reg [32*E-1:0] x_sz;
+  wire [32*EMAX-1:0] hdb = hd[s1_bank * 32 * EMAX +: 32 * EMAX];
+  reg [8*EMAX-1:0]  x_q;
+  reg [32*EMAX-1:0] x_sz;
   reg [IW-1:0] g;
   reg [IW+1:0] pi;
   always @* begin
-    for (jd = 0; jd < E; jd = jd + 1) begin
+    for (jd = 0; jd < EMAX; jd = jd + 1) begin
       case (s1_bits)
         4'd3: x_q[8*jd +: 8] = {5'd0, sw2[3*jd +: 3]};
         4'd4: x_q[8*jd +: 8] = {4'd0, sw2[4*jd +: 4]};
@@ -368,20 +368,20 @@ module speckv_pdec #(
       endcase
       g = s1_g[jd*IW +: IW];
       pi = {2'd0, g} - {2'd0, s1_gb} + {{(IW-6){1'b0}}, s1_po};
-      if (g < E) x_sz[32*jd +: 32] = hdb[32*g[$clog2(E)-1:0] +: 32];
+      if (g < EMAX) x_sz[32*jd +: 32] = hdb[32*g[$clog2(EMAX)-1:0] +: 32];
       else x_sz[32*jd +: 32] = pw3[32*pi[$clog2(3*PW)-1:0] +: 32];
     end
   end
 
   // O2: q * sf + zf in units of 2^-24, sign and magnitude
-  reg [48:0] xm [0:E-1];
-  reg [E-1:0] xneg;
+  reg [48:0] xm [0:EMAX-1];
+  reg [EMAX-1:0] xneg;
   reg [4:0]  es, ez;
   reg [10:0] ms, mz;
   reg [18:0] pq;
   reg [48:0] P, Z;
   always @* begin
-    for (je = 0; je < E; je = je + 1) begin
+    for (je = 0; je < EMAX; je = je + 1) begin
       s16e = s2_sz[32*je +: 16];
       z16e = s2_sz[32*je + 16 +: 16];
       es = s16e[14:10];
@@ -431,10 +431,10 @@ module speckv_pdec #(
   reg [31:0] y;
   always @* begin
     ob = {DW{1'b0}};
-    for (jf = 0; jf < E; jf = jf + 1) begin
+    for (jf = 0; jf < EMAX; jf = jf + 1) begin
       y = s3_lv[jf] ? fx_to_f32(s3_neg[jf], s3_m[49*jf +: 49]) : 32'd0;
       if (s3_f32) begin
-        if (jf < E / 2) ob[32*jf +: 32] = y;
+        if (jf < EMAX / 2) ob[32*jf +: 32] = y;
       end else if (s3_dt == 8'd2) ob[16*jf +: 16] = fp32_to_bf16(y);
       else ob[16*jf +: 16] = fp32_to_fp16_sat(y);
     end
@@ -487,7 +487,7 @@ module speckv_pdec #(
         s3_nb <= s2_nb;
         s3_lv <= s2_lv;
         s3_neg <= xneg;
-        for (jg = 0; jg < E; jg = jg + 1) s3_m[49*jg +: 49] <= xm[jg];
+        for (jg = 0; jg < EMAX; jg = jg + 1) s3_m[49*jg +: 49] <= xm[jg];
         // O1 -> O2
         s2_v <= s1_v;
         s2_rej <= s1_rej;
@@ -514,7 +514,7 @@ module speckv_pdec #(
         s1_po <= o_po[7:0];
         s1_gb <= o_gb;
         s1_g <= o_g;
-        for (jg = 0; jg < E; jg = jg + 1)
+        for (jg = 0; jg < EMAX; jg = jg + 1)
           s1_lv[jg] <= jg < o_epb && {{(32-IW){1'b0}}, o_i} + jg < o_n;
         if (o_act) begin
           o_pos <= o_pos + BB;
