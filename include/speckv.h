@@ -519,7 +519,9 @@ SPECKV_API int speckv_stats(speckv_pool *pool, speckv_pool_stats *out);
 /* Writes the stats as one JSON object into buf (NUL-terminated, at most cap
  * bytes) and the full length without the NUL into *needed (may be NULL).
  * Returns SPECKV_OK, SPECKV_EINVAL, SPECKV_ERANGE (cap too small: call again
- * with *needed + 1). Since 0.1.0. */
+ * with *needed + 1). While other threads use the pool (the prefetch thread
+ * among them) the text can grow between two calls: allocate some headroom
+ * and call again on SPECKV_ERANGE. Since 0.1.0. */
 SPECKV_API int speckv_stats_json(speckv_pool *pool, char *buf, size_t cap, size_t *needed);
 
 /* One counter by name: *value = the integer that speckv_stats_json's object

@@ -585,10 +585,18 @@ int main(int argc, char **argv) {
     rc = speckv_stats(pool, &st);
     Json stats_json;  // null unless the library's JSON is read
     if (rc == SPECKV_OK && o.json) {
+        // The pool is live (its prefetch thread still counts): the text can
+        // grow between the size query and the copy, so leave headroom and ask
+        // again on SPECKV_ERANGE.
         size_t need = 0;
         speckv_stats_json(pool, nullptr, 0, &need);
-        std::string text(need + 1, '\0');
-        if (speckv_stats_json(pool, text.data(), text.size(), &need) == SPECKV_OK) {
+        std::string text;
+        int jrc = SPECKV_ERANGE;
+        for (int attempt = 0; attempt < 4 && jrc == SPECKV_ERANGE; attempt++) {
+            text.assign(need + 256, '\0');
+            jrc = speckv_stats_json(pool, text.data(), text.size(), &need);
+        }
+        if (jrc == SPECKV_OK) {
             text.resize(need);
             stats_json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
             if (stats_json.is_discarded()) stats_json = nullptr;

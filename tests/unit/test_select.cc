@@ -179,7 +179,7 @@ struct PartialBuf {
 std::string stats_json(speckv_pool *p) {
     size_t need = 0;
     speckv_stats_json(p, nullptr, 0, &need);
-    std::string s(need + 1, '\0');
+    std::string s(need + 256, '\0');  // headroom: a live pool's counters can grow in between
     REQUIRE(speckv_stats_json(p, s.data(), s.size(), &need) == SPECKV_OK);
     s.resize(need);
     return s;
