@@ -215,6 +215,10 @@ bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bit
 // Its first pass alone: the key triples of the G groups (smax at keys, umin
 // at keys + G, umax at keys + 2G; codec_packed_fp16_avx2.cc says what they are).
 void packed_fp16_keys_avx2(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *keys);
+// Its parameters of groups g .. G - 1 from their key triples, one at a time
+// (the tail of both tables' vector loops): false on a non-finite value.
+bool packed_fp16_params_from_keys_tail(const uint16_t *k, size_t G, size_t g, unsigned bits, uint8_t *pairs, float *z,
+                                       float *inv);
 // The same as packed_fp16_params_avx2, AVX-512 wide (channel-group keys 32
 // channels a vector, the parameters 16 groups a step; the same bytes). For
 // the AVX-512 table (lib/codec/codec_packed_fp16_avx512.cc); only where

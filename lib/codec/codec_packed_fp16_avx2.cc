@@ -89,14 +89,7 @@ bool params_from_keys(const uint16_t *k, size_t G, unsigned bits, uint8_t *pairs
         _mm_storeu_si128(reinterpret_cast<__m128i *>(pairs + 4 * g + 16), _mm_unpackhi_epi16(s16, mnh));
     }
     if (!_mm_testz_si128(bad, bad)) return false;
-    for (; g < G; g++) {
-        const uint16_t sm = ksm[g], un = kun[g], ux = kux[g];
-        if (int16_t(sm) > 0x7BFF) return false;
-        const uint16_t mxh = int16_t(sm) < 0 ? un : sm, mnh = ux >= 0x8000u ? ux : un;
-        const float mn = _cvtsh_ss(mnh), mx = _cvtsh_ss(mxh);
-        if (!packed_make_params_scalar(&mn, &mx, 1, bits, pairs + 4 * g, z + g, inv + g)) return false;
-    }
-    return true;
+    return packed_fp16_params_from_keys_tail(k, G, g, bits, pairs, z, inv);
 }
 
 // Token groups, 16 rows at a time: each row's 16 lanes, then a transpose
@@ -297,6 +290,19 @@ void quant_fp16(const uint16_t *h, size_t T, size_t C, unsigned group, const flo
 
 void packed_fp16_keys_avx2(const uint16_t *h, size_t T, size_t C, unsigned group, uint16_t *keys) {
     keys_fp16(h, T, C, group, keys);
+}
+
+bool packed_fp16_params_from_keys_tail(const uint16_t *k, size_t G, size_t g, unsigned bits, uint8_t *pairs, float *z,
+                                       float *inv) {
+    const uint16_t *ksm = k, *kun = k + G, *kux = k + 2 * G;
+    for (; g < G; g++) {
+        const uint16_t sm = ksm[g], un = kun[g], ux = kux[g];
+        if (int16_t(sm) > 0x7BFF || ux >= 0xFC00u) return false;  // exponent 31 (the scalar check would refuse it too)
+        const uint16_t mxh = int16_t(sm) < 0 ? un : sm, mnh = ux >= 0x8000u ? ux : un;
+        const float mn = _cvtsh_ss(mnh), mx = _cvtsh_ss(mxh);
+        if (!packed_make_params_scalar(&mn, &mx, 1, bits, pairs + 4 * g, z + g, inv + g)) return false;
+    }
+    return true;
 }
 
 bool packed_fp16_params_avx2(const uint16_t *h, size_t T, size_t C, unsigned bits, unsigned group, uint8_t *pairs,

@@ -54,8 +54,9 @@ void keys_ch_512(const uint16_t *h, size_t T, size_t C, uint16_t *k) {
     }
 }
 
-// §19.2 from the key triples of G groups, 16 a step; the rest (G % 16) and the
-// checks as the AVX2 pass's params_from_keys: false on a non-finite value.
+// §19.2 from the key triples of G groups, 16 a step, the checks as the AVX2
+// pass's params_from_keys (false on a non-finite value); the rest (G % 16)
+// one at a time by the AVX2 pass's tail.
 bool params_from_keys_512(const uint16_t *k, size_t G, unsigned bits, uint8_t *pairs, float *z, float *inv) {
     const uint16_t *ksm = k, *kun = k + G, *kux = k + 2 * G;
     const __m256i e_pos = _mm256_set1_epi16(0x7BFF), e_neg = _mm256_set1_epi16(int16_t(0xFC00)),
@@ -84,14 +85,7 @@ bool params_from_keys_512(const uint16_t *k, size_t G, unsigned bits, uint8_t *p
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + 4 * g + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
     }
     if (bad) return false;
-    for (; g < G; g++) {
-        const uint16_t sm = ksm[g], un = kun[g], ux = kux[g];
-        if (int16_t(sm) > 0x7BFF || ux >= 0xFC00u) return false;
-        const uint16_t mxh = int16_t(sm) < 0 ? un : sm, mnh = ux >= 0x8000u ? ux : un;
-        const float mn = _cvtsh_ss(mnh), mx = _cvtsh_ss(mxh);
-        if (!packed_make_params_scalar(&mn, &mx, 1, bits, pairs + 4 * g, z + g, inv + g)) return false;
-    }
-    return true;
+    return packed_fp16_params_from_keys_tail(k, G, g, bits, pairs, z, inv);
 }
 
 }  // namespace
